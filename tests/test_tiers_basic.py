@@ -1,0 +1,37 @@
+"""The tier contract on the directory and memory tiers, plus directory-only crash behaviour."""
+import asyncio
+import os
+
+import pytest
+
+from tiers.directory import DirTier
+from tiers.memory import MemoryTier
+from tier_contract import TierContract
+
+
+class TestMemoryTier(TierContract):
+    @pytest.fixture
+    def tier(self):
+        return MemoryTier()
+
+
+class TestDirTier(TierContract):
+    @pytest.fixture
+    def tier(self, tmp_path):
+        return DirTier(tmp_path / "tier")
+
+    def test_partials_are_hidden_and_swept(self, tier):
+        sink = tier.open_write("x/y.pt")
+        sink.write(b"half")  # a crash here leaves a .partial file
+        assert asyncio.run(tier.list()) == []
+        assert tier.sweep_partials() == 1
+        assert not any(f for _, _, f in os.walk(tier.root) if f)
+
+    def test_delete_prunes_empty_folders(self, tier):
+        asyncio.run(tier.put("step_1/a", b"1"))
+        asyncio.run(tier.delete("step_1/a"))
+        assert not (tier.root / "step_1").exists()
+
+    def test_local_path_is_the_object(self, tier):
+        asyncio.run(tier.put("p/q", b"bytes"))
+        assert tier.local_path("p/q").read_bytes() == b"bytes"
