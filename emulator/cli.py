@@ -1,0 +1,215 @@
+"""``ckpt-emu``: run the emulator, print sizes, plan intervals.
+
+Every failure the user can cause ends as one line ``ckpt-emu: error: ...``
+and exit status 2; nothing is written before the config and the tiers have
+been checked.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from .errors import UserError
+
+GIB = 1 << 30
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own errors: one line, exit 2
+        raise UserError(message)
+
+
+def parse_duration(text: str) -> float:
+    """'90s', '30m', '2h', '1h30m', '45' (seconds) -> seconds."""
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        value = float(t)
+    else:
+        parts = re.findall(r"(\d+(?:\.\d+)?)([smhd])", t)
+        if not parts or "".join(a + b for a, b in parts) != t:
+            raise UserError(f"--duration {text!r}: use e.g. 90s, 30m, 2h or 1h30m")
+        value = sum(float(a) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u] for a, u in parts)
+    if value <= 0:
+        raise UserError(f"--duration {text!r}: must be > 0")
+    return value
+
+
+def _load(args):
+    from .config import load_config
+    overrides = list(args.set or [])
+    if getattr(args, "scale", None) is not None:
+        overrides.append(f"run.scale={args.scale}")
+    if getattr(args, "out", None):
+        overrides.append(f"run.out={args.out}")
+    if getattr(args, "metrics_port", None) is not None:
+        overrides.append(f"metrics.port={args.metrics_port}")
+    if getattr(args, "metrics_addr", None):
+        overrides.append(f"metrics.addr={args.metrics_addr}")
+    if getattr(args, "lose_local_after", None) is not None:
+        overrides.append(f"failures.lose_local_after={args.lose_local_after}")
+    return load_config(args.config, overrides)
+
+
+# --------------------------------------------------------------------------- sizes
+
+def cmd_sizes(args) -> int:
+    from .sizing import checkpoint_size
+    cfg = _load(args)
+    size = checkpoint_size(cfg.model, cfg.parallelism)
+    scale = cfg.run.scale
+    obj = {
+        "preset": cfg.model.name,
+        "params": size.params,
+        "world_size": size.world_size,
+        "model_bytes": size.model_bytes,
+        "optimizer_bytes": size.optimizer_bytes,
+        "total_bytes": size.total_bytes,
+        "total_gib": size.total_bytes / GIB,
+        "ranks": len(size.ranks),
+        "subset": cfg.parallelism.subset,
+        "per_rank_bytes": [r.total_bytes for r in size.ranks],
+        "per_rank": [{"rank": r.rank, "tp": r.tp, "pp": r.pp, "dp": r.dp, "model_bytes": r.model_bytes,
+                      "optimizer_bytes": r.optimizer_bytes} for r in size.ranks],
+        "run_bytes": size.run_bytes,
+        "scale": scale,
+        "run_bytes_scaled": int(size.run_bytes * scale),
+    }
+    if args.json:
+        print(json.dumps(obj, indent=1))
+        return 0
+    print(f"{cfg.model.name}: {size.params / 1e9:.2f} B parameters, {size.world_size} ranks "
+          f"(TP{cfg.parallelism.tp} PP{cfg.parallelism.pp} DP{cfg.parallelism.dp}, ZeRO-{cfg.parallelism.zero_stage})")
+    print(f"  model state     {size.model_bytes / GIB:12.1f} GiB")
+    print(f"  optimizer state {size.optimizer_bytes / GIB:12.1f} GiB")
+    print(f"  checkpoint      {size.total_bytes / GIB:12.1f} GiB")
+    what = "subset mode, " if cfg.parallelism.subset else ""
+    print(f"  this run: {what}{len(size.ranks)} ranks write {size.run_bytes / GIB:.2f} GiB"
+          + (f", {size.run_bytes * scale / GIB:.3f} GiB at scale {scale:g}" if scale < 1 else ""))
+    for r in size.ranks[:16]:
+        print(f"    rank {r.rank:5d} (tp {r.tp}, pp {r.pp}, dp {r.dp}): {r.total_bytes / GIB:8.2f} GiB")
+    if len(size.ranks) > 16:
+        print(f"    ... {len(size.ranks) - 16} more")
+    return 0
+
+
+# --------------------------------------------------------------------------- run
+
+def preflight(cfg, nnodes: int) -> None:
+    """Check tiers and disk space before anything is launched; raises UserError."""
+    import asyncio
+    from tiers import TierError, make_tier
+    from .sizing import checkpoint_size
+    size = checkpoint_size(cfg.model, cfg.parallelism)
+    node_bytes = size.run_bytes * cfg.run.scale / max(1, nnodes)
+    need = node_bytes * (cfg.checkpoint.keep + 1) * 1.05 + (64 << 20)
+    for name, tcfg in (("local", cfg.tiers.local), ("global", cfg.tiers.global_)):
+        if tcfg is None:
+            continue
+        try:
+            if tcfg.backend == "dir":
+                import copy
+                probe = copy.deepcopy(tcfg)
+                probe.path = probe.path.replace("{node}", "0")
+                probe.emulate = None
+                tier = make_tier(probe)
+                free = shutil.disk_usage(tier.root).free
+                total_need = need * (nnodes if name == "global" else 1)
+                if free < total_need:
+                    raise UserError(f"tiers.{name}: {tier.root} has {free / GIB:.2f} GiB free, needs about "
+                                    f"{total_need / GIB:.2f} GiB ({cfg.checkpoint.keep} kept + 1 in flight)")
+            elif tcfg.backend == "s3":
+                tier = make_tier(tcfg)
+                asyncio.run(tier.check())
+        except TierError as exc:
+            raise UserError(f"tiers.{name}: {exc}") from None
+
+
+def cmd_run(args) -> int:
+    from .launcher import launch, prepare_out, torchrun_command
+    cfg = _load(args)
+    duration = parse_duration(args.duration) if args.duration else None
+    nnodes = args.nnodes
+    ranks = cfg.parallelism.active_ranks
+    nproc = args.nproc_per_node or (ranks // nnodes)
+    if nproc * nnodes != ranks:
+        raise UserError(f"{nnodes} node(s) x {nproc} ranks per node != {ranks} ranks in the config")
+    if nnodes > 1 and not args.rdzv_endpoint:
+        raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
+    preflight(cfg, nnodes)
+    out = Path(cfg.run.out)
+    config_path = prepare_out(out, cfg.to_dict())
+    cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
+                           rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id)
+    progress = None
+    if not args.quiet and sys.stderr.isatty():
+        from .progress import Progress
+        progress = Progress(duration)
+    launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress)
+    report = out / "report.txt"
+    if report.exists():
+        if not args.quiet:
+            print(report.read_text(), end="")
+        print(f"results: {out / 'results.json'}")
+    else:
+        print(f"this node finished; the report is written where rank 0 runs ({out})")
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="ckpt-emu", description="Tiered checkpoint emulator for LLM training storage.")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def common(p):
+        p.add_argument("config", nargs="?", default=None,
+                       help="preset name (e.g. llama3-8b-subset) or YAML file; default: the embedded default")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any config key")
+        p.add_argument("--scale", type=float, help="shrink every tensor by this factor (0 < F <= 1)")
+
+    run = sub.add_parser("run", help="run the emulator (sync and async checkpointing, then loads)")
+    common(run)
+    run.add_argument("--out", help="results folder (run.out)")
+    run.add_argument("--duration", help="soak mode: train for this long (90s, 30m, 2h), split over the modes")
+    run.add_argument("--quiet", action="store_true", help="no progress display and no table")
+    run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (node N: port+N)")
+    run.add_argument("--metrics-addr", help="address to bind the metrics endpoint (default 127.0.0.1)")
+    run.add_argument("--lose-local-after", type=int, metavar="N",
+                     help="emulate losing the node-local tier after checkpoint N")
+    run.add_argument("--nnodes", type=int, default=1, help="nodes in the job (run this command on each)")
+    run.add_argument("--nproc-per-node", type=int, help="ranks on this node (default: ranks / nnodes)")
+    run.add_argument("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous (multi-node)")
+    run.add_argument("--rdzv-id", default="ckpt-emu", help="rendezvous id shared by the nodes of one job")
+    run.set_defaults(func=cmd_run)
+
+    sizes = sub.add_parser("sizes", help="checkpoint sizes of a preset (MLPerf Storage formulas)")
+    common(sizes)
+    sizes.add_argument("--json", action="store_true", help="one JSON object")
+    sizes.set_defaults(func=cmd_sizes)
+
+    try:
+        from .plan_cli import add_plan_parser
+        add_plan_parser(sub)
+    except ImportError:
+        pass
+    return ap
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except UserError as exc:
+        print(f"ckpt-emu: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("ckpt-emu: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""Live Prometheus metrics for ckpt-emu: one scrape target per node, covering every rank.
+
+Why it looks like this:
+
+* Every rank is its own OS process, so the node endpoint uses prometheus_client's
+  multiprocess mode: each process writes its values to mmap files under
+  ``PROMETHEUS_MULTIPROC_DIR`` and local rank 0 serves a ``MultiProcessCollector``
+  over them. prometheus_client decides at *import* time whether it is in that mode,
+  so this module imports it lazily: a launcher may import ``emulator.metrics`` (to
+  call :func:`prepare_multiprocess_dir`) before it has set the variable.
+* Histograms, not summaries, so quantiles can be aggregated across ranks and nodes.
+* Labels come only from small closed sets (mode, tier, phase, backend, op, kind) and
+  are validated, so a typo fails at the first checkpoint instead of silently creating
+  series; a step number is never a label.
+* Every gauge has a deliberate ``multiprocess_mode`` (see ``_GAUGES``). Unlabelled
+  gauges are created at 0 in *every* process's file, so "min" is never used.
+
+Order in a rank process (multiprocess): the per-node launcher calls
+``prepare_multiprocess_dir(d)`` and exports ``PROMETHEUS_MULTIPROC_DIR=d`` before
+starting torchrun; each rank builds ``Metrics(multiprocess=True)``; local rank 0 calls
+``serve_node(addr, port)``; each rank calls ``mark_process_dead(os.getpid())`` on exit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+PREFIX = "ckpt_emu_"
+MODES = ("sync", "async")
+TIERS = ("local", "global")
+PHASES = ("snapshot", "local_write", "drain", "load", "manifest")
+BACKENDS = ("dir", "s3", "memory")
+OPS = ("save", "load")
+DIRECTIONS = ("write", "read")
+FAULT_KINDS = ("injected", "checksum_mismatch", "drain_abandoned", "drain_failed")
+
+#: 1 ms .. 10 min, roughly 1-2.5-5 per decade: staging copies are milliseconds,
+#: drains of full-size checkpoints are minutes.
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+           1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 120.0, 300.0, 600.0)
+
+_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+# name -> (labels, multiprocess_mode, help). Why each mode:
+#   livesum: per-process amounts that add up on the node and vanish with a dead process
+#   max:     facts every process agrees on, or "newest" timestamps (monotonic per node)
+#   mostrecent: a value published by one process that replaces the previous one
+_GAUGES = {
+    "drains_in_flight": ((), "livesum", "Drains of this node to the global tier now in progress."),
+    "drain_backlog_bytes": ((), "livesum", "Bytes started draining to the global tier and not yet copied."),
+    "drain_overlap_ratio": (("mode",), "max", "Fraction of wall time with a drain in progress, as computed by the emulator (0..1); worst rank on the node."),
+    "last_complete_checkpoint_timestamp_seconds": (("tier",), "max", "Unix time when the newest checkpoint became complete (manifest written) on the tier."),
+    "last_complete_checkpoint_step": (("tier",), "mostrecent", "Training step of the most recently completed checkpoint on the tier."),
+    "checkpoint_interval_seconds": (("mode",), "max", "Configured wall time between checkpoints; alert thresholds are multiples of it."),
+    "throughput_bytes_per_second": (("op", "mode"), "mostrecent", "MLPerf-style throughput: total bytes over the slowest rank's time, published by rank 0."),
+    "start_time_seconds": ((), "max", "Unix time when this run's metrics started (latest rank on the node)."),
+    "info": (("preset", "scale", "ranks", "nodes", "modes", "version"), "max", "Run description; the value is always 1."),
+}
+_COUNTERS = {
+    "written_bytes": (("tier", "backend"), "Bytes written to a tier."),
+    "read_bytes": (("tier", "backend"), "Bytes read from a tier."),
+    "drain_busy_seconds": ((), "Seconds spent draining (added when a drain ends); rate() of it is the drain overlap."),
+    "drain_deadline_misses": (("mode",), "Checkpoints that started before the previous drain had finished."),
+    "training_seconds": (("mode",), "Wall time of the training loop, stalls included."),
+    "stall_seconds": (("mode",), "Wall time the training loop was blocked by checkpointing."),
+    "faults": (("kind",), "Injected faults, checksum mismatches, abandoned and failed drains."),
+}
+_HISTOGRAMS = {
+    "checkpoint_stall_seconds": (("mode",), "Time one rank's training loop was blocked by one checkpoint, waits for a late drain included."),
+    "phase_duration_seconds": (("phase", "tier", "backend"), "Duration of one checkpoint phase on one rank (or one drain on the node)."),
+    "step_duration_seconds": (("mode",), "Wall time of one training step's compute."),
+}
+
+
+def _check(kind: str, value: str, allowed) -> str:
+    if value not in allowed:
+        raise ValueError(f"metrics: {kind} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _multiprocess_active() -> bool:
+    """True when prometheus_client was imported with PROMETHEUS_MULTIPROC_DIR set."""
+    from prometheus_client import values
+    return values.ValueClass is not values.MutexValue
+
+
+class Metrics:
+    """All ckpt-emu metrics of one process; thread-safe (the drainer runs in a thread)."""
+
+    def __init__(self, registry=None, *, multiprocess: bool = False):
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        if multiprocess:
+            if not os.path.isdir(os.environ.get(_ENV, "")) or not _multiprocess_active():
+                raise RuntimeError(f"{_ENV} must name an existing directory before prometheus_client is imported")
+            self.registry = None  # collection reads the files; see serve_node()
+        else:
+            self.registry = registry if registry is not None else CollectorRegistry()
+        reg = self.registry
+        self._g = {n: Gauge(PREFIX + n, h, labels, registry=reg, multiprocess_mode=mode)
+                   for n, (labels, mode, h) in _GAUGES.items()}
+        self._c = {n: Counter(PREFIX + n, h, labels, registry=reg) for n, (labels, h) in _COUNTERS.items()}
+        self._h = {n: Histogram(PREFIX + n, h, labels, registry=reg, buckets=BUCKETS)
+                   for n, (labels, h) in _HISTOGRAMS.items()}
+        # Counters with known label values start at 0 so increase() sees the first event.
+        for mode in MODES:
+            self._c["drain_deadline_misses"].labels(mode=mode)
+        for kind in FAULT_KINDS:
+            self._c["faults"].labels(kind=kind)
+        self._g["start_time_seconds"].set(time.time())
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._backlog = 0
+
+    def set_info(self, *, preset: str, scale: float, ranks: int, nodes: int, modes: list[str], version: str):
+        self._g["info"].labels(preset=preset, scale=f"{scale:g}", ranks=str(ranks), nodes=str(nodes),
+                               modes=",".join(modes), version=version).set(1)
+
+    def set_interval(self, mode: str, seconds: float):
+        self._g["checkpoint_interval_seconds"].labels(mode=_check("mode", mode, MODES)).set(seconds)
+
+    def observe_stall(self, mode: str, seconds: float):
+        self._h["checkpoint_stall_seconds"].labels(mode=_check("mode", mode, MODES)).observe(seconds)
+
+    def observe_phase(self, phase: str, tier: str, seconds: float, *, backend: str = "dir"):
+        self._h["phase_duration_seconds"].labels(
+            phase=_check("phase", phase, PHASES), tier=_check("tier", tier, TIERS),
+            backend=_check("backend", backend, BACKENDS)).observe(seconds)
+
+    def add_bytes(self, direction: str, tier: str, n: int, *, backend: str = "dir"):
+        name = "written_bytes" if _check("direction", direction, DIRECTIONS) == "write" else "read_bytes"
+        self._c[name].labels(tier=_check("tier", tier, TIERS), backend=_check("backend", backend, BACKENDS)).inc(n)
+
+    # The drain gauges are set from per-process tallies (not inc/dec) so that when the
+    # last drain ends, whatever was not reported as progress (an abandoned drain) is
+    # cleared instead of staying in the backlog forever.
+    def drain_started(self, nbytes: int):
+        with self._lock:
+            self._in_flight += 1
+            self._backlog += nbytes
+            self._publish_drain()
+
+    def drain_progress(self, nbytes_done: int):
+        with self._lock:
+            self._backlog = max(0, self._backlog - nbytes_done)
+            self._publish_drain()
+
+    def drain_finished(self, seconds: float, *, ok: bool = True):
+        with self._lock:
+            self._in_flight = max(0, self._in_flight - 1)
+            if self._in_flight == 0:
+                self._backlog = 0
+            self._publish_drain()
+        self._c["drain_busy_seconds"].inc(seconds)
+        if not ok:
+            self.count_fault("drain_failed")
+
+    def _publish_drain(self):
+        self._g["drains_in_flight"].set(self._in_flight)
+        self._g["drain_backlog_bytes"].set(self._backlog)
+
+    def set_drain_overlap(self, mode: str, ratio: float):
+        self._g["drain_overlap_ratio"].labels(mode=_check("mode", mode, MODES)).set(min(1.0, max(0.0, ratio)))
+
+    def deadline_missed(self, mode: str):
+        self._c["drain_deadline_misses"].labels(mode=_check("mode", mode, MODES)).inc()
+
+    def checkpoint_complete(self, tier: str, step: int, unix_time: float):
+        tier = _check("tier", tier, TIERS)
+        self._g["last_complete_checkpoint_timestamp_seconds"].labels(tier=tier).set(unix_time)
+        self._g["last_complete_checkpoint_step"].labels(tier=tier).set(step)
+
+    def observe_step(self, mode: str, seconds: float):
+        self._h["step_duration_seconds"].labels(mode=_check("mode", mode, MODES)).observe(seconds)
+
+    def add_training_seconds(self, mode: str, seconds: float):
+        self._c["training_seconds"].labels(mode=_check("mode", mode, MODES)).inc(seconds)
+
+    def add_stall_seconds(self, mode: str, seconds: float):
+        self._c["stall_seconds"].labels(mode=_check("mode", mode, MODES)).inc(seconds)
+
+    def set_throughput(self, op: str, mode: str, bytes_per_second: float):
+        self._g["throughput_bytes_per_second"].labels(
+            op=_check("op", op, OPS), mode=_check("mode", mode, MODES)).set(bytes_per_second)
+
+    def count_fault(self, kind: str):
+        self._c["faults"].labels(kind=_check("kind", kind, FAULT_KINDS)).inc()
+
+
+def prepare_multiprocess_dir(path) -> None:
+    """Empty (or create) the node's multiprocess directory.
+
+    Must run before any rank on the node creates ``Metrics``: stale files from an earlier
+    run would otherwise be summed into this run's counters.
+    """
+    path = Path(path)
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True, exist_ok=True)
+
+
+class NodeServer:
+    """Handle returned by :func:`serve_node`; ``port`` is the bound port (useful with port 0)."""
+
+    def __init__(self, httpd, thread):
+        self._httpd, self._thread = httpd, thread
+        self.addr, self.port = httpd.server_address[:2]
+
+    def close(self):
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+def serve_node(addr: str, port: int, *, path=None) -> NodeServer:
+    """Serve /metrics for every process writing to the multiprocess directory (default: env)."""
+    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=None if path is None else str(path))
+    httpd, thread = start_http_server(port, addr=addr, registry=registry)
+    return NodeServer(httpd, thread)
+
+
+def mark_process_dead(pid, *, path=None) -> None:
+    """Drop a finished process's live gauges (in flight, backlog) from the node's sums."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(pid, None if path is None else str(path))

@@ -1,0 +1,254 @@
+"""The rank process: started by torchrun, one per emulated accelerator.
+
+``python -m torch.distributed.run ... -m emulator.rank --config RESOLVED.json``
+
+Builds the rank's state once, then for each mode trains (compute for
+``step_seconds`` per step, an all-reduce per step like a real data-parallel
+step, which also carries the stop flag so every rank stops at the same
+step) and checkpoints every ``interval_steps``; then runs the loads. Rank 0
+gathers every rank's records and writes results.json, report.txt and
+timeline.png.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from .config import from_mapping
+from .errors import UserError
+
+STOP_FILE = "stop"  # created in the results folder by the CLI on Ctrl-C
+STATUS_FILE = "status.json"
+MAX_EVENTS = 4000  # timeline events kept per rank and kind of source
+
+
+def _compute(seconds: float, kind: str) -> None:
+    if seconds <= 0:
+        return
+    if kind == "sleep":
+        time.sleep(seconds)
+        return
+    end = time.perf_counter() + seconds  # "cpu": keep one core busy, to study interference
+    x = 1.0001
+    while time.perf_counter() < end:
+        for _ in range(2000):
+            x = x * 1.0000001 % 7.0
+
+
+def _tier_scope(comm, out: Path, name: str) -> dict:
+    return {"rank": comm.rank, "local_rank": comm.local_rank, "node_id": comm.node, "nodes": comm.nodes,
+            "ranks_per_node": comm.local_world_size, "shared_dir": str(out / ".shared" / name)}
+
+
+def _node_path(cfg_tier, node: int):
+    if cfg_tier is not None and cfg_tier.path:
+        cfg_tier.path = cfg_tier.path.replace("{node}", str(node))
+    return cfg_tier
+
+
+class RankRun:
+    def __init__(self, cfg, out: Path, duration: float | None):
+        from .comm import DistComm
+        self.cfg, self.out, self.duration = cfg, out, duration
+        self.comm = DistComm()
+        self.bg_comm = DistComm(dist.new_group(backend="gloo"))
+        self.metrics = self._setup_metrics()
+        self._setup_tiers()
+        from .state import RankState
+        self.state = RankState(cfg.model, cfg.parallelism, self.comm.rank, cfg.run.scale, cfg.run.seed)
+        from .checkpointer import Checkpointer
+        p = cfg.parallelism
+        self.ckpt = Checkpointer(
+            self.state, self.local, self.global_, self.bg_comm, keep=cfg.checkpoint.keep,
+            drain_concurrency=cfg.drain.concurrency, drain_verify=cfg.drain.verify, metrics=self.metrics,
+            meta={"preset": cfg.model.name, "scale": cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
+                  "zero_stage": p.zero_stage})
+        self.timeline_base = None
+        self.modes = {}
+
+    def _setup_metrics(self):
+        port = self.cfg.metrics.port
+        if port is None:
+            from .metrics import Metrics
+            return Metrics()
+        mp_dir = self.out / ".metrics" / f"node{self.comm.node}"
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(mp_dir)
+        from . import metrics
+        if self.comm.is_node_leader:
+            metrics.prepare_multiprocess_dir(mp_dir)
+        self.comm.barrier()
+        m = metrics.Metrics(multiprocess=True)
+        if self.comm.is_node_leader:
+            self._server = metrics.serve_node(self.cfg.metrics.addr, port + self.comm.node)
+        p = self.cfg.parallelism
+        m.set_info(preset=self.cfg.model.name, scale=self.cfg.run.scale, ranks=p.active_ranks,
+                   nodes=self.comm.nodes, modes=list(self.cfg.checkpoint.modes), version=_version())
+        return m
+
+    def _setup_tiers(self):
+        from tiers import make_tier
+        from tiers.directory import DirTier
+        tiers_cfg = self.cfg.tiers
+        self.local = None
+        if tiers_cfg.local is not None:
+            self.local = make_tier(_node_path(tiers_cfg.local, self.comm.node),
+                                   scope=_tier_scope(self.comm, self.out, "local"))
+        self.global_ = make_tier(tiers_cfg.global_, scope=_tier_scope(self.comm, self.out, "global"))
+        if self.comm.is_node_leader:  # clean up what a crashed run left behind
+            for tier in (self.local, self.global_):
+                inner = getattr(tier, "inner", tier)
+                if isinstance(inner, DirTier) and (tier is self.local or self.comm.rank == 0):
+                    inner.sweep_partials()
+
+    # ------------------------------------------------------------------ phases
+
+    def _first_step(self) -> int:
+        """Continue numbering after the newest checkpoint any tier already holds."""
+        from .layout import list_steps
+        newest = 0
+        for tier in (self.local, self.global_):
+            if tier is not None:
+                seen = self.ckpt.loop.run(list_steps(tier))[1]
+                newest = max([newest] + seen)
+        return int(self.comm.all_max(newest)) + 1
+
+    def _should_stop(self, mode_start: float, mode_budget: float | None, step_in_mode: int) -> bool:
+        stop = 0.0
+        if self.comm.rank == 0:
+            if (self.out / STOP_FILE).exists():
+                stop = 1.0
+            elif mode_budget is not None and time.time() - mode_start >= mode_budget:
+                stop = 1.0
+            elif mode_budget is None and step_in_mode >= self.cfg.steps_per_mode:
+                stop = 1.0
+        return self.comm.all_max(stop) > 0  # the per-step all-reduce of data-parallel training
+
+    def run_mode(self, mode: str, first_step: int, budget: float | None) -> int:
+        cfg, m = self.cfg, self.metrics
+        interval = cfg.checkpoint.interval_steps
+        if m:
+            m.set_interval(mode, interval * cfg.training.step_seconds)
+        self.comm.barrier()
+        start = time.time()
+        step, n = first_step, 0
+        compute_events = deque(maxlen=MAX_EVENTS)  # bounded: soak runs must not grow
+        while not self._should_stop(start, budget, n):
+            t = time.time()
+            _compute(cfg.training.step_seconds, cfg.training.compute)
+            self.state.mutate(step)
+            dt = time.time() - t
+            compute_events.append((t, t + dt))
+            if m:
+                m.observe_step(mode, dt)
+            if (n + 1) % interval == 0:
+                self.ckpt.checkpoint(step, mode)
+                self._write_status(mode, step, start)
+            step, n = step + 1, n + 1
+        train_end = time.time()
+        flush = self.ckpt.finish()
+        end = time.time()
+        if m:
+            m.add_training_seconds(mode, train_end - start)
+        self.modes[mode] = {"start": start, "train_end": train_end, "end": end, "steps": n,
+                            "flush_s": flush, "compute": list(compute_events)}
+        return step
+
+    def _write_status(self, mode: str, step: int, start: float) -> None:
+        if self.comm.rank != 0:
+            return
+        recs = self.ckpt.records
+        last = recs[-1]
+        status = {"mode": mode, "step": step, "elapsed_s": time.time() - start, "last_stall_s": last.stall_s,
+                  "checkpoints": len(recs), "misses": sum(r.missed for r in recs),
+                  "interval_s": self.cfg.checkpoint.interval_steps * self.cfg.training.step_seconds,
+                  "time": time.time()}
+        tmp = self.out / (STATUS_FILE + ".tmp")
+        tmp.write_text(json.dumps(status))
+        os.replace(tmp, self.out / STATUS_FILE)
+
+    def run_loads(self) -> tuple[list, bool]:
+        from .restore import Restorer, drop_page_cache
+        tiers = [(n, t) for n, t in (("local", self.local), ("global", self.global_)) if t is not None]
+        restorer = Restorer(self.state, tiers, self.comm, scratch_dir=self.out / ".scratch",
+                            metrics=self.metrics, loop=self.ckpt.loop)
+        records, dropped_all = [], True
+        for _ in range(self.cfg.checkpoint.loads):
+            dropped = False
+            if self.cfg.checkpoint.drop_page_cache and self.comm.is_node_leader:
+                dropped = drop_page_cache()
+            dropped_all &= self.comm.all_min(1.0 if dropped else 0.0) == 1.0
+            self.comm.barrier()
+            records.append(restorer.load())
+        return records, dropped_all
+
+    def run(self) -> dict:
+        cfg = self.cfg
+        step = self._first_step()
+        modes = list(cfg.checkpoint.modes)
+        budget = self.duration / len(modes) if self.duration else None
+        for mode in modes:
+            step = self.run_mode(mode, step, budget)
+        stopped_early = (self.out / STOP_FILE).exists()
+        loads, dropped = ([], False) if stopped_early else self.run_loads()
+        self.ckpt.close()
+        return {
+            "rank": self.comm.rank, "node": self.comm.node,
+            "state_bytes": self.state.nbytes, "emulated_bytes": self.state.emulated_bytes,
+            "records": [r.to_dict() for r in self.ckpt.records],
+            "loads": [r.to_dict() for r in loads], "page_cache_dropped": dropped,
+            "modes": self.modes,
+            "events": [(e.kind, e.start, e.end) for e in self.ckpt.events],
+            "local": self.local.describe() if self.local is not None else None,
+            "global": self.global_.describe(), "stopped_early": stopped_early,
+        }
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("ckpt-emu")
+    except Exception:
+        return "0+unknown"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="emulator.rank")
+    ap.add_argument("--config", required=True, help="resolved config JSON written by `ckpt-emu run`")
+    ap.add_argument("--duration", type=float, default=None, help="seconds of training (soak mode)")
+    args = ap.parse_args(argv)
+    raw = json.loads(Path(args.config).read_text())
+    cfg = from_mapping(raw)
+    out = Path(cfg.run.out)
+    torch.set_num_threads(cfg.run.threads_per_rank)
+    import torch.utils.serialization as ser
+    ser.config.save.compute_crc32 = cfg.checkpoint.torch_crc32
+    dist.init_process_group(backend="gloo")
+    try:
+        expected = cfg.parallelism.active_ranks
+        if dist.get_world_size() != expected:
+            raise UserError(f"launched {dist.get_world_size()} ranks but the config needs {expected}")
+        run = RankRun(cfg, out, args.duration)
+        result = run.run()
+        gathered = run.comm.all_gather(result)
+        if run.comm.rank == 0:
+            from .report import write_outputs
+            write_outputs(cfg, gathered, out)
+        run.comm.barrier()
+    except UserError as exc:
+        print(f"ckpt-emu: error: rank {dist.get_rank()}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

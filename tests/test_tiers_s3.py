@@ -1,0 +1,250 @@
+"""The tier contract on S3Tier against a real S3 server (moto over HTTP), plus S3-only behaviour:
+multipart uploads, abort of a failed upload, ranged downloads and clear, credential-free errors."""
+import asyncio
+import os
+import socket
+
+import pytest
+
+from s3server import raw_client, s3_bucket, s3_endpoint  # noqa: F401 - pytest fixtures
+from tier_contract import TierContract
+from tiers.base import TierError
+from tiers.s3 import MIB, S3Tier
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def make(endpoint, bucket, **kw) -> S3Tier:
+    kw.setdefault("part_size", 5 * MIB)
+    kw.setdefault("retry_backoff", 0.01)
+    return S3Tier(bucket, endpoint_url=endpoint, **kw)
+
+
+def count_calls(tier: S3Tier, op: str, seen: list):
+    """Record the params of every ``op`` call the tier's client makes."""
+    tier._client.meta.events.register(f"before-parameter-build.s3.{op}",
+                                      lambda params, **_: seen.append(dict(params)))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class TestS3Tier(TierContract):
+    @pytest.fixture
+    def tier(self, s3_endpoint, s3_bucket):
+        tier = make(s3_endpoint, s3_bucket, prefix="run1/global")
+        yield tier
+        run(tier.close())
+
+
+class TestS3TierNoPrefix(TierContract):
+    """Same contract with the bucket root as the tier (prefix '')."""
+
+    @pytest.fixture
+    def tier(self, s3_endpoint, s3_bucket):
+        tier = make(s3_endpoint, s3_bucket)
+        yield tier
+        run(tier.close())
+
+    # the bad-key cases are the same code path as with a prefix; one run is enough
+    test_rejects_bad_keys = None
+
+
+@pytest.fixture
+def tier(s3_endpoint, s3_bucket):
+    tier = make(s3_endpoint, s3_bucket, prefix="p/")
+    yield tier
+    run(tier.close())
+
+
+def test_prefix_maps_keys(tier, s3_endpoint, s3_bucket):
+    run(tier.put("step_1/manifest.json", b"{}"))
+    raw = raw_client(s3_endpoint).list_objects_v2(Bucket=s3_bucket)
+    assert [o["Key"] for o in raw["Contents"]] == ["p/step_1/manifest.json"]
+    assert run(tier.list()) == ["step_1/manifest.json"]
+
+
+def test_multipart_upload_parts_and_bytes(tier, tmp_path):
+    data = os.urandom(12 * MIB + 123)
+    src = tmp_path / "big.bin"
+    src.write_bytes(data)
+    parts = []
+    count_calls(tier, "UploadPart", parts)
+    run(tier.put_file("big.bin", src))
+    assert sorted(p["PartNumber"] for p in parts) == [1, 2, 3]
+    assert all("ChecksumCRC32C" in p for p in parts)
+    assert run(tier.get("big.bin")) == data
+    assert run(tier.list_multipart_uploads()) == []
+
+
+def test_small_file_is_one_put(tier, tmp_path):
+    src = tmp_path / "small.bin"
+    src.write_bytes(os.urandom(5 * MIB))  # exactly one part: no multipart upload
+    puts, parts = [], []
+    count_calls(tier, "PutObject", puts)
+    count_calls(tier, "UploadPart", parts)
+    run(tier.put_file("small.bin", src))
+    assert len(puts) == 1 and parts == []
+    assert run(tier.get("small.bin")) == src.read_bytes()
+
+
+def test_failed_upload_is_aborted(tier, tmp_path):
+    src = tmp_path / "big.bin"
+    src.write_bytes(os.urandom(12 * MIB))
+    tries = []
+
+    def fail_part_2(params, **_):
+        if params["PartNumber"] == 2:
+            tries.append(2)
+            raise ConnectionResetError("injected: connection reset on part 2")
+    tier._client.meta.events.register("before-parameter-build.s3.UploadPart", fail_part_2)
+    with pytest.raises(TierError) as err:
+        run(tier.put_file("big.bin", src))
+    msg = str(err.value)
+    assert "part 2 of 3" in msg and "aborted" in msg and "\n" not in msg
+    assert len(tries) == tier.part_attempts  # retried, then gave up
+    assert run(tier.list_multipart_uploads()) == []
+    assert run(tier.size("big.bin")) is None
+
+
+def test_failed_sink_commit_leaves_nothing(tier, tmp_path):
+    tier.spool_dir = str(tmp_path)
+    tier._client.meta.events.register(
+        "before-parameter-build.s3.UploadPart",
+        lambda params, **_: (_ for _ in ()).throw(ConnectionResetError("injected")))
+    sink = tier.open_write("s/big")
+    sink.write(os.urandom(6 * MIB))
+    with pytest.raises(TierError):
+        sink.commit()
+    assert list(tmp_path.iterdir()) == []  # spool file removed
+    assert run(tier.list()) == [] and run(tier.list_multipart_uploads()) == []
+
+
+def test_abort_stale_uploads(tier, s3_endpoint, s3_bucket):
+    raw = raw_client(s3_endpoint)
+    for key in ("p/a", "p/b", "other/c"):
+        raw.create_multipart_upload(Bucket=s3_bucket, Key=key)
+    assert sorted(u["key"] for u in run(tier.list_multipart_uploads())) == ["a", "b"]
+    # moto dates every upload 2010-11-10, so "older than a century" spares them all
+    assert run(tier.abort_stale_uploads(older_than_s=100 * 365 * 86400)) == 0
+    assert run(tier.abort_stale_uploads()) == 2
+    assert run(tier.list_multipart_uploads()) == []
+    assert len(raw.list_multipart_uploads(Bucket=s3_bucket)["Uploads"]) == 1  # outside the prefix
+
+
+def test_get_file_ranged_is_byte_identical(s3_endpoint, s3_bucket, tmp_path):
+    tier = make(s3_endpoint, s3_bucket, single_get_threshold=0)
+    data = os.urandom(11 * MIB + 5)
+    run(tier.put("obj", data))
+    gets = []
+    count_calls(tier, "GetObject", gets)
+    dest = tmp_path / "out.bin"
+    run(tier.get_file("obj", dest))
+    assert dest.read_bytes() == data
+    assert sorted(g["Range"] for g in gets) == [
+        "bytes=0-5242879", "bytes=10485760-11534340", "bytes=5242880-10485759"]
+    assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]  # no temp file left
+    run(tier.close())
+
+
+def test_get_file_single_get_below_threshold(tier, tmp_path):
+    data = os.urandom(7 * MIB)
+    run(tier.put("obj", data))
+    gets = []
+    count_calls(tier, "GetObject", gets)
+    run(tier.get_file("obj", tmp_path / "o"))
+    assert len(gets) == 1 and "Range" not in gets[0]
+    assert (tmp_path / "o").read_bytes() == data
+
+
+def test_from_config(s3_endpoint):
+    from emulator.config import TierConfig
+
+    cfg = TierConfig(backend="s3", bucket="bkt", prefix="x/y/", endpoint_url=s3_endpoint,
+                     part_size_mib=16, max_concurrency=3)
+    tier = S3Tier.from_config(cfg)
+    assert (tier.prefix, tier.part_size, tier.max_concurrency) == ("x/y/", 16 * MIB, 3)
+    assert tier.describe().startswith("s3://bkt/x/y/ at 127.0.0.1:")
+
+
+def test_missing_bucket_is_one_clear_line(s3_endpoint):
+    tier = make(s3_endpoint, "no-such-bucket-here", prefix="p")
+    with pytest.raises(TierError, match=r"^s3 tier s3://no-such-bucket-here/p/ .*: bucket does not exist$"):
+        run(tier.check())
+    with pytest.raises(TierError, match="bucket does not exist"):
+        run(tier.put("k", b"x"))
+
+
+def test_unreachable_endpoint_is_one_clear_line():
+    url = f"http://127.0.0.1:{free_port()}"
+    tier = S3Tier("bkt", endpoint_url=url, max_attempts=1)
+    with pytest.raises(TierError, match=f"cannot reach endpoint {url}: connection refused$"):
+        run(tier.check())
+    with pytest.raises(TierError, match="connection refused"):
+        run(tier.get("k"))
+
+
+def test_credentials_never_in_messages(s3_endpoint, monkeypatch, tmp_path):
+    key_id, secret = "AKIAMARKERKEYID12345", "SeCrEtMaRkEr/abcdefghijklmnop"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    url = f"http://127.0.0.1:{free_port()}"
+    texts = []
+    for tier in (make(s3_endpoint, "no-such-bucket-here"), S3Tier("bkt", endpoint_url=url, max_attempts=1)):
+        texts.append(tier.describe())
+        for coro in (tier.check(), tier.put("k", b"x"), tier.list()):
+            with pytest.raises(TierError) as err:
+                run(coro)
+            texts.append(str(err.value))
+    assert len(texts) == 8
+    for text in texts:
+        assert key_id not in text and secret not in text
+
+
+def test_endpoint_userinfo_not_in_describe():
+    tier = S3Tier("bkt", endpoint_url="http://user:pa55word@127.0.0.1:9000")
+    assert tier.describe() == "s3://bkt/ at 127.0.0.1:9000"
+    assert "pa55word" not in tier._endpoint_text()
+
+
+def test_transient_part_failure_is_retried(tier, tmp_path):
+    data = os.urandom(11 * MIB)
+    src = tmp_path / "big.bin"
+    src.write_bytes(data)
+    failures = []
+
+    def fail_once(params, **_):
+        if params["PartNumber"] == 3 and not failures:
+            failures.append(3)
+            raise ConnectionResetError("injected: one-off reset")
+    tier._client.meta.events.register("before-parameter-build.s3.UploadPart", fail_once)
+    run(tier.put_file("big.bin", src))
+    assert failures == [3] and run(tier.get("big.bin")) == data
+
+
+def test_make_tier_s3_with_emulation(s3_endpoint, s3_bucket):
+    from emulator.config import EmulateConfig, TierConfig
+    from tiers import make_tier
+
+    cfg = TierConfig(backend="s3", bucket=s3_bucket, prefix="g", endpoint_url=s3_endpoint,
+                     emulate=EmulateConfig(write_gib_s=4, latency_ms=1))
+    tier = make_tier(cfg, scope={"rank": 0})
+    assert tier.backend == "s3" and "emulated: write 4 GiB/s, 1 ms" in tier.describe()
+    run(tier.check())  # S3Tier.check, through the wrapper
+    run(tier.put("m.json", b"{}"))
+    assert run(tier.list()) == ["m.json"] and run(tier.abort_stale_uploads()) == 0
+
+
+def test_open_read_streams_with_readinto(tier):
+    data = os.urandom(3 * MIB + 11)
+    run(tier.put("r", data))
+    buf, out = bytearray(MIB), bytearray()
+    with tier.open_read("r") as fh:
+        while n := fh.readinto(memoryview(buf)):
+            out += buf[:n]
+    assert out == data
