@@ -129,7 +129,6 @@ def preflight(cfg, nnodes: int) -> None:
 
 
 def cmd_run(args) -> int:
-    from .launcher import launch, prepare_out, torchrun_command
     cfg = _load(args)
     duration = parse_duration(args.duration) if args.duration else None
     nnodes = args.nnodes
@@ -140,6 +139,7 @@ def cmd_run(args) -> int:
     if nnodes > 1 and not args.rdzv_endpoint:
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
     preflight(cfg, nnodes)
+    from .launcher import launch, prepare_out, torchrun_command
     out = Path(cfg.run.out)
     config_path = prepare_out(out, cfg.to_dict())
     cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
@@ -151,8 +151,7 @@ def cmd_run(args) -> int:
     launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress)
     report = out / "report.txt"
     if report.exists():
-        if not args.quiet:
-            print(report.read_text(), end="")
+        print(report.read_text(), end="")
         print(f"results: {out / 'results.json'}")
     else:
         print(f"this node finished; the report is written where rank 0 runs ({out})")
@@ -175,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(run)
     run.add_argument("--out", help="results folder (run.out)")
     run.add_argument("--duration", help="soak mode: train for this long (90s, 30m, 2h), split over the modes")
-    run.add_argument("--quiet", action="store_true", help="no progress display and no table")
+    run.add_argument("--quiet", action="store_true", help="no live progress display (the summary is still printed)")
     run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (node N: port+N)")
     run.add_argument("--metrics-addr", help="address to bind the metrics endpoint (default 127.0.0.1)")
     run.add_argument("--lose-local-after", type=int, metavar="N",
