@@ -169,6 +169,7 @@ class Checkpointer:
         except Exception as exc:  # e.g. ENOSPC: the checkpoint becomes incomplete, nothing torn
             receipt["error"] = f"{first_name} write failed: {type(exc).__name__}: {exc}"
         t1 = time.time()
+        receipt["write_s"] = t1 - t0
         rec.local_write_s, rec.file_bytes = t1 - t0, receipt["size"]
         self.events.append(Event(comm.rank, "local_write", t0, t1))
         if self.metrics and not receipt["error"]:
@@ -177,6 +178,9 @@ class Checkpointer:
 
         receipts = await asyncio.to_thread(comm.all_gather, receipt)
         errors = [r["error"] for r in receipts if r["error"]]
+        if self.metrics and comm.rank == 0 and not errors:  # MLPerf style: all bytes / slowest rank
+            slowest = max(r["write_s"] for r in receipts)
+            self.metrics.set_throughput("save", rec.mode, sum(r["size"] for r in receipts) / max(slowest, 1e-9))
         entries = [layout.FileEntry(r["key"], r["rank"], r["size"], r["crc32c"]) for r in receipts]
         node_entries = [e for e, r in zip(entries, receipts) if r["node"] == comm.node]
         node_ok = not any(r["error"] for r in receipts if r["node"] == comm.node)

@@ -221,12 +221,16 @@ class MetricsConfig:
 
 @dataclass
 class FailuresConfig:
-    #: emulate losing every node's local tier after this checkpoint number (1-based)
+    #: a node fails after this many checkpoints (1-based, counted across modes): checkpointing
+    #: stops, that node's local tier is lost (it was replaced), and the loads that follow recover
     lose_local_after: Optional[int] = None
+    #: which node loses its local tier
+    lose_local_node: int = 0
 
     def __post_init__(self):
         if self.lose_local_after is not None:
             _check(self.lose_local_after >= 1, "lose_local_after", "must be >= 1")
+        _check(self.lose_local_node >= 0, "lose_local_node", "must be >= 0")
 
 
 @dataclass

@@ -104,9 +104,14 @@ class RankRun:
         self.global_ = make_tier(tiers_cfg.global_, scope=_tier_scope(self.comm, self.out, "global"))
         if self.comm.is_node_leader:  # clean up what a crashed run left behind
             for tier in (self.local, self.global_):
+                if tier is None or (tier is self.global_ and self.comm.rank != 0):
+                    continue
                 inner = getattr(tier, "inner", tier)
-                if isinstance(inner, DirTier) and (tier is self.local or self.comm.rank == 0):
+                if isinstance(inner, DirTier):
                     inner.sweep_partials()
+                elif hasattr(inner, "abort_stale_uploads"):  # S3: multipart uploads of a crashed drain
+                    import asyncio
+                    asyncio.run(inner.abort_stale_uploads())
 
     # ------------------------------------------------------------------ phases
 
@@ -120,7 +125,15 @@ class RankRun:
                 newest = max([newest] + seen)
         return int(self.comm.all_max(newest)) + 1
 
+    @property
+    def node_failed(self) -> bool:
+        """The emulated node failure (failures.lose_local_after) has happened."""
+        n = self.cfg.failures.lose_local_after
+        return n is not None and len(self.ckpt.records) >= n
+
     def _should_stop(self, mode_start: float, mode_budget: float | None, step_in_mode: int) -> bool:
+        if self.node_failed:  # every rank counts the same checkpoints: a consistent decision
+            return True
         stop = 0.0
         if self.comm.rank == 0:
             if (self.out / STOP_FILE).exists():
@@ -151,6 +164,9 @@ class RankRun:
             if (n + 1) % interval == 0:
                 self.ckpt.checkpoint(step, mode)
                 self._write_status(mode, step, start)
+                if m and self.comm.is_node_leader:
+                    busy = sum(r.drain_s for r in self.ckpt.records if r.mode == mode)
+                    m.set_drain_overlap(mode, min(1.0, busy / max(time.time() - start, 1e-9)))
             step, n = step + 1, n + 1
         train_end = time.time()
         flush = self.ckpt.finish()
@@ -178,7 +194,7 @@ class RankRun:
         from .restore import Restorer, drop_page_cache
         tiers = [(n, t) for n, t in (("local", self.local), ("global", self.global_)) if t is not None]
         restorer = Restorer(self.state, tiers, self.comm, scratch_dir=self.out / ".scratch",
-                            metrics=self.metrics, loop=self.ckpt.loop)
+                            metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1])
         records, dropped_all = [], True
         for _ in range(self.cfg.checkpoint.loads):
             dropped = False
@@ -195,7 +211,10 @@ class RankRun:
         modes = list(cfg.checkpoint.modes)
         budget = self.duration / len(modes) if self.duration else None
         for mode in modes:
+            if self.node_failed:
+                break
             step = self.run_mode(mode, step, budget)
+        failure = self._lose_local() if self.node_failed else None
         stopped_early = (self.out / STOP_FILE).exists()
         loads, dropped = ([], False) if stopped_early else self.run_loads()
         self.ckpt.close()
@@ -207,8 +226,19 @@ class RankRun:
             "modes": self.modes,
             "events": [(e.kind, e.start, e.end) for e in self.ckpt.events],
             "local": self.local.describe() if self.local is not None else None,
-            "global": self.global_.describe(), "stopped_early": stopped_early,
+            "global": self.global_.describe(), "stopped_early": stopped_early, "failure": failure,
         }
+
+    def _lose_local(self) -> dict:
+        """Emulate the node's replacement: its local tier comes back empty."""
+        from .layout import list_steps, delete_checkpoint
+        node = self.cfg.failures.lose_local_node
+        self.comm.barrier()
+        if self.local is not None and self.comm.node == node and self.comm.is_node_leader:
+            for step in self.ckpt.loop.run(list_steps(self.local))[1]:
+                self.ckpt.loop.run(delete_checkpoint(self.local, step))
+        self.comm.barrier()
+        return {"kind": "lose_local", "after_checkpoint": self.cfg.failures.lose_local_after, "node": node}
 
 
 def _version() -> str:

@@ -141,6 +141,7 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "modes": {m: summarize_mode(m, ranks) for m in cfg.checkpoint.modes},
         "load": summarize_loads(ranks),
         "stopped_early": any(r["stopped_early"] for r in ranks),
+        "failure": ranks[0].get("failure"),
         "timeline": timeline(ranks),
         "per_rank": [{k: r[k] for k in ("rank", "node", "records", "loads")} for r in ranks],
     }
@@ -192,6 +193,11 @@ def format_table(results: dict) -> str:
     for m in modes:
         for err in results["modes"][m]["errors"]:
             lines.append(f"{m} error: {err}")
+    if results.get("failure"):
+        f = results["failure"]
+        lines.append(f"emulated failure: node {f['node']} lost its local tier after checkpoint "
+                     f"{f['after_checkpoint']}; recovery per tier: "
+                     + ", ".join(f"{k} {_fmt_s(v)}" for k, v in sorted(ld["recovery_mean_s_by_tier"].items())))
     if results["stopped_early"]:
         lines.append("stopped early (Ctrl-C): loads skipped")
     return "\n".join(lines) + "\n"

@@ -52,8 +52,8 @@ def drop_page_cache() -> bool:
 
 class Restorer:
     def __init__(self, state, tiers: list[tuple[str, object]], comm, *, scratch_dir: Path,
-                 metrics=None, loop=None):
-        self.state, self.tiers, self.comm = state, tiers, comm
+                 metrics=None, loop=None, mode: str = "async"):
+        self.state, self.tiers, self.comm, self.mode = state, tiers, comm, mode
         self.scratch_dir, self.metrics, self.loop = Path(scratch_dir), metrics, loop
         self._buf = bytearray(16 << 20)
 
@@ -79,9 +79,13 @@ class Restorer:
                 rec.ok, rec.step = True, step
                 break
         rec.seconds = time.perf_counter() - start
+        everyone = self.comm.all_gather((rec.seconds, rec.bytes))
         if self.metrics and rec.ok:
             self.metrics.observe_phase("load", rec.tier, rec.seconds)
             self.metrics.add_bytes("read", rec.tier, rec.bytes)
+            if self.comm.rank == 0:  # MLPerf style: all bytes / slowest rank
+                slowest = max(s for s, _ in everyone)
+                self.metrics.set_throughput("load", self.mode, sum(b for _, b in everyone) / max(slowest, 1e-9))
         return rec
 
     def _try_step(self, step: int, rec: LoadRecord) -> bool:

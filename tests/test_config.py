@@ -76,7 +76,7 @@ def test_unwritable_directory_tier(tmp_path, capsys):
 
 
 def test_too_small_disk_is_refused(tmp_path, capsys):
-    rc = main(["run", "llama3-405b-subset", "--quiet", "--out", str(tmp_path / "out"),
+    rc = main(["run", "llama3-1t-subset", "--quiet", "--set", "checkpoint.keep=50", "--out", str(tmp_path / "out"),
                "--set", f"tiers.local.path={tmp_path}/l", "--set", f"tiers.global.path={tmp_path}/g"])
     err = capsys.readouterr().err
     assert rc == 2 and "tiers.local:" in err and "GiB free, needs about" in err
