@@ -128,33 +128,49 @@ def preflight(cfg, nnodes: int) -> None:
             raise UserError(f"tiers.{name}: {exc}") from None
 
 
-def cmd_run(args) -> int:
-    cfg = _load(args)
-    duration = parse_duration(args.duration) if args.duration else None
-    nnodes = args.nnodes
+def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_per_node: int | None = None,
+                rdzv_endpoint: str | None = None, rdzv_id: str = "ckpt-emu", quiet: bool = True) -> Path:
+    """Check, launch and wait for one emulator run; returns its results folder."""
     ranks = cfg.parallelism.active_ranks
-    nproc = args.nproc_per_node or (ranks // nnodes)
+    nproc = nproc_per_node or (ranks // nnodes)
     if nproc * nnodes != ranks:
         raise UserError(f"{nnodes} node(s) x {nproc} ranks per node != {ranks} ranks in the config")
-    if nnodes > 1 and not args.rdzv_endpoint:
+    if nnodes > 1 and not rdzv_endpoint:
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
     preflight(cfg, nnodes)
     from .launcher import launch, prepare_out, torchrun_command
     out = Path(cfg.run.out)
     config_path = prepare_out(out, cfg.to_dict())
     cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
-                           rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id)
+                           rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id)
     progress = None
-    if not args.quiet and sys.stderr.isatty():
+    if not quiet and sys.stderr.isatty():
         from .progress import Progress
         progress = Progress(duration)
     launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress)
+    return out
+
+
+def cmd_run(args) -> int:
+    cfg = _load(args)
+    duration = parse_duration(args.duration) if args.duration else None
+    out = execute_run(cfg, duration=duration, nnodes=args.nnodes, nproc_per_node=args.nproc_per_node,
+                      rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, quiet=args.quiet)
     report = out / "report.txt"
     if report.exists():
         print(report.read_text(), end="")
         print(f"results: {out / 'results.json'}")
     else:
         print(f"this node finished; the report is written where rank 0 runs ({out})")
+    return 0
+
+
+def cmd_tune(args) -> int:
+    from .tune import tune, format_tune
+    cfg = _load(args)
+    result = tune(cfg, accelerators=args.accelerators, mttf_hours=args.mttf_hours,
+                  confirm_seconds=args.confirm_seconds, measure_checkpoints=args.measure_checkpoints)
+    print(json.dumps(result, indent=1) if args.json else format_tune(result), end="" if not args.json else "\n")
     return 0
 
 
@@ -190,11 +206,19 @@ def build_parser() -> argparse.ArgumentParser:
     sizes.add_argument("--json", action="store_true", help="one JSON object")
     sizes.set_defaults(func=cmd_sizes)
 
-    try:
-        from .plan_cli import add_plan_parser
-        add_plan_parser(sub)
-    except ImportError:
-        pass
+    from .plan_cli import add_plan_parser
+    add_plan_parser(sub)
+
+    tune = sub.add_parser("tune", help="measure costs by emulation, plan the interval, confirm it by emulation")
+    common(tune)
+    tune.add_argument("--accelerators", type=int, required=True, help="accelerators in the target cluster")
+    tune.add_argument("--mttf-hours", type=float, default=50_000.0, help="per-accelerator MTTF (default 50000)")
+    tune.add_argument("--out", help="results folder (measurement and confirmation runs go below it)")
+    tune.add_argument("--confirm-seconds", type=float, default=20.0,
+                      help="longest training time of the confirmation run; longer intervals are time-compressed")
+    tune.add_argument("--measure-checkpoints", type=int, default=3, help="checkpoints per mode when measuring")
+    tune.add_argument("--json", action="store_true", help="one JSON object")
+    tune.set_defaults(func=cmd_tune)
     return ap
 
 
