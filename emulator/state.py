@@ -141,8 +141,8 @@ class RankState:
     def mutate(self, step: int) -> None:
         """Change a few bytes per step so consecutive checkpoints differ (cheap)."""
         for t in self.tensors("live"):
-            flat = t.view(-1)
-            flat[step % flat.numel()] += 1
+            raw = t.view(-1).view(torch.uint8)  # bytes, not values: +1 is lost on a huge or NaN value
+            raw[step % raw.numel()] ^= step % 255 + 1  # never 0, so the byte always changes
             break
 
     def payload(self, step: int) -> dict:
