@@ -9,6 +9,7 @@ exits 2).
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -33,29 +34,41 @@ _KEYS = {
     "overlap_target": "overlap_target",
     "bandwidth": "bandwidth",
 }
-_FLOAT_KEYS = [k for k in _KEYS if k not in ("accelerators", "size", "bandwidth")]
-
 _UNITS = {"": 1, "b": 1}
 for _i, _p in enumerate("kmgtp", start=1):
     _UNITS[_p] = _UNITS[_p + "b"] = 1000 ** _i
     _UNITS[_p + "ib"] = 1024 ** _i
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:e([+-]?\d+))?\s*([a-z]*)\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def _amount(text):
+    """A number with an optional byte unit -> float (may be negative or inf); None if it is not one."""
+    if isinstance(text, bool):
+        return None
+    if isinstance(text, int):  # exact (a YAML integer)
+        return text if abs(text) < 10 ** 300 else (math.inf if text > 0 else -math.inf)
+    if isinstance(text, float):
+        return text
+    m = _SIZE_RE.match(str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        return None
+    if re.fullmatch(r"[+-]?\d+", m.group(1)):  # exact for whole numbers of any size
+        n = int(m.group(1)) * _UNITS[m.group(2).lower()]
+        return n if abs(n) < 10 ** 300 else (math.inf if n > 0 else -math.inf)
+    return float(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
 def parse_bytes(text) -> int | None:
     """'105GiB', '1.5TB', '123456', '2e12' -> bytes; None if it is not a byte size.
 
     Units are case-insensitive: K/M/G/T/P(B) are powers of 1000, KiB..PiB of 1024.
+    A size with a sign is parsed (so that the caller can say it must be > 0);
+    one that is not finite is None.
     """
-    if isinstance(text, bool):
+    v = _amount(text)
+    if v is None or not math.isfinite(v):
         return None
-    if isinstance(text, (int, float)):
-        return int(round(text))
-    m = _SIZE_RE.match(str(text))
-    if not m or m.group(3).lower() not in _UNITS:
-        return None
-    value = float(m.group(1)) * 10 ** int(m.group(2) or 0)
-    return int(round(value * _UNITS[m.group(3).lower()]))
+    return v if isinstance(v, int) else int(round(v))
 
 
 def resolve_size(text, where: str = "--size") -> tuple[int, str | None]:
@@ -63,8 +76,11 @@ def resolve_size(text, where: str = "--size") -> tuple[int, str | None]:
 
     Returns (bytes, preset-or-file name or None).
     """
-    n = parse_bytes(text)
-    if n is not None:
+    v = _amount(text)
+    if v is not None:
+        if not math.isfinite(v):
+            raise UserError(f"{where}: {text!r} is not a finite size")
+        n = v if isinstance(v, int) else int(round(v))
         if n <= 0:
             raise UserError(f"{where}: must be > 0 bytes, got {text!r}")
         return n, None
@@ -87,10 +103,12 @@ def parse_bandwidth(text, where: str = "--bandwidth") -> float:
     """'200GB/s', '50GiB', '1e11' -> bytes per second."""
     s = text if isinstance(text, (int, float)) and not isinstance(text, bool) else re.sub(
         r"\s*/\s*s(ec)?\s*$", "", str(text), flags=re.IGNORECASE)
-    n = parse_bytes(s)
-    if n is None:
+    v = _amount(s)
+    if v is None:
         raise UserError(f"{where}: {text!r} is not a bandwidth (e.g. 200GB/s, 50GiB/s)")
-    return float(n)
+    if not math.isfinite(v):
+        raise UserError(f"{where}: {text!r} is not a finite bandwidth")
+    return float(v)
 
 
 def add_plan_parser(subparsers):
@@ -114,7 +132,7 @@ def add_plan_parser(subparsers):
     a("--overlap-target", metavar="F", help="largest drain overlap for async (default 0.10)")
     a("--config", metavar="FILE", dest="plan_config", help="YAML file with a plan: section using these names")
     a("--sweep", action="store_true", help="also print goodput vs interval and write a plot")
-    a("--plot", metavar="PATH", default=DEFAULT_PLOT, help=f"where --sweep writes its PNG (default {DEFAULT_PLOT})")
+    a("--plot", metavar="PATH", help=f"where --sweep writes its PNG (default {DEFAULT_PLOT}; implies --sweep)")
     a("--json", action="store_true", help="print one JSON object instead of tables")
     p.set_defaults(func=run_plan)
     return p
@@ -125,11 +143,13 @@ def add_plan_parser(subparsers):
 def _read_plan_section(path: str) -> dict:
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"config file not found: {path}")
+        raise ConfigError(f"--config {path}: file not found")
     try:
         data = yaml.safe_load(p.read_text())
     except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+        raise ConfigError(f"--config {path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--config {path}: not a text file") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(f"{path}: not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
@@ -188,6 +208,8 @@ def build_inputs(args) -> tuple[planner.PlanInputs, str | None]:
 # --------------------------------------------------------------------------- formatting
 
 def fmt_duration(s: float) -> str:
+    if s < 1:
+        return f"{s * 1000:.1f} ms"
     if s < 120:
         return f"{s:.1f} s"
     if s < 10 * 3600:
@@ -199,11 +221,17 @@ def fmt_bytes(b: float) -> str:
     for unit, scale in (("PiB", 2 ** 50), ("TiB", 2 ** 40)):
         if b >= 10 * scale:
             return f"{b / scale:,.1f} {unit}"
-    return f"{b / 2 ** 30:,.1f} GiB"
+    if b >= 2 ** 30:
+        return f"{b / 2 ** 30:,.1f} GiB"
+    if b >= 2 ** 20:
+        return f"{b / 2 ** 20:,.1f} MiB"
+    return f"{b:,.0f} bytes"
 
 
 def fmt_rate(bps: float) -> str:
-    return f"{bps / 1e9:,.1f} GB/s"
+    if bps >= 1e9:
+        return f"{bps / 1e9:,.1f} GB/s"
+    return f"{bps / 1e6:,.1f} MB/s"
 
 
 def fmt_pct(x: float) -> str:
@@ -282,7 +310,8 @@ def render(p: planner.Plan, preset: str | None = None) -> str:
 
 
 def render_sweep(sw: planner.Sweep) -> str:
-    best = {m: min(range(len(sw.intervals_s)), key=lambda k: abs(sw.intervals_s[k] - o["interval_s"]))
+    # the grid is log-spaced: the nearest point is the nearest in ratio
+    best = {m: min(range(len(sw.intervals_s)), key=lambda k: abs(math.log(sw.intervals_s[k] / o["interval_s"])))
             for m, o in sw.optimum.items()}
     rows = []
     for k, t in enumerate(sw.intervals_s):
@@ -294,10 +323,11 @@ def render_sweep(sw: planner.Sweep) -> str:
     return "\n".join(lines)
 
 
-def write_plot(p: planner.Plan, path: str) -> Path:
-    """PNG of goodput vs interval, both modes, optima and reference intervals marked."""
+def plot_figure(p: planner.Plan):
+    """Figure of goodput vs interval, both modes, optima and reference intervals marked."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
     sw = planner.sweep(p.inputs, points=200)
     minutes = [t / 60 for t in sw.intervals_s]
@@ -313,13 +343,20 @@ def write_plot(p: planner.Plan, path: str) -> Path:
                            ("Young", p.young_interval_s, "--"), ("Daly", p.daly_interval_s, "-.")):
         ax.axvline(t / 60, color="grey", linestyle=style, linewidth=1, label=f"{name}: {fmt_duration(t)}")
     ax.set_xscale("log")
-    top = max(max(sw.sync_goodput), max(sw.async_goodput)) * 100
-    ax.set_ylim(max(0.0, top - 30), min(100.0, top + 2))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 1, 10, 100 rather than 10^0
+    best = [o["goodput"] * 100 for o in sw.optimum.values()]
+    ax.set_ylim(max(0.0, min(best) - 25), min(100.0, max(best) + 2))  # both optima always in view
     ax.set_xlabel("checkpoint interval (minutes)")
     ax.set_ylabel("expected goodput (%)")
     ax.set_title(f"{p.inputs.accelerators:,} accelerators, cluster MTTF {fmt_duration(p.cluster_mttf_s)}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower center")
+    return fig
+
+
+def write_plot(p: planner.Plan, path: str) -> Path:
+    """PNG of :func:`plot_figure` at ``path`` (parent folders are created)."""
+    fig = plot_figure(p)
     out = Path(path)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -332,8 +369,9 @@ def write_plot(p: planner.Plan, path: str) -> Path:
 def run_plan(args) -> int:
     inputs, preset = build_inputs(args)
     p = planner.plan(inputs)
-    sw = planner.sweep(inputs) if args.sweep else None
-    plot = write_plot(p, args.plot) if args.sweep else None
+    want_sweep = args.sweep or args.plot is not None
+    sw = planner.sweep(inputs) if want_sweep else None
+    plot = write_plot(p, args.plot or DEFAULT_PLOT) if want_sweep else None
     if args.json:
         d = p.to_dict()
         d["size_from"] = preset

@@ -64,7 +64,8 @@ def _fail(name: str, msg: str):
     raise exc
 
 
-def _number(name: str, value, *, positive: bool = True, optional: bool = False, at_most: float | None = None):
+def _number(name: str, value, *, positive: bool = True, optional: bool = False,
+            at_least: float | None = None, at_most: float | None = None):
     if value is None:
         if optional:
             return None
@@ -77,9 +78,25 @@ def _number(name: str, value, *, positive: bool = True, optional: bool = False, 
         _fail(name, f"must be > 0, got {value!r}")
     if not positive and value < 0:
         _fail(name, f"must be >= 0, got {value!r}")
+    if at_least is not None and value < at_least:
+        _fail(name, f"must be >= {at_least:g}, got {value!r}")
     if at_most is not None and value > at_most:
         _fail(name, f"must be <= {at_most:g}, got {value!r}")
     return value
+
+
+#: Sanity bounds on the inputs. They are far outside anything real and keep every
+#: derived figure (intervals, goodput, bytes per day) finite and non-zero, so the
+#: formulas never meet an overflow, an underflow or a division by zero.
+MAX_ACCELERATORS = 10 ** 9
+MAX_MTTF_HOURS = 1e9                   # ~114,000 years per accelerator
+MIN_CLUSTER_MTTF_S = 1.0               # a job that fails every second cannot be planned
+MAX_SECONDS = 1e9                      # ~32 years: stall, drain, restart
+MIN_STALL_S = 1e-6                     # a microsecond (tune floors its measurements there too)
+MIN_FRACTION = 1e-6                    # overhead budget, overlap target
+CHECKPOINTS_PER_FAILURE = (1e-3, 1e6)
+MAX_BYTES = 10 ** 18                   # an exabyte per checkpoint
+BANDWIDTH = (1.0, 1e18)                # bytes/s
 
 
 @dataclass
@@ -116,21 +133,31 @@ class PlanInputs:
             _fail("accelerators", f"expected a whole number, got {a!r}")
         if a < 1:
             _fail("accelerators", f"must be >= 1, got {a}")
-        _number("mttf_hours", self.mttf_hours)
-        _number("checkpoints_per_failure", self.checkpoints_per_failure)
-        _number("overhead_budget", self.overhead_budget, at_most=1)
-        _number("overlap_target", self.overlap_target, at_most=1)
-        _number("restart_seconds", self.restart_seconds, positive=False)
-        _number("stall_seconds", self.stall_seconds, optional=True)
-        _number("drain_seconds", self.drain_seconds, positive=False, optional=True)
-        _number("async_stall_seconds", self.async_stall_seconds, optional=True)
-        _number("bandwidth", self.bandwidth, optional=True)
+        if a > MAX_ACCELERATORS:
+            _fail("accelerators", f"must be <= {MAX_ACCELERATORS:,}, got {a:,}")
+        _number("mttf_hours", self.mttf_hours, at_most=MAX_MTTF_HOURS)
+        _number("checkpoints_per_failure", self.checkpoints_per_failure,
+                at_least=CHECKPOINTS_PER_FAILURE[0], at_most=CHECKPOINTS_PER_FAILURE[1])
+        _number("overhead_budget", self.overhead_budget, at_least=MIN_FRACTION, at_most=1)
+        _number("overlap_target", self.overlap_target, at_least=MIN_FRACTION, at_most=1)
+        _number("restart_seconds", self.restart_seconds, positive=False, at_most=MAX_SECONDS)
+        _number("stall_seconds", self.stall_seconds, optional=True, at_least=MIN_STALL_S, at_most=MAX_SECONDS)
+        _number("drain_seconds", self.drain_seconds, positive=False, optional=True, at_most=MAX_SECONDS)
+        _number("async_stall_seconds", self.async_stall_seconds, optional=True,
+                at_least=MIN_STALL_S, at_most=MAX_SECONDS)
+        _number("bandwidth", self.bandwidth, optional=True, at_least=BANDWIDTH[0], at_most=BANDWIDTH[1])
+        mttf = cluster_mttf_seconds(self.mttf_hours, a)
+        if mttf < MIN_CLUSTER_MTTF_S:
+            _fail("mttf_hours", f"{self.mttf_hours:g} h over {a:,} accelerators is a cluster MTTF of "
+                                f"{mttf:.3g} s; it must be at least {MIN_CLUSTER_MTTF_S:g} s")
         b = self.checkpoint_bytes
         if b is not None:
             if isinstance(b, bool) or not isinstance(b, int):
                 _fail("checkpoint_bytes", f"expected a whole number of bytes, got {b!r}")
             if b <= 0:
                 _fail("checkpoint_bytes", f"must be > 0, got {b}")
+            if b > MAX_BYTES:
+                _fail("checkpoint_bytes", f"must be <= {MAX_BYTES:.0e} bytes, got {b}")
         if self.bandwidth is not None and b is None:
             _fail("bandwidth", "needs the checkpoint size to turn into a time")
 
@@ -386,7 +413,8 @@ def sweep(inp: PlanInputs, intervals=None, points: int = 25) -> Sweep:
     """
     costs = resolve_costs(inp)
     ts = list(intervals) if intervals is not None else default_intervals(inp, points)
-    if not ts or any(not (isinstance(t, (int, float)) and t > 0) for t in ts):
+    if not ts or any(isinstance(t, bool) or not isinstance(t, (int, float)) or not (0 < t < math.inf)
+                     for t in ts):
         raise ValueError("sweep: intervals must be positive numbers")
     optimum = {}
     for m in MODES:
