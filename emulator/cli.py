@@ -232,6 +232,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("ckpt-emu: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `ckpt-emu sizes ... | head`: the reader left, nothing to report
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":
