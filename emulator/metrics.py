@@ -14,11 +14,26 @@ Why it looks like this:
   series; a step number is never a label.
 * Every gauge has a deliberate ``multiprocess_mode`` (see ``_GAUGES``). Unlabelled
   gauges are created at 0 in *every* process's file, so "min" is never used.
+* Counters that alerts or ratios use are created at 0 before their first event
+  (deadline misses and fault kinds at start, a mode's stall and training seconds when
+  ``set_interval`` announces the mode), so ``rate()``/``increase()`` see the first
+  increment instead of a series that is born at its final value.
+* Drain-busy seconds are accrued while a drain is in flight (a ticker thread, started
+  at the first drain and asleep while none runs, adds the elapsed time every
+  ``tick_s``), not in one lump when the drain ends: a drain of
+  several minutes would otherwise make ``rate()`` over a shorter window exceed 1 and
+  then read 0. Several drains in flight at once count once: busy time is the time with
+  at least one drain in flight, which is what "drain overlap" means.
 
-Order in a rank process (multiprocess): the per-node launcher calls
-``prepare_multiprocess_dir(d)`` and exports ``PROMETHEUS_MULTIPROC_DIR=d`` before
-starting torchrun; each rank builds ``Metrics(multiprocess=True)``; local rank 0 calls
-``serve_node(addr, port)``; each rank calls ``mark_process_dead(os.getpid())`` on exit.
+Order in a rank process (multiprocess, see ``emulator/rank.py``): every rank sets
+``PROMETHEUS_MULTIPROC_DIR=<out>/.metrics/node<N>`` before anything imports
+prometheus_client; the node leader (local rank 0) calls ``prepare_multiprocess_dir``;
+all ranks barrier; each builds ``Metrics(multiprocess=True)``; the node leader calls
+``serve_node(addr, port + node)``. A rank may call ``mark_process_dead(os.getpid())``
+on a clean exit so its live gauges (drains in flight, backlog) leave the node's sums.
+
+Without a metrics port, ``Metrics()`` uses a private registry: nothing is global, and
+tests inject their own registry.
 """
 
 from __future__ import annotations
@@ -36,7 +51,11 @@ PHASES = ("snapshot", "local_write", "drain", "load", "manifest")
 BACKENDS = ("dir", "s3", "memory")
 OPS = ("save", "load")
 DIRECTIONS = ("write", "read")
-FAULT_KINDS = ("injected", "checksum_mismatch", "drain_abandoned", "drain_failed")
+#: every kind ``emulator.faults.Tally.count`` is called with, plus "drain_failed"
+#: (counted here by ``drain_finished(ok=False)``: any drain that ended incomplete;
+#: "drain_abandoned" is the subset whose retries ran out).
+FAULT_KINDS = ("injected", "checksum_mismatch", "drain_abandoned", "drain_failed", "drain_retry",
+               "local_full", "tier_error")
 
 #: 1 ms .. 10 min, roughly 1-2.5-5 per decade: staging copies are milliseconds,
 #: drains of full-size checkpoints are minutes.
@@ -63,11 +82,12 @@ _GAUGES = {
 _COUNTERS = {
     "written_bytes": (("tier", "backend"), "Bytes written to a tier."),
     "read_bytes": (("tier", "backend"), "Bytes read from a tier."),
-    "drain_busy_seconds": ((), "Seconds spent draining (added when a drain ends); rate() of it is the drain overlap."),
+    "drain_busy_seconds": ((), "Seconds with at least one drain in flight, accrued while draining; rate() of it is the drain overlap."),
     "drain_deadline_misses": (("mode",), "Checkpoints that started before the previous drain had finished."),
-    "training_seconds": (("mode",), "Wall time of the training loop, stalls included."),
-    "stall_seconds": (("mode",), "Wall time the training loop was blocked by checkpointing."),
-    "faults": (("kind",), "Injected faults, checksum mismatches, abandoned and failed drains."),
+    "training_seconds": (("mode",), "Wall time of the training loop, stalls included (summed over the node's ranks)."),
+    "stall_seconds": (("mode",), "Wall time the training loop was blocked by checkpointing (summed over the node's ranks)."),
+    "faults": (("kind",), "Injected faults, checksum mismatches, drain retries, abandoned and failed drains, full local tier, tier errors."),
+    "checkpoints_completed": (("tier",), "Checkpoints that became complete (manifest written) on the tier."),
 }
 _HISTOGRAMS = {
     "checkpoint_stall_seconds": (("mode",), "Time one rank's training loop was blocked by one checkpoint, waits for a late drain included."),
@@ -91,7 +111,10 @@ def _multiprocess_active() -> bool:
 class Metrics:
     """All ckpt-emu metrics of one process; thread-safe (the drainer runs in a thread)."""
 
-    def __init__(self, registry=None, *, multiprocess: bool = False):
+    def __init__(self, registry=None, *, multiprocess: bool = False, tick_s: float = 1.0):
+        """``registry``: where to register (default: a private ``CollectorRegistry``; ignored
+        with ``multiprocess=True``, where collection reads the files, see :func:`serve_node`).
+        ``tick_s``: how often drain-busy seconds are accrued while a drain is in flight."""
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         if multiprocess:
@@ -111,17 +134,28 @@ class Metrics:
             self._c["drain_deadline_misses"].labels(mode=mode)
         for kind in FAULT_KINDS:
             self._c["faults"].labels(kind=kind)
+        for tier in TIERS:
+            self._c["checkpoints_completed"].labels(tier=tier)
         self._g["start_time_seconds"].set(time.time())
         self._lock = threading.Lock()
         self._in_flight = 0
         self._backlog = 0
+        self._busy_mark = 0.0  # monotonic time up to which drain-busy seconds were accrued
+        self._tick_s = tick_s
+        self._wake = threading.Condition(self._lock)
+        self._closed = False
+        self._ticker = None
 
     def set_info(self, *, preset: str, scale: float, ranks: int, nodes: int, modes: list[str], version: str):
         self._g["info"].labels(preset=preset, scale=f"{scale:g}", ranks=str(ranks), nodes=str(nodes),
                                modes=",".join(modes), version=version).set(1)
 
     def set_interval(self, mode: str, seconds: float):
-        self._g["checkpoint_interval_seconds"].labels(mode=_check("mode", mode, MODES)).set(seconds)
+        """Announce that ``mode`` starts, checkpointing every ``seconds`` (configured)."""
+        mode = _check("mode", mode, MODES)
+        self._g["checkpoint_interval_seconds"].labels(mode=mode).set(seconds)
+        for name in ("stall_seconds", "training_seconds"):  # at 0, so rate() sees the first increment
+            self._c[name].labels(mode=mode)
 
     def observe_stall(self, mode: str, seconds: float):
         self._h["checkpoint_stall_seconds"].labels(mode=_check("mode", mode, MODES)).observe(seconds)
@@ -140,24 +174,58 @@ class Metrics:
     # cleared instead of staying in the backlog forever.
     def drain_started(self, nbytes: int):
         with self._lock:
+            if self._in_flight == 0:
+                self._busy_mark = time.monotonic()
             self._in_flight += 1
             self._backlog += nbytes
             self._publish_drain()
+            if self._ticker is None and self._tick_s > 0 and not self._closed:
+                self._ticker = threading.Thread(target=self._tick, name="ckpt-emu-metrics-ticker", daemon=True)
+                self._ticker.start()
+            self._wake.notify_all()
 
     def drain_progress(self, nbytes_done: int):
         with self._lock:
             self._backlog = max(0, self._backlog - nbytes_done)
+            self._accrue_busy()
             self._publish_drain()
 
     def drain_finished(self, seconds: float, *, ok: bool = True):
+        """End of one drain. Busy time is measured from ``drain_started``; ``seconds`` is
+        used only when no drain was in flight (a caller that reports finished drains only)."""
         with self._lock:
-            self._in_flight = max(0, self._in_flight - 1)
+            if self._in_flight == 0:
+                self._c["drain_busy_seconds"].inc(max(0.0, seconds))
+            else:
+                self._accrue_busy()
+                self._in_flight -= 1
             if self._in_flight == 0:
                 self._backlog = 0
             self._publish_drain()
-        self._c["drain_busy_seconds"].inc(seconds)
         if not ok:
             self.count_fault("drain_failed")
+
+    def _accrue_busy(self):  # with self._lock held
+        if self._in_flight > 0:
+            now = time.monotonic()
+            self._c["drain_busy_seconds"].inc(max(0.0, now - self._busy_mark))
+            self._busy_mark = now
+
+    def _tick(self):
+        """Accrue drain-busy seconds every ``tick_s`` while a drain is in flight; sleep otherwise."""
+        with self._wake:
+            while not self._closed:
+                self._wake.wait(self._tick_s if self._in_flight > 0 else None)
+                self._accrue_busy()
+
+    def close(self):
+        """Stop the drain-busy ticker (idempotent). Values already written stay."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify_all()
+        t = self._ticker
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout=5)
 
     def _publish_drain(self):
         self._g["drains_in_flight"].set(self._in_flight)
@@ -173,11 +241,14 @@ class Metrics:
         tier = _check("tier", tier, TIERS)
         self._g["last_complete_checkpoint_timestamp_seconds"].labels(tier=tier).set(unix_time)
         self._g["last_complete_checkpoint_step"].labels(tier=tier).set(step)
+        self._c["checkpoints_completed"].labels(tier=tier).inc()
 
     def observe_step(self, mode: str, seconds: float):
         self._h["step_duration_seconds"].labels(mode=_check("mode", mode, MODES)).observe(seconds)
 
     def add_training_seconds(self, mode: str, seconds: float):
+        """Add training-loop wall time. Call it per step (or at least every few seconds),
+        not once at the end of a mode, so that rate() and the overhead ratio work live."""
         self._c["training_seconds"].labels(mode=_check("mode", mode, MODES)).inc(seconds)
 
     def add_stall_seconds(self, mode: str, seconds: float):
@@ -185,7 +256,7 @@ class Metrics:
 
     def set_throughput(self, op: str, mode: str, bytes_per_second: float):
         self._g["throughput_bytes_per_second"].labels(
-            op=_check("op", op, OPS), mode=_check("mode", mode, MODES)).set(bytes_per_second)
+            op=_check("op", op, OPS), mode=_check("mode", mode, MODES)).set(max(0.0, bytes_per_second))
 
     def count_fault(self, kind: str):
         self._c["faults"].labels(kind=_check("kind", kind, FAULT_KINDS)).inc()

@@ -3,11 +3,14 @@
 One subplot per mode (sync on top, async below), one row per rank, bars for compute /
 stall / local_write; drains get their own row per draining rank (the node drainer runs
 in local rank 0), because in async mode they overlap that rank's compute. Within a
-rank row, compute and stall fill the upper band and local_write the lower band, since
+rank row, compute and stall fill the lower band and local_write the upper band, since
 an async local write runs in the background while the rank computes.
 
 Bars are grouped per (row, kind) into one ``broken_barh`` call, so tens of thousands
-of events draw quickly.
+of events draw quickly. Stalls, local writes and drains are drawn with an outline of
+their own colour so that a 10 ms stall stays visible on an axis of hours. The modes
+share the time axis, so their stalls and overlap compare at a glance; a mode's title
+carries its summary figures when ``results["modes"]`` has them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from pathlib import Path
 
 KINDS = ("compute", "stall", "local_write", "drain")
 COLOURS = {"compute": "#9ecae1", "stall": "#d62728", "local_write": "#ff7f0e", "drain": "#2ca02c"}
+LABELS = {"compute": "compute (training step)", "stall": "stall (training blocked by the checkpoint)",
+          "local_write": "local write (background in async)", "drain": "drain to the global tier (node)"}
 # (y offset, height) inside a row of height 1
 _BANDS = {"compute": (0.5, 0.4), "stall": (0.5, 0.4), "local_write": (0.1, 0.4), "drain": (0.1, 0.8)}
 _MODE_ORDER = ("sync", "async")
@@ -29,10 +34,25 @@ def _rows(events):
     return [("rank", r) for r in ranks] + [("drain", r) for r in drainers]
 
 
-def _draw_mode(ax, mode, events):
-    ax.set_title(f"{mode}")
+def _title(mode: str, summary: dict | None) -> str:
+    if not summary:
+        return mode
+    parts = [f"{summary.get('checkpoints', 0)} checkpoints"]
+    if "stall_mean_s" in summary:
+        parts.append(f"mean stall {summary['stall_mean_s'] * 1000:.0f} ms")
+    if "overhead_ratio" in summary:
+        parts.append(f"overhead {summary['overhead_ratio']:.1%}")
+    if "drain_overlap_ratio" in summary:
+        parts.append(f"drain overlap {summary['drain_overlap_ratio']:.1%}")
+    if summary.get("deadline_misses"):
+        parts.append(f"{summary['deadline_misses']} deadline misses")
+    return f"{mode}: " + ", ".join(parts)
+
+
+def _draw_mode(ax, mode, events, summary=None):
+    ax.set_title(_title(mode, summary), loc="left", fontsize=10)
     if not events:
-        ax.text(0.5, 0.5, f"no {mode} events", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, "no events recorded", ha="center", va="center", transform=ax.transAxes)
         ax.set_yticks([])
         return
     # Times are seconds since the mode started; epoch times are shifted to that.
@@ -47,11 +67,13 @@ def _draw_mode(ax, mode, events):
         bars[(index[key], kind)].append((e["start"] - t0, max(e["end"] - e["start"], 0.0)))
     for (row, kind), spans in bars.items():
         off, height = _BANDS.get(kind, (0.1, 0.8))
-        ax.broken_barh(spans, (row + off, height), facecolors=COLOURS.get(kind, "grey"), linewidth=0)
+        colour = COLOURS.get(kind, "grey")
+        edge = {"linewidth": 0} if kind == "compute" else {"edgecolor": colour, "linewidth": 0.8}
+        ax.broken_barh(spans, (row + off, height), facecolors=colour, **edge)
     step = max(1, len(rows) // 32)  # keep tick labels legible for many ranks
     ticks = list(range(0, len(rows), step))
     ax.set_yticks([t + 0.5 for t in ticks])
-    ax.set_yticklabels([f"rank {rows[t][1]}" if rows[t][0] == "rank" else f"drain (rank {rows[t][1]})"
+    ax.set_yticklabels([f"rank {rows[t][1]}" if rows[t][0] == "rank" else f"drains (rank {rows[t][1]}'s node)"
                         for t in ticks])
     ax.set_ylim(len(rows), 0)  # rank 0 on top
     ax.set_xlim(left=0)
@@ -66,23 +88,29 @@ def write_timeline(results: dict, path) -> None:
     from matplotlib.patches import Patch
 
     timeline = results.get("timeline") or {}
-    modes = [m for m in _MODE_ORDER] + sorted(m for m in timeline if m not in _MODE_ORDER)
+    summaries = results.get("modes") or {}
+    present = set(timeline) | set(summaries)
+    modes = [m for m in _MODE_ORDER if m in present] + sorted(m for m in present if m not in _MODE_ORDER)
+    modes = modes or ["(no modes in results)"]
     out = Path(path)
     if out.suffix.lower() != ".png":
         out = out / "timeline.png"
     out.parent.mkdir(parents=True, exist_ok=True)
 
     nrows = [max(len(_rows(timeline.get(m) or [])), 1) for m in modes]
-    heights = [min(max(2.0, 0.3 * n + 1.0), 20.0) for n in nrows]
-    fig, axes = plt.subplots(len(modes), 1, figsize=(12, sum(heights) + 0.8), squeeze=False,
+    heights = [min(max(1.6, 0.45 * n + 0.9), 20.0) if timeline.get(m) else 1.0 for m, n in zip(modes, nrows)]
+    fig_h = sum(heights) + 1.4
+    fig, axes = plt.subplots(len(modes), 1, figsize=(13, fig_h), squeeze=False, sharex=True,
                              gridspec_kw={"height_ratios": heights})
     try:
         for ax, mode in zip(axes[:, 0], modes):
-            _draw_mode(ax, mode, timeline.get(mode) or [])
+            _draw_mode(ax, mode, timeline.get(mode) or [], summaries.get(mode))
+            ax.tick_params(labelbottom=True)
         axes[-1, 0].set_xlabel("seconds since the mode started")
-        fig.legend(handles=[Patch(color=COLOURS[k], label=k) for k in KINDS],
-                   loc="upper right", ncol=len(KINDS), frameon=False)
-        fig.tight_layout(rect=(0, 0, 1, 0.97))
+        axes[0, 0].set_xlim(left=0)
+        fig.legend(handles=[Patch(color=COLOURS[k], label=LABELS[k]) for k in KINDS],
+                   loc="lower center", ncol=2, frameon=False, fontsize=9)
+        fig.tight_layout(rect=(0, 0.6 / fig_h, 1, 1))  # 0.6 in at the bottom for the legend
         fig.savefig(out, dpi=100)
     finally:
         plt.close(fig)
