@@ -195,6 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics-addr", help="address to bind the metrics endpoint (default 127.0.0.1)")
     run.add_argument("--lose-local-after", type=int, metavar="N",
                      help="emulate losing the node-local tier after checkpoint N")
+    from .faults import kill_override
+    run.add_argument("--kill", dest="set", action="append", type=kill_override, metavar="RANK:CKPT:PHASE",
+                     help="SIGKILL rank RANK during PHASE (staging, local_write, drain, manifest) of "
+                          "checkpoint CKPT (failures.kill; one kill, use the config for several)")
     run.add_argument("--nnodes", type=int, default=1, help="nodes in the job (run this command on each)")
     run.add_argument("--nproc-per-node", type=int, help="ranks on this node (default: ranks / nnodes)")
     run.add_argument("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous (multi-node)")

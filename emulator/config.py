@@ -114,6 +114,9 @@ class CheckpointConfig:
     torch_crc32: bool = False
     #: drop the page cache before each load when permitted (root), so loads hit the disk
     drop_page_cache: bool = True
+    #: a rank whose local write fails with ENOSPC writes its file straight to the global
+    #: tier ("global") or the checkpoint is skipped ("skip"); counted as local_full either way
+    on_local_full: str = "global"
 
     def __post_init__(self):
         _check(self.interval_steps >= 1, "interval_steps", "must be >= 1")
@@ -124,6 +127,7 @@ class CheckpointConfig:
         for m in self.modes:
             _check(m in ("sync", "async"), "modes", f"unknown mode {m!r} (use sync, async)")
         _check(len(set(self.modes)) == len(self.modes), "modes", "lists a mode twice")
+        _check(self.on_local_full in ("global", "skip"), "on_local_full", "must be 'global' or 'skip'")
 
 
 @dataclass
@@ -132,10 +136,20 @@ class DrainConfig:
     concurrency: int = 4
     #: how the global copy is verified before the manifest is written: "size" or "checksum"
     verify: str = "size"
+    #: extra attempts per file (and per global manifest) after a transient global-tier error
+    retries: int = 3
+    #: first backoff; doubles per attempt, with jitter (0.5-1x)
+    retry_backoff_s: float = 1.0
+    #: a checkpoint that could not reach the global tier: "continue" training, "fail" the run
+    #: (one-line error, exit 2), or "auto" (fail in sync mode, continue in async mode)
+    on_failure: str = "auto"
 
     def __post_init__(self):
         _check(1 <= self.concurrency <= 256, "concurrency", "must be between 1 and 256")
         _check(self.verify in ("size", "checksum"), "verify", "must be 'size' or 'checksum'")
+        _check(0 <= self.retries <= 100, "retries", "must be between 0 and 100")
+        _check(0 <= self.retry_backoff_s <= 600, "retry_backoff_s", "must be between 0 and 600 seconds")
+        _check(self.on_failure in ("auto", "continue", "fail"), "on_failure", "must be auto, continue or fail")
 
 
 @dataclass
@@ -183,6 +197,11 @@ class TierConfig:
             _check(bool(self.bucket), "bucket", "an s3 tier needs a bucket")
         _check(5 <= self.part_size_mib <= 5120, "part_size_mib", "must be between 5 and 5120 (S3 limits)")
         _check(1 <= self.max_concurrency <= 64, "max_concurrency", "must be between 1 and 64")
+        if self.endpoint_url:  # the resolved config is written to config.json and results.json
+            from urllib.parse import urlsplit
+            parts = urlsplit(self.endpoint_url)
+            _check(parts.username is None and parts.password is None, "endpoint_url",
+                   "must not carry user:password@ (credentials come from the environment or a profile)")
 
 
 @dataclass
@@ -219,18 +238,109 @@ class MetricsConfig:
             _check(0 < self.port < 65536, "port", "must be a TCP port (1-65535)")
 
 
+KILL_PHASES = ("staging", "local_write", "drain", "manifest")
+
+
+@dataclass
+class KillConfig:
+    """SIGKILL rank ``rank``'s own process during ``phase`` of its ``checkpoint``-th checkpoint."""
+
+    rank: int = 0
+    #: 1-based, counted across modes, in the launch attempt ``attempt``
+    checkpoint: int = 1
+    #: staging (after the snapshot), local_write (file fully written, not yet published),
+    #: drain (node leader: after the first file reached the global tier; others: while waiting),
+    #: manifest (rank 0: every file drained, global manifest not yet written)
+    phase: str = "local_write"
+    #: which launch attempt it fires in: 0 the first; N after the Nth torchrun restart
+    #: (torchrun --max-restarts / PET_MAX_RESTARTS), so one run can crash and recover repeatedly
+    attempt: int = 0
+
+    def __post_init__(self):
+        _check(self.rank >= 0, "rank", "must be >= 0")
+        _check(self.checkpoint >= 1, "checkpoint", "must be >= 1")
+        _check(self.phase in KILL_PHASES, "phase", f"unknown phase {self.phase!r} (use {', '.join(KILL_PHASES)})")
+        _check(self.attempt >= 0, "attempt", "must be >= 0")
+
+
+@dataclass
+class GlobalFaultConfig:
+    """Make the global tier fail (like an S3 503) or slow down for ``seconds``."""
+
+    #: the window opens when this checkpoint (1-based, across modes) starts
+    checkpoint: int = 1
+    seconds: float = 10.0
+    #: "error": every request in the window fails with a transient error; "slow": each waits delay_s
+    kind: str = "error"
+    delay_s: float = 0.5
+
+    def __post_init__(self):
+        _check(self.checkpoint >= 1, "checkpoint", "must be >= 1")
+        _check(0 < self.seconds <= 86400, "seconds", "must be in (0, 86400]")
+        _check(self.kind in ("error", "slow"), "kind", "must be 'error' or 'slow'")
+        _check(0 <= self.delay_s <= 600, "delay_s", "must be between 0 and 600")
+
+
+@dataclass
+class CorruptConfig:
+    """Damage rank ``rank``'s file on ``tier`` once checkpoint ``checkpoint`` is complete there."""
+
+    checkpoint: int = 1
+    rank: int = 0
+    tier: str = "local"
+    #: flip (xor a byte in the middle), truncate (to half), delete (manifest lists a missing file)
+    how: str = "flip"
+
+    def __post_init__(self):
+        _check(self.checkpoint >= 1, "checkpoint", "must be >= 1")
+        _check(self.rank >= 0, "rank", "must be >= 0")
+        _check(self.tier in ("local", "global"), "tier", "must be 'local' or 'global'")
+        _check(self.how in ("flip", "truncate", "delete"), "how", "must be flip, truncate or delete")
+
+
 @dataclass
 class FailuresConfig:
+    """Injected faults (emulator/faults.py); every one fires only where and when it names."""
+
     #: a node fails after this many checkpoints (1-based, counted across modes): checkpointing
     #: stops, that node's local tier is lost (it was replaced), and the loads that follow recover
     lose_local_after: Optional[int] = None
     #: which node loses its local tier
     lose_local_node: int = 0
+    #: SIGKILLs: a list of KillConfig mappings
+    kill: list = field(default_factory=list)
+    global_fault: Optional[GlobalFaultConfig] = None
+    corrupt: Optional[CorruptConfig] = None
 
     def __post_init__(self):
         if self.lose_local_after is not None:
             _check(self.lose_local_after >= 1, "lose_local_after", "must be >= 1")
         _check(self.lose_local_node >= 0, "lose_local_node", "must be >= 0")
+        kills = []
+        for i, k in enumerate(self.kill):
+            if isinstance(k, KillConfig):
+                kills.append(k)
+                continue
+            _check(isinstance(k, dict), f"kill[{i}]", f"expected a mapping (rank, checkpoint, phase), got {k!r}")
+            kills.append(_build(KillConfig, k, f"kill[{i}]"))
+        self.kill = kills
+
+    @property
+    def any(self) -> bool:
+        return bool(self.kill or self.global_fault or self.corrupt or self.lose_local_after)
+
+    def check_against(self, cfg: "Config") -> None:
+        """Checks that need the rest of the config (ranks, tiers); called by Config."""
+        ranks = cfg.parallelism.active_ranks
+        for i, k in enumerate(self.kill):
+            _check(k.rank < ranks, f"failures.kill[{i}].rank", f"rank {k.rank} does not exist (the run has {ranks} ranks)")
+            _check(k.phase != "drain" or cfg.tiers.local is not None, f"failures.kill[{i}].phase",
+                   "'drain' needs tiers.local (a run without a local tier has no drain)")
+        if self.corrupt is not None:
+            c = self.corrupt
+            _check(c.rank < ranks, "failures.corrupt.rank", f"rank {c.rank} does not exist (the run has {ranks} ranks)")
+            _check(c.tier != "local" or cfg.tiers.local is not None, "failures.corrupt.tier",
+                   "'local' but tiers.local is not configured")
 
 
 @dataclass
@@ -244,6 +354,9 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     failures: FailuresConfig = field(default_factory=FailuresConfig)
+
+    def __post_init__(self):
+        self.failures.check_against(self)
 
     @property
     def steps_per_mode(self) -> int:

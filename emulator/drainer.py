@@ -6,6 +6,14 @@ tier's bulk door (``put_file``), so a directory-to-directory drain uses the
 kernel's copy path and S3 uses multipart uploads. Each copy is verified (size,
 or a full CRC32C re-read) before the drain counts as done; the manifest is
 written by the caller only after every node's drain succeeded.
+
+Transient global-tier errors (an S3 5xx, a timeout, a refused connection) are
+retried per file with exponential backoff (``drain.retries``,
+``drain.retry_backoff_s``); a file that still fails is abandoned, and so is the
+drain: the checkpoint stays incomplete on the global tier (no manifest) and is
+counted (``drain_abandoned``). Every file's copy runs to its end (success or
+abandonment) before the drain returns, so no copy is still writing into a step
+that retention may be deleting.
 """
 from __future__ import annotations
 
@@ -17,6 +25,7 @@ from pathlib import Path
 
 from tiers.base import Tier
 
+from .faults import Abandoned, RetryPolicy, Tally, retrying
 from .integrity import crc_of_stream
 from .layout import FileEntry
 
@@ -35,6 +44,8 @@ class DrainResult:
     files: int = 0
     error: str = ""
     per_file: list = field(default_factory=list)  # (key, seconds)
+    retries: int = 0
+    abandoned: bool = False
 
     @property
     def seconds(self) -> float:
@@ -43,12 +54,15 @@ class DrainResult:
 
 class Drainer:
     def __init__(self, source: Tier, dest: Tier, *, concurrency: int = 4, verify: str = "size",
-                 metrics=None, node: int = 0):
+                 metrics=None, node: int = 0, policy: RetryPolicy | None = None, tally: Tally | None = None):
         self.source, self.dest = source, dest
         self.concurrency, self.verify = concurrency, verify
         self.metrics, self.node = metrics, node
+        self.policy = policy or RetryPolicy()
+        self.tally = tally or Tally()
 
-    async def drain(self, entries: list[FileEntry]) -> DrainResult:
+    async def drain(self, entries: list[FileEntry], after_file=None) -> DrainResult:
+        """Copy and verify every entry; ``after_file()`` runs after each file (fault injection)."""
         total = sum(e.size for e in entries)
         start = time.time()
         if self.metrics:
@@ -56,20 +70,36 @@ class Drainer:
         sem = asyncio.Semaphore(self.concurrency)
         result = DrainResult(self.node, True, start, start, files=len(entries))
 
+        def on_retry(exc):
+            result.retries += 1
+            self.tally.count("drain_retry")
+
+        async def copy_verified(entry: FileEntry):
+            await self._copy(entry)
+            await self._verify(entry)
+
         async def one(entry: FileEntry):
             async with sem:
                 t = time.perf_counter()
-                await self._copy(entry)
-                await self._verify(entry)
+                await retrying(self.policy, f"drain of {entry.key}", lambda: copy_verified(entry), on_retry)
                 result.per_file.append((entry.key, time.perf_counter() - t))
                 result.bytes += entry.size
                 if self.metrics:
                     self.metrics.drain_progress(entry.size)
+                if after_file is not None:
+                    after_file()
 
-        try:
-            await asyncio.gather(*(one(e) for e in entries))
-        except Exception as exc:  # reported to every rank; the checkpoint stays incomplete
-            result.ok, result.error = False, f"{type(exc).__name__}: {exc}"
+        outcomes = await asyncio.gather(*(one(e) for e in entries), return_exceptions=True)
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        if failures:  # reported to every rank; the checkpoint stays incomplete
+            exc = failures[0]
+            result.ok = False
+            result.abandoned = any(isinstance(f, Abandoned) for f in failures)
+            result.error = str(exc) if isinstance(exc, Abandoned) else f"{type(exc).__name__}: {exc}"
+            if len(failures) > 1:
+                result.error += f" (and {len(failures) - 1} more file(s))"
+            if result.abandoned:
+                self.tally.count("drain_abandoned")
         result.end = time.time()
         if self.metrics:
             if not result.ok:

@@ -6,6 +6,12 @@ checkpoint is complete on a tier only when its manifest is there; everything
 else is garbage from a crash or a checkpoint in progress and is ignored by
 readers. Retention deletes the manifest first, so a half-deleted checkpoint
 never looks complete.
+
+The manifest carries a CRC32C of its own canonical JSON: a torn or garbled
+manifest (a bad sector, a truncated upload, an editor) reads as "not
+complete" instead of pointing readers at wrong sizes or checksums, and every
+file key in it must be a valid tier key, so a manifest cannot steer a reader
+outside the tier.
 """
 from __future__ import annotations
 
@@ -14,9 +20,11 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 
-from tiers.base import Tier
+import crc32c
 
-FORMAT = "ckpt-emu/1"
+from tiers.base import Tier, validate_key
+
+FORMAT = "ckpt-emu/2"  # /2: the manifest carries its own CRC32C
 MANIFEST = "manifest.json"
 _STEP_DIR = re.compile(r"^step_(\d{8})/")
 
@@ -53,16 +61,44 @@ class Manifest:
     meta: dict = field(default_factory=dict)
     format: str = FORMAT
 
+    def _body(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def _checksum(body: dict) -> str:
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        return f"{crc32c.crc32c(canonical):08x}"
+
     def to_json(self) -> bytes:
-        d = asdict(self)
-        return json.dumps(d, indent=1, sort_keys=True).encode()
+        body = self._body()
+        return json.dumps({**body, "checksum": self._checksum(body)}, indent=1, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> "Manifest":
+        """Parse and verify; ValueError for anything but an intact manifest of this format."""
         d = json.loads(raw)
+        if not isinstance(d, dict):
+            raise ValueError("manifest is not a JSON object")
         if d.get("format") != FORMAT:
             raise ValueError(f"unknown manifest format {d.get('format')!r}")
-        d["files"] = [FileEntry(**f) for f in d["files"]]
+        checksum = d.pop("checksum", None)
+        if checksum != cls._checksum(d):
+            raise ValueError("manifest checksum does not match its content")
+        files = d.get("files")
+        if not isinstance(files, list):
+            raise ValueError("manifest files must be a list")
+        entries = []
+        for f in files:
+            if not isinstance(f, dict) or set(f) != {"key", "rank", "size", "crc32c"}:
+                raise ValueError("malformed file entry")
+            if not (isinstance(f["key"], str) and _int(f["rank"]) and _int(f["size"])
+                    and isinstance(f["crc32c"], str)):
+                raise ValueError("malformed file entry")
+            validate_key(f["key"])
+            entries.append(FileEntry(**f))
+        d["files"] = entries
+        if not _int(d.get("step")):
+            raise ValueError("manifest step must be a non-negative integer")
         return cls(**d)
 
     def entry_for_rank(self, rank: int) -> FileEntry | None:
@@ -73,6 +109,10 @@ class Manifest:
         return sum(f.size for f in self.files)
 
 
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
 async def write_manifest(tier: Tier, manifest: Manifest) -> None:
     await tier.put(manifest_key(manifest.step), manifest.to_json())
 
@@ -81,11 +121,13 @@ async def read_manifest(tier: Tier, step: int) -> Manifest | None:
     """The step's manifest, or None if absent or unreadable (a torn manifest is not complete)."""
     try:
         raw = await tier.get(manifest_key(step))
-        return Manifest.from_json(raw)
     except FileNotFoundError:
         return None
-    except (ValueError, TypeError, KeyError):
+    try:
+        manifest = Manifest.from_json(raw)
+    except (ValueError, TypeError, KeyError, RecursionError):  # InvalidKey is a ValueError
         return None
+    return manifest if manifest.step == step else None
 
 
 async def list_steps(tier: Tier) -> tuple[list[int], list[int]]:
@@ -109,10 +151,18 @@ async def delete_checkpoint(tier: Tier, step: int) -> None:
         await tier.delete(key)
 
 
+async def valid_steps(tier: Tier) -> tuple[list[int], list[int]]:
+    """Like ``list_steps``, but a step counts as complete only if its manifest reads back intact."""
+    complete, seen = await list_steps(tier)
+    return [s for s in complete if await read_manifest(tier, s) is not None], seen
+
+
 async def apply_retention(tier: Tier, keep: int, *, protect: set[int] = frozenset()) -> list[int]:
     """Keep the newest ``keep`` complete checkpoints; delete older complete ones and
-    incomplete ones older than the newest complete (crash leftovers). Returns deleted steps."""
-    complete, seen = await list_steps(tier)
+    incomplete ones older than the newest complete (crash leftovers, a garbled
+    manifest). Steps newer than the newest complete one may be in flight and are
+    left alone. Returns deleted steps."""
+    complete, seen = await valid_steps(tier)
     if not complete:
         return []
     keep_set = set(complete[-keep:]) | set(protect)

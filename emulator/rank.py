@@ -8,6 +8,14 @@ step, which also carries the stop flag so every rank stops at the same
 step) and checkpoints every ``interval_steps``; then runs the loads. Rank 0
 gathers every rank's records and writes results.json, report.txt and
 timeline.png.
+
+Before training, a run cleans up after a crashed one (partial files,
+multipart uploads) and drains checkpoints that are complete locally but not
+globally (``Checkpointer.resume``). When torchrun restarted the workers
+(``--max-restarts``; an injected kill, a real crash), the new attempt first
+restores the newest complete checkpoint, the recovery the report times, and
+continues from there. Fault counts, resumed drains and the recovery are
+added to results.json under ``faults``.
 """
 from __future__ import annotations
 
@@ -24,6 +32,7 @@ import torch.distributed as dist
 
 from .config import from_mapping
 from .errors import UserError
+from .faults import Faults, RetryPolicy, Tally, restart_attempt, unwrap
 
 STOP_FILE = "stop"  # created in the results folder by the CLI on Ctrl-C
 STATUS_FILE = "status.json"
@@ -48,6 +57,16 @@ def _tier_scope(comm, out: Path, name: str) -> dict:
             "ranks_per_node": comm.local_world_size, "shared_dir": str(out / ".shared" / name)}
 
 
+def _sweep_dir_tier(tier) -> None:
+    """Remove a crash's partial files, then the step folders they leave empty."""
+    tier.sweep_partials()
+    for d in sorted(tier.root.glob("step_*/**/"), key=lambda p: len(p.parts), reverse=True):
+        try:
+            d.rmdir()  # only succeeds on an empty folder
+        except OSError:
+            pass
+
+
 def _node_path(cfg_tier, node: int):
     if cfg_tier is not None and cfg_tier.path:
         cfg_tier.path = cfg_tier.path.replace("{node}", str(node))
@@ -61,18 +80,24 @@ class RankRun:
         self.comm = DistComm()
         self.bg_comm = DistComm(dist.new_group(backend="gloo"))
         self.metrics = self._setup_metrics()
+        self.attempt = restart_attempt()
+        self.tally = Tally(self.metrics)
+        self.faults = Faults.from_config(cfg.failures, self.comm.rank, self.attempt, self.tally)
         self._setup_tiers()
         from .state import RankState
         self.state = RankState(cfg.model, cfg.parallelism, self.comm.rank, cfg.run.scale, cfg.run.seed)
         from .checkpointer import Checkpointer
         p = cfg.parallelism
+        self.meta = {"preset": cfg.model.name, "scale": cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
+                     "zero_stage": p.zero_stage}
         self.ckpt = Checkpointer(
             self.state, self.local, self.global_, self.bg_comm, keep=cfg.checkpoint.keep,
             drain_concurrency=cfg.drain.concurrency, drain_verify=cfg.drain.verify, metrics=self.metrics,
-            meta={"preset": cfg.model.name, "scale": cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
-                  "zero_stage": p.zero_stage})
+            meta=dict(self.meta), on_local_full=cfg.checkpoint.on_local_full, on_failure=cfg.drain.on_failure,
+            policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally)
         self.timeline_base = None
         self.modes = {}
+        self.resumed, self.recovery = [], None
 
     def _setup_metrics(self):
         port = self.cfg.metrics.port
@@ -101,17 +126,30 @@ class RankRun:
         if tiers_cfg.local is not None:
             self.local = make_tier(_node_path(tiers_cfg.local, self.comm.node),
                                    scope=_tier_scope(self.comm, self.out, "local"))
-        self.global_ = make_tier(tiers_cfg.global_, scope=_tier_scope(self.comm, self.out, "global"))
+        self.global_ = self.faults.wrap_global(
+            make_tier(tiers_cfg.global_, scope=_tier_scope(self.comm, self.out, "global")))
         if self.comm.is_node_leader:  # clean up what a crashed run left behind
             for tier in (self.local, self.global_):
                 if tier is None or (tier is self.global_ and self.comm.rank != 0):
                     continue
-                inner = getattr(tier, "inner", tier)
+                inner = unwrap(tier)
                 if isinstance(inner, DirTier):
-                    inner.sweep_partials()
+                    _sweep_dir_tier(inner)
                 elif hasattr(inner, "abort_stale_uploads"):  # S3: multipart uploads of a crashed drain
                     import asyncio
                     asyncio.run(inner.abort_stale_uploads())
+
+    def _cleanup_uploads(self) -> None:
+        """End of run: abort multipart uploads a failed drain could not abort (server was down).
+
+        Safe here: every drain of every node ended inside the last checkpoint's collectives."""
+        self.comm.barrier()
+        inner = unwrap(self.global_)
+        if self.comm.rank == 0 and hasattr(inner, "abort_stale_uploads"):
+            try:
+                self.ckpt.loop.run(inner.abort_stale_uploads())
+            except Exception:  # noqa: BLE001 - the next run's start cleans up too
+                self.tally.count("tier_error")
 
     # ------------------------------------------------------------------ phases
 
@@ -153,6 +191,7 @@ class RankRun:
         start = time.time()
         step, n = first_step, 0
         compute_events = deque(maxlen=MAX_EVENTS)  # bounded: soak runs must not grow
+        last = start  # training seconds are added per step so rate() works live in a soak
         while not self._should_stop(start, budget, n):
             t = time.time()
             _compute(cfg.training.step_seconds, cfg.training.compute)
@@ -167,12 +206,16 @@ class RankRun:
                 if m and self.comm.is_node_leader:
                     busy = sum(r.drain_s for r in self.ckpt.records if r.mode == mode)
                     m.set_drain_overlap(mode, min(1.0, busy / max(time.time() - start, 1e-9)))
+            if m:
+                now = time.time()
+                m.add_training_seconds(mode, now - last)
+                last = now
             step, n = step + 1, n + 1
         train_end = time.time()
         flush = self.ckpt.finish()
         end = time.time()
         if m:
-            m.add_training_seconds(mode, train_end - start)
+            m.add_training_seconds(mode, train_end - last)
         self.modes[mode] = {"start": start, "train_end": train_end, "end": end, "steps": n,
                             "flush_s": flush, "compute": list(compute_events)}
         return step
@@ -190,11 +233,25 @@ class RankRun:
         tmp.write_text(json.dumps(status))
         os.replace(tmp, self.out / STATUS_FILE)
 
-    def run_loads(self) -> tuple[list, bool]:
-        from .restore import Restorer, drop_page_cache
+    def _restorer(self):
+        from .restore import Restorer
         tiers = [(n, t) for n, t in (("local", self.local), ("global", self.global_)) if t is not None]
-        restorer = Restorer(self.state, tiers, self.comm, scratch_dir=self.out / ".scratch",
-                            metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1])
+        return Restorer(self.state, tiers, self.comm, scratch_dir=self.out / ".scratch",
+                        metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1],
+                        meta=self.meta, tally=self.tally)
+
+    def _recover(self):
+        """After a torchrun restart: restore the newest complete checkpoint and continue from it."""
+        restorer = self._restorer()
+        rec = restorer.load()
+        if rec.ok and restorer.manifest is not None:
+            lineage = restorer.manifest.meta.get("lineage") or []
+            self.ckpt.lineage_base = [[a, min(b, rec.step)] for a, b in lineage if a <= rec.step]
+        return rec
+
+    def run_loads(self) -> tuple[list, bool]:
+        from .restore import drop_page_cache
+        restorer = self._restorer()
         records, dropped_all = [], True
         for _ in range(self.cfg.checkpoint.loads):
             dropped = False
@@ -205,18 +262,28 @@ class RankRun:
             records.append(restorer.load())
         return records, dropped_all
 
+    def _stop_requested(self) -> bool:
+        """Ctrl-C reached the CLI on any node (a collective, so every rank agrees)."""
+        return self.comm.all_max(1.0 if (self.out / STOP_FILE).exists() else 0.0) > 0
+
     def run(self) -> dict:
         cfg = self.cfg
         step = self._first_step()
+        self.ckpt.first_step = step
+        self.resumed = self.ckpt.resume()
+        if self.attempt > 0:
+            self.recovery = self._recover()
         modes = list(cfg.checkpoint.modes)
         budget = self.duration / len(modes) if self.duration else None
         for mode in modes:
-            if self.node_failed:
+            if self.node_failed or self._stop_requested():
                 break
             step = self.run_mode(mode, step, budget)
         failure = self._lose_local() if self.node_failed else None
-        stopped_early = (self.out / STOP_FILE).exists()
+        stopped_early = self._stop_requested()
         loads, dropped = ([], False) if stopped_early else self.run_loads()
+        self.ckpt.finish()
+        self._cleanup_uploads()
         self.ckpt.close()
         return {
             "rank": self.comm.rank, "node": self.comm.node,
@@ -227,6 +294,9 @@ class RankRun:
             "events": [(e.kind, e.start, e.end) for e in self.ckpt.events],
             "local": self.local.describe() if self.local is not None else None,
             "global": self.global_.describe(), "stopped_early": stopped_early, "failure": failure,
+            "attempt": self.attempt, "resume": [r.to_dict() for r in self.resumed],
+            "recovery": self.recovery.to_dict() if self.recovery is not None else None,
+            "fault_counts": dict(self.tally.counts),
         }
 
     def _lose_local(self) -> dict:
@@ -249,6 +319,24 @@ def _version() -> str:
         return "0+unknown"
 
 
+def _init_process_group() -> None:
+    """gloo via torchrun's env; after a torchrun restart, under a per-attempt store prefix.
+
+    torchrun reuses its store across restarts without a per-attempt prefix, so
+    a restarted worker would read the dead workers' gloo addresses and fail
+    with "Connection refused"; a prefix of our own gives each attempt fresh keys."""
+    attempt = restart_attempt()
+    if attempt == 0 or "MASTER_ADDR" not in os.environ:
+        dist.init_process_group(backend="gloo")
+        return
+    from datetime import timedelta
+    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, False,
+                          timeout=timedelta(minutes=10))
+    dist.init_process_group(backend="gloo", store=dist.PrefixStore(f"ckpt-emu/attempt_{attempt}", store),
+                            rank=rank, world_size=world)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="emulator.rank")
     ap.add_argument("--config", required=True, help="resolved config JSON written by `ckpt-emu run`")
@@ -260,7 +348,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(cfg.run.threads_per_rank)
     import torch.utils.serialization as ser
     ser.config.save.compute_crc32 = cfg.checkpoint.torch_crc32
-    dist.init_process_group(backend="gloo")
+    _init_process_group()
     try:
         expected = cfg.parallelism.active_ranks
         if dist.get_world_size() != expected:

@@ -122,6 +122,38 @@ def timeline(ranks: list[dict]) -> dict:
     return out
 
 
+def fault_summary(ranks: list[dict]) -> dict:
+    """What results.json says about faults: counts, resumed drains, the recovery after a restart."""
+    from collections import Counter
+    counts = Counter()
+    for r in ranks:
+        counts.update(r.get("fault_counts") or {})
+    by_step = {}
+    for r in ranks:
+        for x in r.get("resume") or []:
+            s = by_step.setdefault(x["step"], {"step": x["step"], "ok": x["global_complete"], "drain_s": 0.0,
+                                               "error": x["error"]})
+            s["drain_s"] = max(s["drain_s"], x["drain_s"])
+    recs = [r["recovery"] for r in ranks if r.get("recovery")]
+    recovery = None
+    if recs:
+        recovery = {"ok": all(x["ok"] for x in recs), "step": recs[0]["step"],
+                    "seconds": max(x["seconds"] for x in recs),
+                    "served_by": dict(Counter(x["tier"] or "none" for x in recs)),
+                    "fallbacks": [f for x in recs for f in x["fallbacks"]][:20]}
+    records = [x for r in ranks for x in r["records"]]
+    return {
+        "attempt": max((r.get("attempt", 0) for r in ranks), default=0),
+        "counts": dict(sorted(counts.items())),
+        "resumed": [by_step[s] for s in sorted(by_step)],
+        "recovery": recovery,
+        "local_full_files": sum(x["local_full"] for x in records),
+        "direct_to_global_files": sum(x["local_full"] and x["written_to"] == "global" for x in records),
+        "skipped_checkpoints": len({(x["mode"], x["step"]) for x in records if x["skipped"]}),
+        "abandoned_drains": len({(x["mode"], x["step"], x["node"]) for x in records if x["abandoned"]}),
+    }
+
+
 def build_results(cfg, ranks: list[dict]) -> dict:
     from .sizing import checkpoint_size
     ranks = sorted(ranks, key=lambda r: r["rank"])
@@ -142,6 +174,7 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "load": summarize_loads(ranks),
         "stopped_early": any(r["stopped_early"] for r in ranks),
         "failure": ranks[0].get("failure"),
+        "faults": fault_summary(ranks),
         "timeline": timeline(ranks),
         "per_rank": [{k: r[k] for k in ("rank", "node", "records", "loads")} for r in ranks],
     }
@@ -152,7 +185,7 @@ def _fmt_s(v: float) -> str:
 
 
 def format_table(results: dict) -> str:
-    modes = list(results["modes"])
+    modes = [m for m, v in results["modes"].items() if v["steps"] or v["checkpoints"]] or list(results["modes"])
     b = results["bytes"]
     lines = [
         f"ckpt-emu: {results['preset']} x{results['scale']:g}, {results['ranks']} ranks on {results['nodes']} node(s)",
@@ -193,7 +226,22 @@ def format_table(results: dict) -> str:
     for m in modes:
         for err in results["modes"][m]["errors"]:
             lines.append(f"{m} error: {err}")
-    if results.get("failure"):
+    fa = results.get("faults") or {}
+    if fa.get("counts"):
+        lines.append("faults: " + ", ".join(f"{k} {v}" for k, v in fa["counts"].items()))
+    if fa.get("local_full_files"):
+        lines.append(f"local tier full: {fa['local_full_files']} file(s), {fa['direct_to_global_files']} written "
+                     f"straight to global, {fa['skipped_checkpoints']} checkpoint(s) skipped")
+    if fa.get("abandoned_drains"):
+        lines.append(f"abandoned drains: {fa['abandoned_drains']}")
+    for x in fa.get("resumed") or []:
+        lines.append(f"resumed drain of step {x['step']} left by an earlier run: "
+                     + (f"complete on global in {_fmt_s(x['drain_s'])}" if x["ok"] else f"failed ({x['error']})"))
+    if fa.get("recovery"):
+        rv = fa["recovery"]
+        lines.append(f"restart {fa['attempt']}: restored step {rv['step']} in {_fmt_s(rv['seconds'])} "
+                     f"(served by {', '.join(f'{k}: {v}' for k, v in rv['served_by'].items())})")
+    if results.get("failure") and results["failure"].get("kind") == "lose_local":
         f = results["failure"]
         lines.append(f"emulated failure: node {f['node']} lost its local tier after checkpoint "
                      f"{f['after_checkpoint']}; recovery per tier: "

@@ -7,6 +7,13 @@ it is read, and only then is it ``torch.load``-ed (mmap) and copied into the
 live tensors. A missing, incomplete or corrupt copy falls back to the next
 tier; if any rank cannot load the step at all, every rank moves on to the
 previous step together, so ranks never restore different steps.
+
+Nothing a tier does can crash a restore or get loaded unverified: a tier that
+cannot be listed or read (an outage) is skipped like an incomplete copy, a
+manifest of another layout (world size, preset, scale, parallelism) is not a
+candidate, and size or checksum mismatches are counted (``checksum_mismatch``)
+before falling back. Live tensors are only overwritten after the file's bytes
+verified, so a failed attempt leaves the state untouched.
 """
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ from pathlib import Path
 import torch
 
 from . import layout
+from .faults import Tally, describe_error
 from .integrity import crc_of_stream
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
@@ -52,9 +60,12 @@ def drop_page_cache() -> bool:
 
 class Restorer:
     def __init__(self, state, tiers: list[tuple[str, object]], comm, *, scratch_dir: Path,
-                 metrics=None, loop=None, mode: str = "async"):
+                 metrics=None, loop=None, mode: str = "async", meta: dict | None = None, tally: Tally | None = None):
         self.state, self.tiers, self.comm, self.mode = state, tiers, comm, mode
         self.scratch_dir, self.metrics, self.loop = Path(scratch_dir), metrics, loop
+        self.meta = meta or {}  # expected manifest meta (preset, scale, tp, ...); {} accepts any
+        self.tally = tally or Tally(metrics)
+        self.manifest = None  # the manifest of the step restored last (its meta carries the lineage)
         self._buf = bytearray(16 << 20)
 
     def _run(self, coro):
@@ -63,7 +74,10 @@ class Restorer:
     def candidate_steps(self) -> list[int]:
         mine = set()
         for _, tier in self.tiers:
-            mine |= set(self._run(layout.list_steps(tier))[0])
+            try:
+                mine |= set(self._run(layout.list_steps(tier))[0])
+            except Exception:  # noqa: BLE001 - an unreachable tier offers nothing
+                self.tally.count("tier_error")
         union = set()
         for steps in self.comm.all_gather(sorted(mine)):
             union |= set(steps)
@@ -81,8 +95,9 @@ class Restorer:
         rec.seconds = time.perf_counter() - start
         everyone = self.comm.all_gather((rec.seconds, rec.bytes))
         if self.metrics and rec.ok:
-            self.metrics.observe_phase("load", rec.tier, rec.seconds)
-            self.metrics.add_bytes("read", rec.tier, rec.bytes)
+            backend = dict(self.tiers)[rec.tier].backend
+            self.metrics.observe_phase("load", rec.tier, rec.seconds, backend=backend)
+            self.metrics.add_bytes("read", rec.tier, rec.bytes, backend=backend)
             if self.comm.rank == 0:  # MLPerf style: all bytes / slowest rank
                 slowest = max(s for s, _ in everyone)
                 self.metrics.set_throughput("load", self.mode, sum(b for _, b in everyone) / max(slowest, 1e-9))
@@ -94,15 +109,21 @@ class Restorer:
             if reason is None:
                 return True
             rec.fallbacks.append(f"{name}@{step}: {reason}")
-            if self.metrics and "checksum" in reason:
-                self.metrics.count_fault("checksum_mismatch")
+            if reason.startswith(("checksum mismatch", "size ")):
+                self.tally.count("checksum_mismatch")
         return False
 
     def _try_tier(self, name: str, tier, step: int, rec: LoadRecord) -> str | None:
         """Load from one tier; returns None on success, else why not."""
-        manifest = self._run(layout.read_manifest(tier, step))
+        try:
+            manifest = self._run(layout.read_manifest(tier, step))
+        except Exception as exc:  # noqa: BLE001 - e.g. the global tier is down: fall back
+            return f"tier unreadable: {describe_error(exc)}"
         if manifest is None:
             return "not complete on this tier"
+        if manifest.world != self.comm.world_size or any(
+                manifest.meta.get(k) != v for k, v in self.meta.items()):
+            return "checkpoint of another layout"
         entry = manifest.entry_for_rank(self.comm.rank)
         if entry is None:
             return "manifest does not list this rank"
@@ -128,6 +149,7 @@ class Restorer:
             loaded = torch.load(path, mmap=True, weights_only=True)
             if loaded.get("step") != step or loaded.get("rank") != self.comm.rank:
                 return "file belongs to another step or rank"
+            self._check_shapes(loaded)
             self.state.restore_from(loaded)
             del loaded
         except FileNotFoundError:
@@ -138,4 +160,16 @@ class Restorer:
             if scratch is not None:
                 scratch.unlink(missing_ok=True)
         rec.tier, rec.bytes = name, entry.size
+        self.manifest = manifest
         return None
+
+    def _check_shapes(self, loaded: dict) -> None:
+        """Every live tensor has a counterpart of the same shape and dtype (before anything is copied)."""
+        for group, tensors in self.state.live.items():
+            src = loaded.get(group)
+            if not isinstance(src, dict):
+                raise ValueError(f"no {group} state")
+            for key, t in tensors.items():
+                s = src.get(key)
+                if s is None or s.shape != t.shape or s.dtype != t.dtype:
+                    raise ValueError(f"{group}.{key} missing or of another shape")

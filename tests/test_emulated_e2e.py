@@ -79,9 +79,6 @@ def test_async_hides_the_slow_drain_sync_pays_it(pfs_run):
     assert res["load"]["ok"] and res["load"]["served_by"] == {"local": 2}
 
 
-@pytest.mark.xfail(strict=True, reason="Checkpointer._pipeline awaits retention (deleting old checkpoints on "
-                   "both tiers) before the sync future resolves, so rank 0's sync stall includes the deletes: "
-                   "0.3-0.5 s per checkpoint in design-nvme-pfs, a request latency per delete on S3")
 def test_retention_is_not_part_of_the_sync_stall(tmp_path):
     """In process: a global tier with 50 ms per request makes retention's requests visible."""
     cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])

@@ -1,0 +1,381 @@
+"""The in-process benchmarks: our save, drain, load and stall paths against their baselines.
+
+Each function runs in its own worker process (``bench.worker``), builds one
+rank's synthetic state the way a rank process does (``RankState`` of the
+Llama-3 8B layout scaled to ``--rank-gib``, torch threads and torch.save's
+CRC32 set as ``emulator.rank`` sets them), and returns ``{key: result}``.
+Our path is the project's own code (``Checkpointer``, ``Drainer``, ``S3Tier``,
+``Restorer``); only the local write is composed here, from the same three calls
+``Checkpointer._save`` makes (``tier.open_write``, ``ChecksumSink``,
+``torch.save(state.payload())``), because that method is private and its
+signature changes; the async-stall benchmark runs the whole pipeline anyway.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from . import baselines
+from .common import (GIB, HIGHER, LOWER, MIB, Params, drop_page_cache, median, probe_drop_cache, remove,
+                     result, run_pairs, run_rounds, warm_file)
+
+PRESET = "llama3-8b"
+
+
+# --------------------------------------------------------------------------- setup
+
+def rank_config(params: Params, rank_gib: float | None = None):
+    """The preset's config with ``run.scale`` chosen so rank 0 holds ``rank_gib`` GiB."""
+    from emulator import sizing
+    from emulator.config import load_config
+    cfg = load_config(PRESET)
+    full = sizing.rank_size(cfg.model, cfg.parallelism, 0).total_bytes
+    scale = min(1.0, (rank_gib or params.rank_gib) * GIB / full)
+    return load_config(PRESET, [f"run.scale={scale!r}"])
+
+
+def setup_process(params: Params, cfg) -> None:
+    """Torch settings of a rank process (emulator.rank.main)."""
+    import torch
+    import torch.utils.serialization as ser
+    torch.set_num_threads(params.threads)
+    ser.config.save.compute_crc32 = cfg.checkpoint.torch_crc32
+
+
+def make_state(params: Params):
+    from emulator.state import RankState
+    cfg = rank_config(params)
+    setup_process(params, cfg)
+    state = RankState(cfg.model, cfg.parallelism, 0, cfg.run.scale, cfg.run.seed)
+    return cfg, state
+
+
+def make_checkpointer(cfg, state, wd: Path):
+    from emulator.checkpointer import Checkpointer
+    from emulator.comm import SoloComm
+    from tiers.directory import DirTier
+    local, global_ = DirTier(wd / "local"), DirTier(wd / "global")
+    ck = Checkpointer(state, local, global_, SoloComm(), keep=cfg.checkpoint.keep,
+                      drain_concurrency=cfg.drain.concurrency, drain_verify=cfg.drain.verify)
+    return ck, local, global_
+
+
+def save_rank_file(state, tier, key: str, step: int) -> tuple[int, str]:
+    """The pipeline's local write, as ``Checkpointer._save`` does it: ``torch.save`` of the
+    staged payload through a ``ChecksumSink`` (CRC32C) into the tier's sink, which fsyncs,
+    renames and fsyncs the directory on commit. Returns (bytes, crc32c)."""
+    import torch
+
+    from emulator.integrity import ChecksumSink
+    sink = ChecksumSink(tier.open_write(key))
+    with sink:
+        torch.save(state.payload(step), sink)
+    return sink.bytes_written, sink.hexdigest
+
+
+def _state_note(cfg, state) -> dict:
+    return {"state_bytes": state.nbytes, "tensors": sum(1 for _ in state.tensors()),
+            "preset": PRESET, "scale": cfg.run.scale}
+
+
+# --------------------------------------------------------------------------- local write
+
+def bench_local_write(params: Params, wd: Path) -> dict:
+    """torch.save + fsync of the rank's payload through our ChecksumSink into a DirTier
+    (the pipeline's local write) vs dd of the same byte count, same directory."""
+    import time
+
+    from tiers.directory import DirTier
+    cfg, state = make_state(params)
+    local = DirTier(wd / "local")
+    nbytes, _ = save_rank_file(state, local, "probe.pt", 0)  # untimed: the size dd must match
+    remove(local.local_path("probe.pt"))
+    dd_file = wd / "local" / "dd.bin"
+
+    def ours(i):
+        key = f"step_{i:08d}/rank.pt"
+        t = time.perf_counter()
+        n, _ = save_rank_file(state, local, key, i)
+        dt = time.perf_counter() - t
+        assert n == nbytes, (n, nbytes)
+        remove(local.local_path(key))
+        return dt
+
+    def base(i):
+        dt = baselines.dd_write(dd_file, nbytes)
+        remove(dd_file)
+        return dt
+
+    pairs = run_pairs(params, ours, base, before=lambda _: os.sync())
+    return {"local_write": result(
+        ratio_samples=[b / o for o, b in pairs],
+        ours_samples=[nbytes / o / GIB for o, _ in pairs],
+        base_samples=[nbytes / b / GIB for _, b in pairs],
+        unit="GiB/s", target=0.9, better=HIGHER,
+        ratio_is="throughput ours/baseline (= dd time / our time, same bytes)",
+        ours_is="torch.save(staged payload) -> ChecksumSink(CRC32C) -> DirTier sink: fsync, rename, fsync dir",
+        baseline_is=f"dd if=/dev/zero of=F bs=64M count={nbytes} iflag=count_bytes conv=fsync",
+        bytes=nbytes, **_state_note(cfg, state))}
+
+
+# --------------------------------------------------------------------------- drain to a directory
+
+def bench_drain_dir(params: Params, wd: Path) -> dict:
+    """Our Drainer (DirTier.put_file: copy_file_range, fsync, rename, size check) vs
+    ``cp`` + ``sync -f``, copying the same rank file; the source is in the page cache
+    for both, as right after a local write."""
+    import time
+
+    from emulator.checkpointer import LoopThread
+    from emulator.drainer import Drainer
+    from emulator.layout import FileEntry
+    from tiers.directory import DirTier
+    cfg, state = make_state(params)
+    local, global_ = DirTier(wd / "local"), DirTier(wd / "global")
+    key = "step_00000001/rank00000.pt"
+    nbytes, crc = save_rank_file(state, local, key, 1)
+    del state  # free 2x rank size: the drain needs only the file
+    src = local.local_path(key)
+    entry = FileEntry(key, 0, nbytes, crc)
+    drainer = Drainer(local, global_, concurrency=cfg.drain.concurrency, verify=cfg.drain.verify)
+    loop = LoopThread("bench-drain")
+    cp_dest = wd / "global" / "cp.bin"
+    warm_file(src)
+
+    def ours(i):
+        t = time.perf_counter()
+        res = loop.run(drainer.drain([entry]))
+        dt = time.perf_counter() - t
+        if not res.ok:
+            raise RuntimeError(f"drain failed: {res.error}")
+        loop.run(global_.delete(key))
+        return dt
+
+    def base(i):
+        dt = baselines.cp_sync(src, cp_dest)
+        remove(cp_dest)
+        return dt
+
+    try:
+        pairs = run_pairs(params, ours, base, before=lambda _: os.sync())
+    finally:
+        loop.close()
+    return {"drain_dir": result(
+        ratio_samples=[b / o for o, b in pairs],
+        ours_samples=[nbytes / o / GIB for o, _ in pairs],
+        base_samples=[nbytes / b / GIB for _, b in pairs],
+        unit="GiB/s", target=0.9, better=HIGHER,
+        ratio_is="throughput ours/baseline (= cp+sync time / our time, same file)",
+        ours_is=f"Drainer.drain (concurrency {cfg.drain.concurrency}, verify {cfg.drain.verify}) "
+                "DirTier -> DirTier: copy_file_range, fsync, rename, fsync dir",
+        baseline_is="cp SRC DST && sync -f DST", bytes=nbytes, source="in page cache (just written)")}
+
+
+# --------------------------------------------------------------------------- drain to S3
+
+def bench_drain_s3(params: Params, wd: Path) -> dict:
+    """S3Tier.put_file with the product's default tier settings vs boto3's upload_file
+    with its best TransferConfig, same moto server (fresh, own process), same object."""
+    import time
+
+    from emulator.checkpointer import LoopThread
+    from emulator.config import TierConfig
+    from tiers.s3 import S3Tier
+
+    from .motoserver import MotoServer, use_test_credentials
+    use_test_credentials()
+    nbytes = params.s3_mib * MIB
+    src = wd / "object.bin"
+    with open(src, "wb") as fh:
+        fh.write(os.urandom(nbytes))
+    with MotoServer(wd / "moto.log") as server:
+        boto = baselines.Boto3Upload(server.url, "bench")
+        boto.client.create_bucket(Bucket="bench")
+        tcfg = TierConfig(backend="s3", bucket="bench", endpoint_url=server.url)
+        tier = S3Tier.from_config(tcfg)
+        loop = LoopThread("bench-s3")
+        try:
+            boto.tune(src, "tune.bin", quick=params.quick)
+
+            def ours(i):
+                key = f"ours-{i}.bin"
+                t = time.perf_counter()
+                loop.run(tier.put_file(key, src))
+                dt = time.perf_counter() - t
+                size = loop.run(tier.size(key))
+                assert size == nbytes, (size, nbytes)
+                boto.delete(key)
+                return dt
+
+            def base(i):
+                key = f"boto3-{i}.bin"
+                dt = boto.upload(src, key)
+                boto.delete(key)
+                return dt
+
+            pairs = run_pairs(params, ours, base)
+            moto_rss = server.rss_bytes()
+        finally:
+            loop.run(tier.close())
+            loop.close()
+    remove(src)
+    return {"drain_s3": result(
+        ratio_samples=[b / o for o, b in pairs],
+        ours_samples=[nbytes / o / GIB for o, _ in pairs],
+        base_samples=[nbytes / b / GIB for _, b in pairs],
+        unit="GiB/s", target=0.9, better=HIGHER,
+        ratio_is="throughput ours/baseline (= upload_file time / our time, same object)",
+        ours_is=f"S3Tier.put_file, default tier config (part_size_mib={tcfg.part_size_mib}, "
+                f"max_concurrency={tcfg.max_concurrency}, CRC32C per request)",
+        baseline_is=f"boto3 upload_file, best TransferConfig: {boto.label}",
+        bytes=nbytes, transfer_config_search=boto.search, moto_rss_bytes=moto_rss,
+        server="moto (own process, 127.0.0.1)")}
+
+
+# --------------------------------------------------------------------------- load
+
+def bench_load(params: Params, wd: Path) -> dict:
+    """Restorer.load (list, manifest, CRC32C-verified read, live state restored) of a
+    complete local checkpoint vs dd reading the same file, each after dropping the page
+    cache when that is permitted (checked with mincore), else both warm."""
+    import time
+
+    from emulator.comm import SoloComm
+    from emulator.restore import Restorer
+    cfg, state = make_state(params)
+    ck, local, _ = make_checkpointer(cfg, state, wd)
+    try:
+        rec = ck.checkpoint(1, "sync")
+        if not rec.global_complete:
+            raise RuntimeError(f"setup checkpoint failed: {rec.error}")
+        path = next((wd / "local").rglob("*_states.pt"))
+        nbytes = path.stat().st_size
+        restorer = Restorer(state, [("local", local)], SoloComm(), scratch_dir=wd / "scratch", loop=ck.loop)
+        dropping, how = (False, "not asked (--no-drop-cache)")
+        if params.drop_cache:
+            dropping, how = probe_drop_cache(wd)
+
+        def before(_):
+            if dropping:
+                drop_page_cache()
+            else:
+                warm_file(path)
+
+        def ours(i):
+            t = time.perf_counter()
+            r = restorer.load()
+            dt = time.perf_counter() - t
+            if not r.ok or r.bytes != nbytes:
+                raise RuntimeError(f"restore failed: {r.fallbacks}")
+            return dt
+
+        pairs = run_pairs(params, ours, lambda i: baselines.dd_read(path), before=before)
+    finally:
+        ck.close()
+    cache = "cold (page cache dropped before each read)" if dropping else "warm vs warm (page cache NOT dropped)"
+    return {"load": result(
+        ratio_samples=[b / o for o, b in pairs],
+        ours_samples=[nbytes / o / GIB for o, _ in pairs],
+        base_samples=[nbytes / b / GIB for _, b in pairs],
+        unit="GiB/s", target=0.9, better=HIGHER,
+        ratio_is="throughput ours/baseline (= dd time / our time, same file)",
+        ours_is="Restorer.load from the local DirTier: list steps, read the manifest, read the rank file "
+                "with its CRC32C verified, restore the live state",
+        baseline_is="dd if=F of=/dev/null bs=64M", bytes=nbytes, cache=cache, drop_cache=how)}
+
+
+# --------------------------------------------------------------------------- async stall
+
+def bench_async_stall(params: Params, wd: Path) -> dict:
+    """Per round, on the same state: our async checkpoint's stall, our sync checkpoint's
+    stall, and dcp.async_save's stall (world size 1, gloo, in-process init)."""
+    import torch.distributed as dist
+    cfg, state = make_state(params)
+    ck, _, _ = make_checkpointer(cfg, state, wd)
+    dist.init_process_group("gloo", init_method=f"file://{wd}/pg.store", rank=0, world_size=1)
+    stager = None
+    recs = {"sync": [], "async": []}
+    dcp_async = []
+    try:
+        step = [0]
+
+        def ours(mode):
+            def run(i):
+                step[0] += 1
+                rec = ck.checkpoint(step[0], mode)
+                ck.finish()  # untimed: the next checkpoint comes after the drain (interval long enough)
+                if not rec.global_complete:
+                    raise RuntimeError(f"{mode} checkpoint incomplete: {rec.error}")
+                if i >= params.warmup:
+                    recs[mode].append(rec)
+                return rec.stall_s
+            return run
+
+        fns = {"async": ours("async"), "sync": ours("sync"),
+               "dcp": lambda i: baselines.dcp_async_save(state.live, wd / f"dcp{i}")["stall_s"]}
+        if not params.quick:
+            from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+            stager = DefaultStager(StagingOptions(use_pinned_memory=False, use_shared_memory=False,
+                                                  use_async_staging=True, use_non_blocking_copy=False))
+
+            def dcp_staged(i):
+                r = baselines.dcp_async_save(state.live, wd / f"dcps{i}", stager)
+                if i >= params.warmup:
+                    dcp_async.append(r)
+                return r["stall_s"]
+            fns["dcp_async_staging"] = dcp_staged
+        rounds = run_rounds(params, fns)
+    finally:
+        if stager is not None:
+            stager.close()
+        ck.close()
+        dist.destroy_process_group()
+    a = [r["async"] for r in rounds]
+    s = [r["sync"] for r in rounds]
+    d = [r["dcp"] for r in rounds]
+    breakdown = {
+        "async_snapshot_s": median(r.snapshot_s for r in recs["async"]),
+        "sync_snapshot_s": median(r.snapshot_s for r in recs["sync"]),
+        "sync_local_write_s": median(r.local_write_s for r in recs["sync"]),
+        "sync_drain_s": median(r.drain_s for r in recs["sync"]),
+        "state_bytes": state.nbytes,
+    }
+    extra_dcp = {}
+    if dcp_async:
+        extra_dcp = {"dcp_async_staging": {
+            "stall_s": median(x["stall_s"] for x in dcp_async),
+            "staged_s": median(x["staged_s"] for x in dcp_async),
+            "total_s": median(x["total_s"] for x in dcp_async),
+            "note": "reused DefaultStager(use_async_staging=True): returns before the copy; "
+                    "the loop must not change the state until staged_s"}}
+    return {
+        "async_stall_vs_sync": result(
+            ratio_samples=[x / y for x, y in zip(a, s)], ours_samples=a, base_samples=s,
+            unit="s", target=0.05, better=LOWER,
+            ratio_is="stall ours/baseline (our async stall / our sync stall, same state)",
+            ours_is="Checkpointer.checkpoint(mode='async') stall: snapshot into staging buffers",
+            baseline_is="Checkpointer.checkpoint(mode='sync') stall: snapshot, local write, drain, manifests",
+            **breakdown),
+        "async_stall_vs_dcp": result(
+            ratio_samples=[x / y for x, y in zip(a, d)], ours_samples=a, base_samples=d,
+            unit="s", target=1.0, better=LOWER,
+            ratio_is="stall ours/baseline (our async stall / dcp.async_save's stall, same state dict)",
+            ours_is="Checkpointer.checkpoint(mode='async') stall",
+            baseline_is="torch.distributed.checkpoint.async_save(state, checkpoint_id=dir) "
+                        "(thread executor, default stager), time until it returns",
+            **breakdown, **extra_dcp),
+    }
+
+
+BENCHES = {
+    "local_write": bench_local_write,
+    "drain_dir": bench_drain_dir,
+    "drain_s3": bench_drain_s3,
+    "load": bench_load,
+    "async_stall": bench_async_stall,
+}
+
+
+def clean(wd: Path) -> None:
+    shutil.rmtree(wd, ignore_errors=True)

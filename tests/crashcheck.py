@@ -1,0 +1,125 @@
+"""Invariants a crash must never break, checked on what a run left on its tiers.
+
+Why a helper: every crash test asks the same questions of a tier, whatever
+killed the run: is every visible manifest intact, does every file it lists
+have that size and CRC32C, and do the bytes hold exactly the state that was
+staged (replayed from the manifest's lineage, so this holds across restarts
+and resumed runs too)?
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import crc32c
+import torch
+
+from emulator.layout import Manifest
+
+
+def crc_file(path: Path) -> str:
+    crc = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(8 << 20):
+            crc = crc32c.crc32c(chunk, crc)
+    return f"{crc:08x}"
+
+
+def state_from_lineage(cfg, rank: int, lineage):
+    """The live state after the mutations of every step range in ``lineage``."""
+    from emulator.state import RankState
+    st = RankState(cfg.model, cfg.parallelism, rank, cfg.run.scale, cfg.run.seed)
+    for first, last in lineage:
+        for s in range(first, last + 1):
+            st.mutate(s)
+    return st
+
+
+def assert_holds(path: Path, cfg, rank: int, step: int, lineage) -> None:
+    loaded = torch.load(path, weights_only=True)
+    assert loaded["step"] == step and loaded["rank"] == rank, path
+    assert lineage and lineage[-1][1] == step, f"{path}: lineage {lineage} does not end at {step}"
+    want = state_from_lineage(cfg, rank, lineage)
+    for group, tensors in want.live.items():
+        for name, t in tensors.items():  # bits, not values: random bytes include NaNs
+            got = loaded[group][name].contiguous().view(-1).view(torch.uint8)
+            assert torch.equal(got, t.view(-1).view(torch.uint8)), f"{path}: {group}.{name} differs"
+
+
+def verify_dir_tier(root: Path, cfg=None, ranks: int | None = None) -> list[int]:
+    """Assert every visible checkpoint under ``root`` is complete and intact; returns its steps.
+
+    With ``cfg``, also replays each rank's state from the manifest's lineage and
+    compares every tensor bit for bit."""
+    steps = []
+    for man_path in sorted(Path(root).glob("step_*/manifest.json")):
+        m = Manifest.from_json(man_path.read_bytes())  # raises on a torn or garbled manifest
+        assert man_path.parent.name == f"step_{m.step:08d}"
+        if ranks is not None:
+            assert sorted(f.rank for f in m.files) == list(range(ranks)) or m.tier == "local", m
+        for f in m.files:
+            p = Path(root) / f.key
+            assert p.is_file(), f"{p}: listed in a visible manifest but missing"
+            assert p.stat().st_size == f.size, f"{p}: size differs from the manifest"
+            assert crc_file(p) == f.crc32c, f"{p}: CRC32C differs from the manifest"
+            if cfg is not None:
+                assert_holds(p, cfg, f.rank, m.step, m.meta["lineage"])
+        steps.append(m.step)
+    return steps
+
+
+def partials(root: Path) -> list[Path]:
+    return [p for p in Path(root).rglob("*") if p.name.endswith(".partial")]
+
+
+def step_dirs(root: Path) -> list[int]:
+    return sorted(int(p.name[5:]) for p in Path(root).glob("step_*") if p.is_dir())
+
+
+# --------------------------------------------------------------------------- killing a whole run
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (torchrun starts each worker in its own session)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def kill_tree(pid: int) -> int:
+    """SIGKILL ``pid`` and all its descendants at once, deepest first; returns how many."""
+    victims = descendants(pid)[::-1] + [pid]
+    for p in victims:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for _ in range(100):  # reap-independent wait: they are gone when /proc says so
+        if not any(Path(f"/proc/{p}").exists() and "zombie" not in _state(p) for p in victims):
+            break
+        time.sleep(0.05)
+    return len(victims)
+
+
+def _state(pid: int) -> str:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("State:"):
+                return line
+    except OSError:
+        pass
+    return "zombie"

@@ -1,0 +1,62 @@
+"""Smoke test of the benchmark suite (``python -m bench``): it runs and its output keeps its shape.
+
+One tiny pair (a few MiB, no warm-up) of the two cheapest benchmarks: the local
+write through the real CLI and worker process, the directory drain in this
+process. Only structure and sanity are asserted, never an absolute time or a
+target: the machine is shared and the suite is a measurement, not a test.
+"""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.common import Params
+from bench.suite import BENCHMARKS, format_table, select
+from bench.worker import run as run_in_process
+
+ROOT = Path(__file__).resolve().parent.parent
+KEYS = ("ratio", "ours", "baseline", "unit", "min", "max", "pairs", "target", "met", "better", "ratio_is")
+TINY = dict(pairs=1, warmup=0, rank_gib=0.004, quick=True)
+
+
+def check_throughput_result(key, r):
+    assert "error" not in r, r.get("error")
+    for k in KEYS:
+        assert k in r, (key, k)
+    assert r["pairs"] == 1 and r["unit"] == "GiB/s" and r["better"] == "higher"
+    assert r["ratio"] > 0 and r["ours"] > 0 and r["baseline"] > 0
+    assert r["min"] <= r["ratio"] <= r["max"]
+    # a throughput ratio on the same bytes: ours / baseline, consistent with both sides
+    assert math.isclose(r["ratio"], r["ours"] / r["baseline"], rel_tol=1e-6)
+    assert r["target"] == 0.9 and isinstance(r["met"], bool)
+    assert r["bytes"] > 0
+
+
+def test_cli_local_write_pair(tmp_path):
+    work = tmp_path / "work"
+    cmd = [sys.executable, "-m", "bench", "--only", "local_write", "--json", "--pairs", "1", "--warmup", "0",
+           "--rank-gib", str(TINY["rank_gib"]), "--quick", "--workdir", str(work), "--timeout", "120"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout)
+    assert list(res) == ["local_write"]
+    check_throughput_result("local_write", res["local_write"])
+    assert not list(work.glob("*/*")), "the workdir is left clean"
+
+
+def test_drain_dir_pair_in_process(tmp_path):
+    res = run_in_process("drain_dir", Params(workdir=str(tmp_path), **TINY))
+    assert list(res) == ["drain_dir"]
+    check_throughput_result("drain_dir", res["drain_dir"])
+
+
+def test_select_and_table():
+    assert select(None) == list(BENCHMARKS)
+    assert select(["async_stall_vs_dcp", "load"]) == ["load", "async_stall"]
+    with pytest.raises(SystemExit):
+        select(["nope"])
+    table = format_table({"load": {"error": "boom", "met": False, "target": 0.9, "better": "higher"}}, ["hdr"])
+    assert "ERROR" in table and "boom" in table

@@ -1,0 +1,586 @@
+"""Faults the pipeline must survive: global-tier outages, a full local disk, corrupt files, S3 going away.
+
+Most checks drive the real Checkpointer and Restorer in-process (one rank,
+SoloComm, real directory and S3 tiers), where a fault can be placed exactly;
+a few run the CLI end to end to prove the ``failures:``/``drain``/``checkpoint``
+config reaches the ranks and results.json. The bad-input table at the end
+covers the fault and retry keys and the environment (endpoints, credentials,
+disks) beyond tests/test_config.py.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import crc32c
+import pytest
+import torch
+
+from crashcheck import partials, state_from_lineage, step_dirs, verify_dir_tier
+from emu import ckpt_emu, results, small_config
+from emulator.checkpointer import CheckpointFailed, Checkpointer
+from emulator.cli import main
+from emulator.comm import SoloComm
+from emulator.config import load_config
+from emulator.faults import FaultyTier, RetryPolicy, Tally, damage
+from emulator.layout import Manifest, manifest_key, step_dir
+from emulator.restore import Restorer
+from emulator.state import RankState
+from faultproxy import CutProxy
+from s3server import TEST_ENV, make_bucket, raw_client, s3_endpoint  # noqa: F401 - pytest fixture
+from tiers.directory import DirTier
+from tiers.emulated import EmulatedTier
+
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    """One rank of the tiny Llama-3 8B the end-to-end tests use (~7 MiB file: two 5 MiB S3 parts)."""
+    return load_config("llama3-8b", ["parallelism.ranks=1", "run.scale=0.0005"])
+
+
+def meta(cfg) -> dict:
+    p = cfg.parallelism
+    return {"preset": cfg.model.name, "scale": cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
+            "zero_stage": p.zero_stage}
+
+
+class Run:
+    """A Checkpointer on fresh state that trains (mutates) step by step, as rank.py does."""
+
+    def __init__(self, cfg, local, global_, **kw):
+        self.cfg, self.local, self.global_ = cfg, local, global_
+        self.state = RankState(cfg.model, cfg.parallelism, 0, cfg.run.scale, cfg.run.seed)
+        kw.setdefault("policy", RetryPolicy(retries=2, backoff_s=0.02))
+        self.ckpt = Checkpointer(self.state, local, global_, SoloComm(), keep=2, meta=meta(cfg), **kw)
+        self.step = 0
+
+    def to(self, step: int, mode: str = "sync"):
+        while self.step < step:
+            self.step += 1
+            self.state.mutate(self.step)
+        return self.ckpt.checkpoint(step, mode)
+
+    def close(self):
+        self.ckpt.close()
+
+
+def dirs(tmp_path):
+    return DirTier(tmp_path / "local"), DirTier(tmp_path / "global")
+
+
+# --------------------------------------------------------------------------- global-tier outages
+
+class Flaky(FaultyTier):
+    """Fails the next ``n`` requests, whenever they come (a time window would race with a slow disk)."""
+
+    def __init__(self, inner, n: int):
+        super().__init__(inner)
+        self.left = n
+
+    async def _gate(self, what):
+        if self.left > 0:
+            self.left -= 1
+            raise self._fault(what)
+
+
+def test_transient_errors_are_retried_and_the_checkpoint_completes(cfg, tmp_path):
+    local, glob = dirs(tmp_path)
+    flaky = Flaky(glob, 3)  # two drain attempts and one manifest attempt fail
+    run = Run(cfg, local, flaky, policy=RetryPolicy(retries=3, backoff_s=0.02))
+    rec = run.to(2)
+    run.close()
+    assert rec.global_complete and not rec.error and rec.drain_retries >= 1
+    assert run.ckpt.tally.counts["drain_retry"] == 3 and flaky.left == 0
+    assert verify_dir_tier(tmp_path / "global", cfg, ranks=1) == [2]
+
+
+def test_abandoned_drain_in_async_mode_is_counted_and_training_goes_on(cfg, tmp_path):
+    local, glob = dirs(tmp_path)
+    faulty = FaultyTier(glob)
+    run = Run(cfg, local, faulty)
+    faulty.activate(60)
+    run.to(2, "async")
+    run.ckpt.finish()  # on_failure=auto: async continues
+    first = run.ckpt.records[0]
+    assert not first.global_complete and first.abandoned and "abandoned after 3 attempt(s)" in first.error
+    assert run.ckpt.tally.counts["drain_abandoned"] == 1
+    assert not (tmp_path / "global" / step_dir(2)).exists() and not partials(tmp_path / "global")
+    assert verify_dir_tier(tmp_path / "local", cfg) == [2]  # the local copy is complete
+    faulty.activate(0)  # the outage ends; the next checkpoint drains
+    run.to(4, "async")
+    run.close()
+    assert run.ckpt.records[1].global_complete
+    assert verify_dir_tier(tmp_path / "global", cfg, ranks=1) == [4]
+
+
+def test_sync_failure_stops_the_run_with_one_line(cfg, tmp_path):
+    local, glob = dirs(tmp_path)
+    faulty = FaultyTier(glob)
+    run = Run(cfg, local, faulty)
+    faulty.activate(60)
+    with pytest.raises(CheckpointFailed) as info:
+        run.to(2, "sync")
+    run.close()
+    msg = str(info.value)
+    assert "\n" not in msg and len(msg) < 700
+    assert msg.startswith("checkpoint at step 2 (sync) did not reach the global tier: node 0 drain: ")
+    assert "injected global tier outage" in msg and "drain.on_failure=auto" in msg
+    assert verify_dir_tier(tmp_path / "global") == []
+
+
+def test_on_failure_continue_keeps_sync_training(cfg, tmp_path):
+    local, glob = dirs(tmp_path)
+    faulty = FaultyTier(glob)
+    run = Run(cfg, local, faulty, on_failure="continue")
+    faulty.activate(60)
+    rec = run.to(2, "sync")
+    run.close()
+    assert not rec.global_complete and rec.local_complete
+
+
+def test_slow_global_tier_delays_each_request(tmp_path):
+    faulty = FaultyTier(DirTier(tmp_path), kind="slow", delay_s=0.2)
+    faulty.activate(5)
+    t = time.perf_counter()
+    asyncio.run(faulty.put("a/b", b"x"))
+    assert time.perf_counter() - t >= 0.2
+    assert asyncio.run(faulty.get("a/b")) == b"x"
+
+
+# --------------------------------------------------------------------------- a full local tier
+
+@pytest.mark.parametrize("policy", ["global", "skip"])
+def test_local_tier_full(cfg, tmp_path, policy):
+    """ENOSPC (emulated capacity: 3 MiB, the file is ~7 MiB): straight to global, or skipped."""
+    local = EmulatedTier(DirTier(tmp_path / "local"), capacity_bytes=3 * MIB)
+    run = Run(cfg, local, DirTier(tmp_path / "global"), on_local_full=policy)
+    rec = run.to(2, "sync")  # a skip is not a failure: sync mode goes on
+    run.close()
+    assert rec.local_full and run.ckpt.tally.counts["local_full"] == 1
+    assert step_dirs(tmp_path / "local") == [] and not partials(tmp_path / "local")
+    if policy == "global":
+        assert rec.written_to == "global" and rec.global_complete and not rec.skipped
+        assert verify_dir_tier(tmp_path / "global", cfg, ranks=1) == [2]
+    else:
+        assert rec.skipped and not rec.global_complete and "ENOSPC" in rec.error
+        assert step_dirs(tmp_path / "global") == []
+
+
+# --------------------------------------------------------------------------- resume
+
+def test_resume_drains_checkpoints_complete_only_locally(cfg, tmp_path):
+    local, glob = dirs(tmp_path)
+    faulty = FaultyTier(glob)
+    run = Run(cfg, local, faulty, on_failure="continue")
+    faulty.activate(60)
+    run.to(2)
+    run.to(4)
+    run.close()
+    assert verify_dir_tier(tmp_path / "global") == [] and verify_dir_tier(tmp_path / "local") == [2, 4]
+    other = Run(load_config("llama3-8b", ["parallelism.ranks=1", "run.scale=0.001"]), local, glob)
+    assert other.ckpt.resume() == []  # another layout's checkpoints are not drained
+    other.close()
+    again = Run(cfg, local, glob)
+    resumed = again.ckpt.resume()
+    again.close()
+    assert [(r.step, r.mode, r.global_complete) for r in resumed] == [(2, "resume", True), (4, "resume", True)]
+    assert verify_dir_tier(tmp_path / "global", cfg, ranks=1) == [2, 4]
+    again = Run(cfg, local, glob)
+    assert again.ckpt.resume() == []  # nothing left to do
+    again.close()
+
+
+# --------------------------------------------------------------------------- restore never loads a bad checkpoint
+
+@pytest.fixture(scope="module")
+def pristine(cfg, tmp_path_factory):
+    """Checkpoints 2 and 4, complete and identical on both tiers."""
+    root = tmp_path_factory.mktemp("pristine")
+    run = Run(cfg, *dirs(root))
+    run.to(2)
+    run.to(4)
+    run.close()
+    return root
+
+
+def _key(root: Path, tier: str, step: int) -> str:
+    m = Manifest.from_json((root / tier / manifest_key(step)).read_bytes())
+    return m.files[0].key
+
+
+def _garble_manifest(root: Path, tier: str, step: int):
+    path = root / tier / manifest_key(step)
+    raw = bytearray(path.read_bytes())
+    i = raw.index(b'"size"') + 9  # a digit of the file's size: still valid JSON, wrong content
+    raw[i] = ord("1") if raw[i] != ord("1") else ord("2")
+    path.write_bytes(bytes(raw))
+
+
+SCENARIOS = {
+    # name: (damage per (tier, step), step restored, tier that serves it, mismatches counted)
+    "flip-local": ({("local", 4): "flip"}, 4, "global", 1),
+    "flip-both": ({("local", 4): "flip", ("global", 4): "flip"}, 2, "local", 2),
+    "truncated-and-missing": ({("local", 4): "truncate", ("global", 4): "delete"}, 2, "local", 1),
+    "garbled-manifest": ({("local", 4): "manifest", ("global", 4): "flip"}, 2, "local", 1),
+    "everything-bad": ({("local", 4): "delete", ("global", 4): "truncate", ("local", 2): "flip",
+                        ("global", 2): "manifest"}, -1, "", 2),
+}
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_restore_verifies_and_falls_back(cfg, pristine, tmp_path, name):
+    damages, want_step, want_tier, mismatches = SCENARIOS[name]
+    root = tmp_path / "tiers"
+    shutil.copytree(pristine, root)
+    tiers = {"local": DirTier(root / "local"), "global": DirTier(root / "global")}
+    for (tier, step), how in damages.items():
+        if how == "manifest":
+            _garble_manifest(root, tier, step)
+        else:
+            damage(tiers[tier], _key(pristine, tier, step), how)
+    state = RankState(cfg.model, cfg.parallelism, 0, cfg.run.scale, cfg.run.seed)
+    before = {k: t.clone().view(-1).view(torch.uint8) for k, t in state.live["optimizer"].items()}
+    tally = Tally()
+    restorer = Restorer(state, list(tiers.items()), SoloComm(), scratch_dir=tmp_path / "scratch",
+                        meta=meta(cfg), tally=tally)
+    rec = restorer.load()
+    assert (rec.step, rec.tier) == (want_step, want_tier), rec.fallbacks
+    assert tally.counts["checksum_mismatch"] == mismatches, rec.fallbacks
+    if want_step < 0:  # nothing loadable: the live state was never touched
+        assert not rec.ok
+        assert all(t.view(-1).view(torch.uint8).equal(before[k]) for k, t in state.live["optimizer"].items())
+        return
+    want = state_from_lineage(cfg, 0, [[1, want_step]])
+    for group, tensors in want.live.items():
+        for k, t in tensors.items():
+            got = state.live[group][k].view(-1).view(torch.uint8)
+            assert got.equal(t.view(-1).view(torch.uint8)), f"{group}.{k}"
+
+
+# --------------------------------------------------------------------------- S3 going away mid-drain
+
+def _s3_tier(bucket, url):
+    from tiers.s3 import S3Tier
+    # one try per request: the proxy's outage reaches our retry loop instead of botocore's
+    return S3Tier(bucket, endpoint_url=url, part_size=5 * MIB, max_concurrency=2,
+                  max_attempts=1, part_attempts=1, connect_timeout=2, read_timeout=10)
+
+
+def _uploads(endpoint, bucket) -> list:
+    return raw_client(endpoint).list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+
+
+def _s3_objects(endpoint, bucket) -> dict:
+    got = raw_client(endpoint).list_objects_v2(Bucket=bucket).get("Contents", [])
+    return {o["Key"]: o["Size"] for o in got}
+
+
+def _moto_addr(endpoint):
+    host, port = endpoint.rsplit("//", 1)[1].split(":")
+    return host, int(port)
+
+
+def test_s3_cut_mid_multipart_then_back_retry_completes_no_orphans(cfg, s3_endpoint, tmp_path):
+    bucket = make_bucket(s3_endpoint)
+    proxy = CutProxy(_moto_addr(s3_endpoint))
+    glob = _s3_tier(bucket, proxy.url)
+    run = Run(cfg, DirTier(tmp_path / "local"), glob, policy=RetryPolicy(retries=8, backoff_s=0.25))
+    proxy.cut_after(6 * MIB, down_s=1.0)  # inside part 2 of the ~7 MiB file
+    rec = run.to(2)
+    assert proxy.cuts == 1 and rec.global_complete and rec.drain_retries >= 1, rec
+    orphans = _uploads(s3_endpoint, bucket)  # its abort could not reach the server either
+    assert orphans, "the cut should have left the failed attempt's multipart upload behind"
+    asyncio.run(glob.abort_stale_uploads())  # what rank 0 does at the end of a run
+    run.close()
+    proxy.close()
+    assert _uploads(s3_endpoint, bucket) == []
+    manifest = Manifest.from_json(raw_client(s3_endpoint).get_object(
+        Bucket=bucket, Key=manifest_key(2))["Body"].read())
+    (entry,) = manifest.files
+    body = raw_client(s3_endpoint).get_object(Bucket=bucket, Key=entry.key)["Body"].read()
+    assert body == (tmp_path / "local" / entry.key).read_bytes() and len(body) == entry.size
+
+
+def test_s3_stays_down_checkpoint_stays_incomplete_then_resumes(cfg, s3_endpoint, tmp_path):
+    bucket = make_bucket(s3_endpoint)
+    proxy = CutProxy(_moto_addr(s3_endpoint))
+    glob = _s3_tier(bucket, proxy.url)
+    run = Run(cfg, DirTier(tmp_path / "local"), glob, on_failure="continue")
+    proxy.cut_after(6 * MIB, down_s=None)
+    rec = run.to(2)
+    assert not rec.global_complete and rec.abandoned
+    assert _s3_objects(s3_endpoint, bucket) == {}  # no manifest and no half-uploaded object: invisible
+    proxy.restore()
+    run.close()
+    again = Run(cfg, DirTier(tmp_path / "local"), glob)
+    (resumed,) = again.ckpt.resume()
+    asyncio.run(glob.abort_stale_uploads())
+    again.close()
+    proxy.close()
+    assert resumed.global_complete and _uploads(s3_endpoint, bucket) == []
+    assert sorted(_s3_objects(s3_endpoint, bucket)) == sorted([manifest_key(2), _key(tmp_path, "local", 2)])
+
+
+# --------------------------------------------------------------------------- end to end through the CLI
+
+def _can_mount_tmpfs(path: Path, size: str, opts: str = "") -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    rc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}{opts}", "tmpfs", str(path)],
+                        capture_output=True).returncode
+    return rc == 0
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """Mount tiny tmpfs filesystems (unmounted after the test); None where mounting is not permitted."""
+    mounted = []
+
+    def mount(name: str, size: str, opts: str = "") -> Path | None:
+        path = tmp_path / name
+        if not _can_mount_tmpfs(path, size, opts):
+            return None
+        mounted.append(path)
+        return path
+    yield mount
+    for path in mounted:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def test_cli_local_disk_fills_up_mid_run(tmp_path, tmpfs):
+    """A 110 MiB filesystem passes the preflight; the test fills it after the first checkpoint."""
+    nvme = tmpfs("nvme", "110m")
+    local = {"backend": "dir", "path": str((nvme or tmp_path / "nvme") / "node{node}")}
+    if nvme is None:  # not permitted here: an emulated capacity of 1.5 checkpoints instead
+        local["emulate"] = {"capacity_gib": 20 * MIB / (1 << 30)}
+    cfg_path = small_config(tmp_path, tiers={"local": local},
+                            training={"step_seconds": 0.1}, checkpoint={"saves": 4, "loads": 1})
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", str(cfg_path), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if nvme is not None:
+        deadline = time.time() + 120
+        while not list(nvme.glob("node0/step_*/manifest.json")) and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        free = shutil.disk_usage(nvme).free
+        with open(nvme / "filler", "wb") as fh:  # leave 2 MiB: less than one rank's ~7 MiB file
+            os.posix_fallocate(fh.fileno(), 0, max(0, free - 2 * MIB))
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 0, err
+    res = results(tmp_path / "out")
+    f = res["faults"]
+    assert f["local_full_files"] >= 1 and f["direct_to_global_files"] == f["local_full_files"], f
+    assert f["counts"]["local_full"] == f["local_full_files"]
+    assert all(m["incomplete"] == 0 for m in res["modes"].values())  # they went straight to global
+    run_cfg = load_config(str(cfg_path))
+    local_root = (nvme or tmp_path / "nvme") / "node0"
+    assert not partials(local_root)
+    verify_dir_tier(local_root, run_cfg)
+    assert verify_dir_tier(tmp_path / "global", run_cfg, ranks=2)
+    assert res["load"]["ok"]
+
+
+def test_cli_global_outage_and_corrupt_file_async(tmp_path):
+    """A 3 s outage from checkpoint 1 on, and rank 0's local copy of checkpoint 4 flipped."""
+    cfg_path = small_config(
+        tmp_path, training={"step_seconds": 0.25},
+        checkpoint={"saves": 4, "loads": 1, "modes": ["async"]},
+        drain={"retries": 1, "retry_backoff_s": 0.05},
+        failures={"global_fault": {"checkpoint": 1, "seconds": 3},
+                  "corrupt": {"checkpoint": 4, "tier": "local", "rank": 0, "how": "flip"}})
+    ckpt_emu("run", cfg_path, "--quiet", check=True)  # async: training went on
+    res = results(tmp_path / "out")
+    f = res["faults"]
+    assert f["abandoned_drains"] >= 1 and f["counts"]["drain_abandoned"] >= 1, f
+    assert f["counts"]["injected"] >= 3  # the outage on both ranks, the corruption on rank 0
+    assert res["modes"]["async"]["incomplete"] == f["abandoned_drains"]
+    assert "abandoned after 2 attempt(s)" in " ".join(res["modes"]["async"]["errors"])
+    # rank 0's local copy of the newest checkpoint is caught, never loaded: the global copy
+    # serves it if the drain made it, else every rank goes back to the previous checkpoint
+    assert res["load"]["ok"] and res["load"]["served_by"] in ({"local": 1, "global": 1}, {"local": 2})
+    assert any(x.startswith("local@") and "checksum mismatch" in x for x in res["load"]["fallbacks"])
+    assert f["counts"]["checksum_mismatch"] == 1
+    verify_dir_tier(tmp_path / "global", load_config(str(cfg_path)), ranks=2)
+
+
+def test_cli_sync_outage_ends_with_one_line(tmp_path):
+    cfg_path = small_config(tmp_path, checkpoint={"saves": 2, "modes": ["sync"]},
+                            drain={"retries": 1, "retry_backoff_s": 0.05},
+                            failures={"global_fault": {"checkpoint": 1, "seconds": 600}})
+    proc = ckpt_emu("run", cfg_path, "--quiet")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("ckpt-emu: error: rank ")
+    assert "checkpoint at step 2 (sync) did not reach the global tier" in lines[0]
+    assert "drain.on_failure=auto" in lines[0] and "Traceback" not in proc.stderr
+    assert verify_dir_tier(tmp_path / "global") == [] and verify_dir_tier(tmp_path / "local" / "node0") == [2]
+
+
+def test_cli_s3_server_cut_mid_drain(s3_endpoint, tmp_path):
+    """The S3 endpoint dies for 2 s in the middle of a multipart drain, then comes back."""
+    bucket = make_bucket(s3_endpoint)
+    proxy = CutProxy(_moto_addr(s3_endpoint))
+    cfg_path = small_config(
+        tmp_path, checkpoint={"saves": 3, "loads": 1, "modes": ["async"]},
+        drain={"retries": 3, "retry_backoff_s": 0.5},
+        tiers={"global": {"backend": "s3", "bucket": bucket, "endpoint_url": proxy.url, "part_size_mib": 5}})
+    proxy.cut_after(24 * MIB, down_s=2.0)  # the preflight and the first checkpoint pass
+    proc = ckpt_emu("run", cfg_path, "--quiet")
+    cuts = proxy.cuts
+    proxy.close()
+    assert proc.returncode == 0, proc.stderr
+    assert cuts == 1
+    res = results(tmp_path / "out")
+    assert _uploads(s3_endpoint, bucket) == []  # no orphaned multipart upload after the run
+    client = raw_client(s3_endpoint)
+    objects = _s3_objects(s3_endpoint, bucket)
+    visible = sorted(k for k in objects if k.endswith("/manifest.json"))
+    assert visible, res["modes"]
+    for key in visible:  # every visible checkpoint is whole; an incomplete one has no manifest
+        m = Manifest.from_json(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+        assert sorted(e.rank for e in m.files) == [0, 1]
+        for e in m.files:
+            body = client.get_object(Bucket=bucket, Key=e.key)["Body"].read()
+            assert len(body) == e.size and f"{crc32c.crc32c(body):08x}" == e.crc32c
+    complete = res["modes"]["async"]["checkpoints"] - res["modes"]["async"]["incomplete"]
+    assert complete >= 1 and res["load"]["ok"]
+
+
+# --------------------------------------------------------------------------- bad input: one line, exit 2
+
+BAD = [
+    # (file content or None, extra CLI args, expected fragment); the default preset has 8 ranks
+    ("failures: {kill: [{rank: 9, checkpoint: 1, phase: drain}]}\n", [],
+     "failures.kill[0].rank: rank 9 does not exist (the run has 8 ranks)"),
+    ("failures: {kill: [{phase: fsync}]}\n", [],
+     "failures.kill[0].phase: unknown phase 'fsync' (use staging, local_write, drain, manifest)"),
+    ("failures: {kill: [{checkpoint: 0}]}\n", [], "failures.kill[0].checkpoint: must be >= 1"),
+    ("failures: {kill: [{attempt: -1}]}\n", [], "failures.kill[0].attempt: must be >= 0"),
+    ("failures: {kill: [3]}\n", [], "failures.kill[0]: expected a mapping (rank, checkpoint, phase), got 3"),
+    ("failures: {kill: {rank: 1}}\n", [], "failures.kill: expected a list"),
+    ("failures: {kill: [{rank: 1, signal: 9}]}\n", [], "failures.kill[0].signal: unknown key"),
+    ("failures: {kill: [{phase: drain}]}\ntiers: {local: null}\n", [],
+     "failures.kill[0].phase: 'drain' needs tiers.local"),
+    ("failures: {global_fault: {seconds: 0}}\n", [], "failures.global_fault.seconds: must be in (0, 86400]"),
+    ("failures: {global_fault: {kind: flaky}}\n", [], "failures.global_fault.kind: must be 'error' or 'slow'"),
+    ("failures: {global_fault: {delay_s: -1}}\n", [], "failures.global_fault.delay_s: must be between 0 and 600"),
+    ("failures: {corrupt: {how: melt}}\n", [], "failures.corrupt.how: must be flip, truncate or delete"),
+    ("failures: {corrupt: {tier: local}}\ntiers: {local: null}\n", [],
+     "failures.corrupt.tier: 'local' but tiers.local is not configured"),
+    ("failures: {corrupt: {rank: 8}}\n", [], "failures.corrupt.rank: rank 8 does not exist (the run has 8 ranks)"),
+    ("failures: {corrupt: {tier: nvme}}\n", [], "failures.corrupt.tier: must be 'local' or 'global'"),
+    ("failures: {lose_local_node: -1}\n", [], "failures.lose_local_node: must be >= 0"),
+    ("failures: [kill]\n", [], "failures: expected a mapping, got list"),
+    ("drain: {retries: -1}\n", [], "drain.retries: must be between 0 and 100"),
+    ("drain: {retries: three}\n", [], "drain.retries: expected an integer, got 'three'"),
+    ("drain: {retry_backoff_s: -0.5}\n", [], "drain.retry_backoff_s: must be between 0 and 600 seconds"),
+    ("drain: {on_failure: ignore}\n", [], "drain.on_failure: must be auto, continue or fail"),
+    ("checkpoint: {on_local_full: disk}\n", [], "checkpoint.on_local_full: must be 'global' or 'skip'"),
+    ("extends: ./missing-base.yaml\n", [], "config file not found: ./missing-base.yaml"),
+    (None, ["--lose-local-after", "0"], "failures.lose_local_after: must be >= 1"),
+    (None, ["--set", "failures.kill=[{rank: 1, checkpoint: 2, phase: snapshot}]"],
+     "failures.kill[0].phase: unknown phase 'snapshot'"),
+    (None, ["--kill", "1:x:drain"], "argument --kill: '1:x:drain': use RANK:CHECKPOINT:PHASE[:ATTEMPT]"),
+    (None, ["--kill", "8:1:drain"], "failures.kill[0].rank: rank 8 does not exist (the run has 8 ranks)"),
+]
+
+
+def _one_line_exit_2(capsys, argv, out: Path, message: str) -> str:
+    rc = main(argv)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("ckpt-emu: error: "), err
+    assert message in lines[0], lines[0]
+    assert not out.exists()  # nothing written
+    return lines[0]
+
+
+@pytest.mark.parametrize("content,args,message", BAD)
+def test_bad_fault_config(tmp_path, capsys, content, args, message, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    src = []
+    if content is not None:
+        (tmp_path / "bad.yaml").write_text(content)
+        src = [str(tmp_path / "bad.yaml")]
+    _one_line_exit_2(capsys, ["run", *src, "--out", str(tmp_path / "out"), "--quiet", *args],
+                     tmp_path / "out", message)
+
+
+@pytest.fixture
+def aws_env(monkeypatch):
+    for k, v in TEST_ENV.items():
+        monkeypatch.setenv(k, v)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_s3_endpoint(tmp_path, capsys, aws_env):
+    port = _closed_port()
+    line = _one_line_exit_2(capsys, [
+        "run", "--quiet", "--out", str(tmp_path / "out"), "--set", "tiers.global.backend=s3",
+        "--set", "tiers.global.bucket=ckpt", "--set", f"tiers.global.endpoint_url=http://127.0.0.1:{port}"],
+        tmp_path / "out", f"tiers.global: s3 tier s3://ckpt/ at 127.0.0.1:{port}: cannot reach endpoint")
+    assert line.endswith("connection refused")
+
+
+def test_wrong_s3_credentials(tmp_path, capsys, aws_env):
+    """A moto server that enforces authentication: our test keys are unknown to it."""
+    port = _closed_port()
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="0"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        _one_line_exit_2(capsys, [
+            "run", "--quiet", "--out", str(tmp_path / "out"), "--set", "tiers.global.backend=s3",
+            "--set", "tiers.global.bucket=ckpt", "--set", f"tiers.global.endpoint_url=http://127.0.0.1:{port}"],
+            tmp_path / "out", "tiers.global: s3 tier s3://ckpt/ at 127.0.0.1:"
+                              f"{port}: access denied (check credentials and bucket permissions)")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_local_path_is_a_file(tmp_path, capsys):
+    blocker = tmp_path / "nvme"
+    blocker.write_text("a file where the local tier should be")
+    _one_line_exit_2(capsys, ["run", "--quiet", "--out", str(tmp_path / "out"),
+                              "--set", f"tiers.local.path={blocker}/node{{node}}",
+                              "--set", f"tiers.global.path={tmp_path}/g"],
+                     tmp_path / "out", f"tiers.local: cannot create directory tier at {blocker}/node0")
+
+
+def test_read_only_local_filesystem(tmp_path, capsys, tmpfs):
+    ro = tmpfs("ro", "1m", ",ro")
+    if ro is None:
+        pytest.skip("mounting a tmpfs is not permitted here")
+    _one_line_exit_2(capsys, ["run", "--quiet", "--out", str(tmp_path / "out"),
+                              "--set", f"tiers.local.path={ro}", "--set", f"tiers.global.path={tmp_path}/g"],
+                     tmp_path / "out", f"tiers.local: directory tier {ro} is not writable")
+
+
+def test_tiny_local_filesystem(tmp_path, capsys, tmpfs):
+    tiny = tmpfs("tiny", "8m")
+    if tiny is None:
+        pytest.skip("mounting a tmpfs is not permitted here")
+    line = _one_line_exit_2(capsys, ["run", "--quiet", "--out", str(tmp_path / "out"),
+                                     "--set", f"tiers.local.path={tiny}/node{{node}}",
+                                     "--set", f"tiers.global.path={tmp_path}/g"],
+                            tmp_path / "out", f"tiers.local: {tiny}/node0 has 0.01 GiB free, needs about")
+    assert "(2 kept + 1 in flight)" in line
