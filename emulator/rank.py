@@ -254,9 +254,9 @@ class RankRun:
         restorer = self._restorer()
         records, dropped_all = [], True
         for _ in range(self.cfg.checkpoint.loads):
-            dropped = False
-            if self.cfg.checkpoint.drop_page_cache and self.comm.is_node_leader:
-                dropped = drop_page_cache()
+            dropped = True  # only node leaders drop (the cache is per machine); the others agree
+            if self.comm.is_node_leader:
+                dropped = self.cfg.checkpoint.drop_page_cache and drop_page_cache()
             dropped_all &= self.comm.all_min(1.0 if dropped else 0.0) == 1.0
             self.comm.barrier()
             records.append(restorer.load())
