@@ -83,6 +83,7 @@ class RankRun:
         self.attempt = restart_attempt()
         self.tally = Tally(self.metrics)
         self.faults = Faults.from_config(cfg.failures, self.comm.rank, self.attempt, self.tally)
+        self._setup_spool()
         self._setup_tiers()
         from .state import RankState
         self.state = RankState(cfg.model, cfg.parallelism, self.comm.rank, cfg.run.scale, cfg.run.seed)
@@ -117,6 +118,18 @@ class RankRun:
         m.set_info(preset=self.cfg.model.name, scale=self.cfg.run.scale, ranks=p.active_ranks,
                    nodes=self.comm.nodes, modes=list(self.cfg.checkpoint.modes), version=_version())
         return m
+
+    def _setup_spool(self) -> None:
+        """Temporary files (S3 upload spools, drain spools) go under the results folder, one folder
+        per node, which the node leader empties at start: what a SIGKILL left there is swept."""
+        import shutil
+        import tempfile
+        spool = self.out / ".spool" / f"node{self.comm.node}"
+        if self.comm.is_node_leader:
+            shutil.rmtree(spool, ignore_errors=True)
+            spool.mkdir(parents=True, exist_ok=True)
+        self.comm.barrier()
+        tempfile.tempdir = str(spool)
 
     def _setup_tiers(self):
         from tiers import make_tier

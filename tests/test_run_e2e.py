@@ -69,7 +69,11 @@ def test_retention_bounds_disk(single_node_run):
 def test_direct_to_global_without_local_tier(tmp_path):
     cfg_path = small_config(tmp_path, ranks=1, local=False,
                             checkpoint={"saves": 2, "loads": 1, "modes": ["sync"]})
+    stale = tmp_path / "out" / ".spool" / "node0" / "ckpt-emu-s3-left-by-a-crash.spool"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"x" * 1024)
     ckpt_emu("run", cfg_path, "--quiet", check=True)
+    assert not stale.exists()  # temporary files of a killed run are swept by the next one
     res = results(tmp_path / "out")
     assert res["tiers"]["local"] is None
     assert res["modes"]["sync"]["checkpoints"] == 2 and res["modes"]["sync"]["incomplete"] == 0
