@@ -25,6 +25,15 @@ PRESET = "llama3-8b"
 
 # --------------------------------------------------------------------------- setup
 
+
+def throughput_samples(pairs, nbytes: int) -> dict:
+    """Samples of a throughput benchmark from (our seconds, baseline seconds) pairs on ``nbytes``:
+    the ratio is baseline time / our time, i.e. our throughput over the baseline's."""
+    return {"ratio_samples": [b / o for o, b in pairs],
+            "ours_samples": [nbytes / o / GIB for o, _ in pairs],
+            "base_samples": [nbytes / b / GIB for _, b in pairs]}
+
+
 def rank_config(params: Params, rank_gib: float | None = None):
     """The preset's config with ``run.scale`` chosen so rank 0 holds ``rank_gib`` GiB."""
     from emulator import sizing
@@ -109,9 +118,7 @@ def bench_local_write(params: Params, wd: Path) -> dict:
 
     pairs = run_pairs(params, ours, base, before=lambda _: os.sync())
     return {"local_write": result(
-        ratio_samples=[b / o for o, b in pairs],
-        ours_samples=[nbytes / o / GIB for o, _ in pairs],
-        base_samples=[nbytes / b / GIB for _, b in pairs],
+        **throughput_samples(pairs, nbytes),
         unit="GiB/s", target=0.9, better=HIGHER,
         ratio_is="throughput ours/baseline (= dd time / our time, same bytes)",
         ours_is="torch.save(staged payload) -> ChecksumSink(CRC32C) -> DirTier sink: fsync, rename, fsync dir",
@@ -162,9 +169,7 @@ def bench_drain_dir(params: Params, wd: Path) -> dict:
     finally:
         loop.close()
     return {"drain_dir": result(
-        ratio_samples=[b / o for o, b in pairs],
-        ours_samples=[nbytes / o / GIB for o, _ in pairs],
-        base_samples=[nbytes / b / GIB for _, b in pairs],
+        **throughput_samples(pairs, nbytes),
         unit="GiB/s", target=0.9, better=HIGHER,
         ratio_is="throughput ours/baseline (= cp+sync time / our time, same file)",
         ours_is=f"Drainer.drain (concurrency {cfg.drain.concurrency}, verify {cfg.drain.verify}) "
@@ -221,9 +226,7 @@ def bench_drain_s3(params: Params, wd: Path) -> dict:
             loop.close()
     remove(src)
     return {"drain_s3": result(
-        ratio_samples=[b / o for o, b in pairs],
-        ours_samples=[nbytes / o / GIB for o, _ in pairs],
-        base_samples=[nbytes / b / GIB for _, b in pairs],
+        **throughput_samples(pairs, nbytes),
         unit="GiB/s", target=0.9, better=HIGHER,
         ratio_is="throughput ours/baseline (= upload_file time / our time, same object)",
         ours_is=f"S3Tier.put_file, default tier config (part_size_mib={tcfg.part_size_mib}, "
@@ -275,9 +278,7 @@ def bench_load(params: Params, wd: Path) -> dict:
         ck.close()
     cache = "cold (page cache dropped before each read)" if dropping else "warm vs warm (page cache NOT dropped)"
     return {"load": result(
-        ratio_samples=[b / o for o, b in pairs],
-        ours_samples=[nbytes / o / GIB for o, _ in pairs],
-        base_samples=[nbytes / b / GIB for _, b in pairs],
+        **throughput_samples(pairs, nbytes),
         unit="GiB/s", target=0.9, better=HIGHER,
         ratio_is="throughput ours/baseline (= dd time / our time, same file)",
         ours_is="Restorer.load from the local DirTier: list steps, read the manifest, read the rank file "

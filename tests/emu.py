@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,13 @@ def ckpt_emu(*args, cwd=None, timeout=300, check=False) -> subprocess.CompletedP
     if check and proc.returncode != 0:
         raise AssertionError(f"ckpt-emu {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def small_config(tmp: Path, *, ranks: int = 2, local: bool = True, **sections) -> Path:

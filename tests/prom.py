@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,6 +21,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from emu import free_port
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,10 +38,6 @@ def require(tool: str) -> str:
     return path
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(url: str, timeout: float = 5.0) -> str:

@@ -1,13 +1,12 @@
 """End-to-end runs through the real CLI and torchrun: sync and async, then loads."""
 import json
-import socket
 import subprocess
 import sys
 
 import crc32c
 import pytest
 
-from emu import assert_file_holds_state, ckpt_emu, results, small_config
+from emu import assert_file_holds_state, ckpt_emu, results, small_config, free_port
 from emulator.config import load_config
 
 
@@ -36,7 +35,7 @@ def test_run_reports_both_modes(single_node_run):
         assert m["stall_mean_s"] > 0 and m["save_gib_s"] > 0 and 0 <= m["drain_overlap_ratio"] <= 1
         assert m["overhead_ratio"] == pytest.approx(m["stall_total_s"] / m["training_wall_s"])
     # sync waits for the drain; async only for the snapshot (and a late previous drain)
-    sync, asyn = res["modes"]["sync"], res["modes"]["async"]
+    sync = res["modes"]["sync"]
     assert sync["stall_mean_s"] >= sync["local_write_mean_s"]
     assert res["load"]["loads"] == 2 and res["load"]["ok"]
     assert res["load"]["served_by"] == {"local": 4}
@@ -81,16 +80,12 @@ def test_direct_to_global_without_local_tier(tmp_path):
     assert _complete_steps(tmp_path / "global") == [2, 4]
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_nodes_with_c10d_rendezvous(tmp_path):
     """Two torchrun agents on 127.0.0.1, each node with its own local directory, one shared global."""
     cfg_path = small_config(tmp_path, ranks=4, checkpoint={"saves": 2, "loads": 1})
-    port = _free_port()
+    port = free_port()
     procs = []
     for node in range(2):
         out = tmp_path / f"out{node}"

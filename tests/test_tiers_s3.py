@@ -2,9 +2,10 @@
 multipart uploads, abort of a failed upload, ranged downloads and clear, credential-free errors."""
 import asyncio
 import os
-import socket
 
 import pytest
+
+from emu import free_port
 
 from s3server import raw_client, s3_bucket, s3_endpoint  # noqa: F401 - pytest fixtures
 from tier_contract import TierContract
@@ -28,10 +29,6 @@ def count_calls(tier: S3Tier, op: str, seen: list):
                                       lambda params, **_: seen.append(dict(params)))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class TestS3Tier(TierContract):
