@@ -6,15 +6,24 @@ which is the main CPU cost of ``torch.save`` and is turned off by default.
 """
 from __future__ import annotations
 
+import errno
+
 import crc32c
 
 from tiers.base import Sink
+from tiers.fileops import as_bytes
 
 READ_CHUNK = 16 << 20
 
 
 class ChecksumSink(Sink):
-    """Wraps a Sink, computing CRC32C and counting bytes of everything written."""
+    """Wraps a Sink, computing CRC32C and counting bytes of everything written.
+
+    It counts what the caller asked to write, not what the inner sink says it
+    took, and refuses a difference: ``torch.save`` ignores short writes, so a
+    sink that silently took fewer bytes would otherwise yield a truncated file
+    with a manifest that matches it.
+    """
 
     def __init__(self, inner: Sink):
         self._inner = inner
@@ -22,8 +31,11 @@ class ChecksumSink(Sink):
         self.bytes_written = 0
 
     def write(self, data) -> int:
-        n = self._inner.write(data)
-        self.crc = crc32c.crc32c(memoryview(data)[:n], self.crc)
+        view = as_bytes(data)
+        n = self._inner.write(view)
+        if n != len(view):
+            raise OSError(errno.EIO, f"short write: the sink took {n} of {len(view)} bytes")
+        self.crc = crc32c.crc32c(view, self.crc)
         self.bytes_written += n
         return n
 

@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .base import Sink, Tier, TierError, validate_key, validate_prefix
-from .fileops import copy_file_durable, is_partial, partial_path, publish
+from .fileops import copy_file_durable, is_partial, make_dirs, partial_path, publish, remove_file, write_all
 
 
 class DirSink(Sink):
+    """Writes straight to a hidden partial file (unbuffered: torch.save hands over whole tensors)."""
+
     def __init__(self, final: Path):
-        final.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(final.parent)
         self._final = final
         self._tmp = partial_path(final)
         self._file = open(self._tmp, "xb", buffering=0)
@@ -26,7 +28,7 @@ class DirSink(Sink):
         self._done = False
 
     def write(self, data) -> int:
-        n = self._file.write(data)
+        n = write_all(self._file.fileno(), data)  # one write() stops at ~2 GiB: loop
         self.bytes_written += n
         return n
 
@@ -59,7 +61,7 @@ class DirTier(Tier):
     def __init__(self, root: str | Path):
         self.root = Path(root).expanduser().resolve()
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.root)
         except OSError as exc:
             raise TierError(f"cannot create directory tier at {self.root}: {exc.strerror}") from exc
         if not os.access(self.root, os.W_OK | os.X_OK):
@@ -117,15 +119,9 @@ class DirTier(Tier):
         await asyncio.to_thread(self._delete_sync, path)
 
     def _delete_sync(self, path: Path) -> None:
-        path.unlink(missing_ok=True)
-        # prune empty parent folders so a deleted checkpoint leaves no directory behind
-        parent = path.parent
-        while parent != self.root:
-            try:
-                parent.rmdir()
-            except OSError:
-                break
-            parent = parent.parent
+        # durable (the folder is fsynced), and empty parent folders go too, so a deleted
+        # checkpoint leaves no directory behind
+        remove_file(path, stop_at=self.root)
 
     def open_write(self, key) -> Sink:
         return DirSink(self._path(key))

@@ -51,6 +51,7 @@ class MemoryTier(Tier):
 
     async def get_file(self, key, dest) -> None:
         data = await self.get(key)
+        Path(dest).parent.mkdir(parents=True, exist_ok=True)  # as every backend's get_file does
         await asyncio.to_thread(Path(dest).write_bytes, data)
 
     async def size(self, key) -> int | None:

@@ -61,7 +61,7 @@ from botocore.exceptions import (
 )
 
 from .base import Sink, Tier, TierError, validate_key, validate_prefix
-from .fileops import partial_path, publish
+from .fileops import as_bytes, make_dirs, partial_path, publish
 
 log = logging.getLogger(__name__)
 
@@ -351,7 +351,11 @@ class S3Tier(Tier):
 
     async def put(self, key, data) -> None:
         full = self._full(key)
-        await asyncio.to_thread(self._put_bytes, full, bytes(data), key)
+        view = as_bytes(data)
+        if len(view) <= self.part_size:
+            await asyncio.to_thread(self._put_bytes, full, bytes(view), key)
+        else:  # parts straight from the caller's buffer: no second copy of a large object
+            await asyncio.to_thread(self._multipart, lambda off, n: bytes(view[off:off + n]), len(view), full, key)
 
     def _put_bytes(self, full: str, data: bytes, key: str) -> None:
         # one request: botocore's own retries (it rewinds a bytes body) are enough
@@ -426,11 +430,12 @@ class S3Tier(Tier):
             if size <= self.part_size:
                 self._put_bytes(full, _pread_exact(fd, size, 0) if size else b"", key)
             else:
-                self._multipart(fd, size, full, key)
+                self._multipart(lambda off, n: _pread_exact(fd, n, off), size, full, key)
         finally:
             os.close(fd)
 
-    def _multipart(self, fd: int, size: int, full: str, key: str) -> None:
+    def _multipart(self, read_part, size: int, full: str, key: str) -> None:
+        """Multipart upload of ``size`` bytes; ``read_part(offset, length)`` gives one part's bytes."""
         part_size = self.part_size
         if math.ceil(size / part_size) > MAX_PARTS:  # grow parts, in whole MiB, to stay under 10,000
             part_size = math.ceil(size / MAX_PARTS / MIB) * MIB
@@ -440,7 +445,7 @@ class S3Tier(Tier):
                                Bucket=self.bucket, Key=full, **extra)["UploadId"]
         cancel = threading.Event()
         pool = self._pool_get()
-        futures = {pool.submit(self._upload_part, fd, full, upload_id, n, off,
+        futures = {pool.submit(self._upload_part, read_part, full, upload_id, n, off,
                                min(part_size, size - off), cancel): n
                    for n, off in enumerate(offsets, 1)}
         try:
@@ -470,12 +475,12 @@ class S3Tier(Tier):
             raise TierError(f"s3 tier {self.describe()}: upload of {key} failed: "
                             f"{self._reason(exc)}; {note}") from exc
 
-    def _upload_part(self, fd: int, full: str, upload_id: str, number: int, offset: int,
+    def _upload_part(self, read_part, full: str, upload_id: str, number: int, offset: int,
                      length: int, cancel: threading.Event) -> dict:
         def once():
             if cancel.is_set():
                 raise _Cancelled()
-            data = _pread_exact(fd, length, offset)  # only this part in memory, not the file
+            data = read_part(offset, length)  # only this part in memory, not the object
             if len(data) != length:
                 raise TierError(f"source file shrank while uploading part {number}")
             extra = {"ChecksumCRC32C": crc32c_b64(data)} if self.checksum else {}
@@ -506,7 +511,7 @@ class S3Tier(Tier):
         if head is None:
             raise FileNotFoundError(key)
         size, etag = head["ContentLength"], head.get("ETag")
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(dest.parent)
         tmp = partial_path(dest)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:

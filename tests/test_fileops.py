@@ -1,0 +1,61 @@
+"""Durability of folders: what a power cut would otherwise lose even after every file's fsync."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import tiers.fileops as fileops
+from tiers.directory import DirTier
+
+
+@pytest.fixture
+def fsynced_dirs(monkeypatch):
+    calls = []
+    real = fileops.fsync_dir
+
+    def record(path):
+        calls.append(str(path))
+        real(path)
+    monkeypatch.setattr(fileops, "fsync_dir", record)
+    return calls
+
+
+def test_make_dirs_fsyncs_the_parent_of_every_folder_it_creates(tmp_path, fsynced_dirs):
+    fileops.make_dirs(tmp_path / "a" / "b" / "c")
+    assert fsynced_dirs == [str(tmp_path), str(tmp_path / "a"), str(tmp_path / "a" / "b")]
+    fsynced_dirs.clear()
+    fileops.make_dirs(tmp_path / "a" / "b" / "c")  # nothing new: nothing to fsync
+    assert fsynced_dirs == []
+
+
+def test_a_new_step_folder_and_its_file_are_durable(tmp_path, fsynced_dirs):
+    tier = DirTier(tmp_path / "tier")
+    fsynced_dirs.clear()
+    asyncio.run(tier.put("step_00000001/manifest.json", b"{}"))
+    # the step folder's entry in the tier root, then the file's entry in the step folder
+    assert fsynced_dirs == [str(tier.root), str(tier.root / "step_00000001")]
+
+
+def test_delete_is_durable_and_removes_the_emptied_folder(tmp_path, fsynced_dirs):
+    tier = DirTier(tmp_path / "tier")
+    asyncio.run(tier.put("step_00000001/a.pt", b"1"))
+    fsynced_dirs.clear()
+    asyncio.run(tier.delete("step_00000001/a.pt"))
+    assert not (tier.root / "step_00000001").exists()
+    assert fsynced_dirs == [str(tier.root / "step_00000001"), str(tier.root)]
+
+
+def test_copy_avoids_copy_file_range_where_the_filesystem_can_clone(tmp_path, monkeypatch):
+    monkeypatch.setattr(fileops, "fs_type", lambda dev: "xfs")
+    used = []
+    monkeypatch.setattr(fileops, "_copy_file_range", lambda *a: used.append("cfr") or 0)
+    src = tmp_path / "src"
+    src.write_bytes(b"x" * 100_000)
+    fileops.copy_file_durable(src, tmp_path / "dst")
+    assert used == [] and (tmp_path / "dst").read_bytes() == src.read_bytes()
+
+
+def test_fs_type_reads_mountinfo(tmp_path):
+    import os
+    assert fileops.fs_type(os.stat("/proc").st_dev) == "proc"
