@@ -131,6 +131,20 @@ class CheckpointConfig:
 
 
 @dataclass
+class StateConfig:
+    """What the synthetic state's bytes look like (emulator/content.py)."""
+
+    #: logical bytes per distinct 4 KiB block; 1: every block unique (a real optimizer state)
+    dedup_ratio: float = 1.0
+    #: bytes per zlib-compressed byte; 1: incompressible (a real optimizer state)
+    compress_ratio: float = 1.0
+
+    def __post_init__(self):
+        _check(1 <= self.dedup_ratio <= 1024, "dedup_ratio", "must be between 1 (unique) and 1024")
+        _check(1 <= self.compress_ratio <= 512, "compress_ratio", "must be between 1 (incompressible) and 512")
+
+
+@dataclass
 class DrainConfig:
     #: files copied at once by a node's drainer
     concurrency: int = 4
@@ -349,6 +363,7 @@ class Config:
     parallelism: ParallelismConfig = field(default_factory=ParallelismConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    state: StateConfig = field(default_factory=StateConfig)
     drain: DrainConfig = field(default_factory=DrainConfig)
     tiers: TiersConfig = field(default_factory=TiersConfig)
     run: RunConfig = field(default_factory=RunConfig)

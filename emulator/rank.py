@@ -86,7 +86,7 @@ class RankRun:
         self._setup_spool()
         self._setup_tiers()
         from .state import RankState
-        self.state = RankState(cfg.model, cfg.parallelism, self.comm.rank, cfg.run.scale, cfg.run.seed)
+        self.state = RankState.from_config(cfg, self.comm.rank)
         from .checkpointer import Checkpointer
         p = cfg.parallelism
         self.meta = {"preset": cfg.model.name, "scale": cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
@@ -207,8 +207,8 @@ class RankRun:
         last = start  # training seconds are added per step so rate() works live in a soak
         while not self._should_stop(start, budget, n):
             t = time.time()
-            _compute(cfg.training.step_seconds, cfg.training.compute)
-            self.state.mutate(step)
+            self.state.mutate(step)  # the optimizer update: part of the step's time, not added to it
+            _compute(cfg.training.step_seconds - (time.time() - t), cfg.training.compute)
             dt = time.time() - t
             compute_events.append((t, t + dt))
             if m:
@@ -292,6 +292,7 @@ class RankRun:
             if self.node_failed or self._stop_requested():
                 break
             step = self.run_mode(mode, step, budget)
+        content_audit = self._audit_content()
         failure = self._lose_local() if self.node_failed else None
         stopped_early = self._stop_requested()
         loads, dropped = ([], False) if stopped_early else self.run_loads()
@@ -310,7 +311,30 @@ class RankRun:
             "attempt": self.attempt, "resume": [r.to_dict() for r in self.resumed],
             "recovery": self.recovery.to_dict() if self.recovery is not None else None,
             "fault_counts": dict(self.tally.counts),
+            "content": self.state.content.describe(), "content_audit": content_audit,
+            "peak_rss_bytes": _peak_rss_bytes(),
         }
+
+    def _audit_content(self) -> dict | None:
+        """Sample this rank's files of the two newest checkpoints on the nearest tier with files."""
+        from .content import audit_files
+        from .layout import read_manifest, valid_steps
+        for tier in (self.local, self.global_):
+            if tier is None:
+                continue
+            try:
+                paths = []
+                for step in self.ckpt.loop.run(valid_steps(tier))[0][-2:]:
+                    manifest = self.ckpt.loop.run(read_manifest(tier, step))
+                    entry = manifest.entry_for_rank(self.comm.rank) if manifest else None
+                    path = tier.local_path(entry.key) if entry else None
+                    if path is not None and path.is_file():
+                        paths.append(path)
+                if paths:
+                    return audit_files(paths)
+            except Exception:  # noqa: BLE001 - an audit must never fail a run
+                self.tally.count("tier_error")
+        return None
 
     def _lose_local(self) -> dict:
         """Emulate the node's replacement: its local tier comes back empty."""
@@ -322,6 +346,17 @@ class RankRun:
                 self.ckpt.loop.run(delete_checkpoint(self.local, step))
         self.comm.barrier()
         return {"kind": "lose_local", "after_checkpoint": self.cfg.failures.lose_local_after, "node": node}
+
+
+def _peak_rss_bytes() -> int:
+    """This process's peak resident set (VmHWM), 0 where /proc is unavailable."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def _version() -> str:
@@ -361,6 +396,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(cfg.run.threads_per_rank)
     import torch.utils.serialization as ser
     ser.config.save.compute_crc32 = cfg.checkpoint.torch_crc32
+    if cfg.state.dedup_ratio > 1:  # duplicate tensor blocks must be duplicate 4 KiB file blocks
+        ser.config.save.storage_alignment = 4096
     _init_process_group()
     try:
         expected = cfg.parallelism.active_ranks

@@ -154,6 +154,22 @@ def fault_summary(ranks: list[dict]) -> dict:
     }
 
 
+def content_summary(ranks: list[dict]) -> dict:
+    """How the bytes were made and what a sample of the written files shows."""
+    from .content import summarize_audits
+    return {**(ranks[0].get("content") or {}),
+            **summarize_audits([r.get("content_audit") for r in ranks])}
+
+
+def memory_summary(ranks: list[dict]) -> dict:
+    """Peak RSS of the worst rank against its state plus one staging copy."""
+    worst = max(ranks, key=lambda r: r.get("peak_rss_bytes", 0))
+    budget = 2 * worst["state_bytes"]
+    return {"peak_rss_max_bytes": worst.get("peak_rss_bytes", 0), "rank": worst["rank"],
+            "state_plus_staging_bytes": budget,
+            "ratio": worst.get("peak_rss_bytes", 0) / budget if budget else None}
+
+
 def build_results(cfg, ranks: list[dict]) -> dict:
     from .sizing import checkpoint_size
     ranks = sorted(ranks, key=lambda r: r["rank"])
@@ -175,6 +191,8 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "stopped_early": any(r["stopped_early"] for r in ranks),
         "failure": ranks[0].get("failure"),
         "faults": fault_summary(ranks),
+        "content": content_summary(ranks),
+        "memory": memory_summary(ranks),
         "timeline": timeline(ranks),
         "per_rank": [{k: r[k] for k in ("rank", "node", "records", "loads")} for r in ranks],
     }
@@ -226,6 +244,7 @@ def format_table(results: dict) -> str:
     for m in modes:
         for err in results["modes"][m]["errors"]:
             lines.append(f"{m} error: {err}")
+    lines += _content_lines(results)
     fa = results.get("faults") or {}
     if fa.get("counts"):
         lines.append("faults: " + ", ".join(f"{k} {v}" for k, v in fa["counts"].items()))
@@ -249,6 +268,27 @@ def format_table(results: dict) -> str:
     if results["stopped_early"]:
         lines.append("stopped early (Ctrl-C): loads skipped")
     return "\n".join(lines) + "\n"
+
+
+def _content_lines(results: dict) -> list[str]:
+    c, mem = results.get("content") or {}, results.get("memory") or {}
+    lines = []
+    if c.get("kind"):
+        what = "unique, incompressible" if c["kind"] == "unique" else \
+            f"reducible (dedup {c['dedup_ratio']:g}x, compress {c['compress_ratio']:g}x)"
+        line = f"content: {what} 4 KiB blocks"
+        if c.get("sampled_blocks"):
+            changed = c.get("changed_across_checkpoints")
+            line += (f"; sampled {c['sampled_blocks']} blocks of the written files: "
+                     f"{c['distinct_within_file'] * 100:.1f} % distinct in a file, "
+                     f"{c['distinct_across_ranks'] * 100:.1f} % across ranks, "
+                     + (f"{changed * 100:.1f} % changed since the previous checkpoint, " if changed is not None else "")
+                     + f"zlib-1 keeps {c['zlib_ratio'] * 100:.1f} %")
+        lines.append(line)
+    if mem.get("peak_rss_max_bytes"):
+        lines.append(f"memory: peak RSS {mem['peak_rss_max_bytes'] / GIB:.2f} GiB (rank {mem['rank']}) for "
+                     f"{mem['state_plus_staging_bytes'] / GIB:.2f} GiB of state + one staging copy")
+    return lines
 
 
 def write_outputs(cfg, ranks: list[dict], out: Path) -> dict:

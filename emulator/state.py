@@ -6,15 +6,15 @@ ZeRO-3, as ZeRO stores them), and ZeRO-style flat fp32 partitions for the
 optimizer (master weights, exp_avg, exp_avg_sq, each plus a 5H tail as in
 DLIO). ``scale`` shrinks every tensor by the same factor.
 
-Random content is generated once, before any timing: one random block per
-rank is copied into every tensor, because generating random numbers here runs
-slower than the disk (MEASURED.md). Staging buffers are allocated and touched
+Content (``emulator/content.py``) is made once, before any timing, from a
+per-rank random pool keyed per 4 KiB block, so storage cannot dedup or
+compress it; each training step re-keys 1/interval of it, so consecutive
+checkpoints share no block either. Staging buffers are allocated and touched
 once and reused for every snapshot, because fresh pages are 10x slower to
 touch than pages in use. The snapshot copies each tensor's bytes with libc's
 memmove: for large blocks glibc uses non-temporal stores, which skip reading
 the destination into the cache first; torch's ``copy_`` on one thread (the
-rank's setting) does not, and ran at half the speed here (1 GiB: 0.21 s vs
-0.105 s). That copy is the whole async stall.
+rank's setting) does not, and ran at half the speed here. That copy is the whole async stall.
 """
 from __future__ import annotations
 
@@ -24,8 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from . import sizing
-
-RANDOM_BLOCK_BYTES = 4 << 20
+from .content import Content
 
 
 @dataclass(frozen=True)
@@ -97,15 +96,6 @@ def optimizer_specs(model, par, coords: sizing.RankCoords, scale: float = 1.0) -
     return specs
 
 
-def _fill_random(t: torch.Tensor, block: torch.Tensor) -> None:
-    """Fill ``t``'s bytes by repeating ``block`` (memcpy speed, no RNG per tensor)."""
-    raw = t.view(-1).view(torch.uint8)
-    n, b = raw.numel(), block.numel()
-    for start in range(0, n, b):
-        end = min(n, start + b)
-        raw[start:end].copy_(block[: end - start])
-
-
 def _copy_bytes(dst: torch.Tensor, src: torch.Tensor) -> None:
     """``dst.copy_(src)`` for same-layout CPU tensors, as one memmove (releases the GIL)."""
     if (dst.dtype == src.dtype and dst.shape == src.shape and dst.device.type == src.device.type == "cpu"
@@ -122,19 +112,25 @@ def _allocate(specs: list[TensorSpec]) -> dict[str, torch.Tensor]:
 class RankState:
     """The live state a rank checkpoints, plus staging buffers of identical layout."""
 
-    def __init__(self, model, par, rank: int, scale: float = 1.0, seed: int = 0):
+    def __init__(self, model, par, rank: int, scale: float = 1.0, seed: int = 0, *,
+                 update_slices: int = 1, dedup_ratio: float = 1.0, compress_ratio: float = 1.0):
         self.coords = sizing.rank_coords(rank, par.tp, par.pp, par.dp)
         self.model_specs = model_specs(model, par, self.coords, scale)
         self.optim_specs = optimizer_specs(model, par, self.coords, scale)
         self.emulated_bytes = sizing.rank_size(model, par, rank).total_bytes
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + rank)
-        block = torch.randint(0, 256, (RANDOM_BLOCK_BYTES,), dtype=torch.uint8, generator=gen)
         self.live = {"model": _allocate(self.model_specs), "optimizer": _allocate(self.optim_specs)}
-        for group in self.live.values():
-            for t in group.values():
-                _fill_random(t, block)
+        self.content = Content(list(self.tensors("live")), seed=seed, rank=rank, slices=update_slices,
+                               dedup_ratio=dedup_ratio, compress_ratio=compress_ratio)
+        self.content.fill()
         # staging buffers: allocated and touched once here, reused by every snapshot
         self.staging = {g: {k: t.clone() for k, t in ts.items()} for g, ts in self.live.items()}
+
+    @classmethod
+    def from_config(cls, cfg, rank: int) -> "RankState":
+        """The state rank ``rank`` of a run of ``cfg`` trains and checkpoints."""
+        return cls(cfg.model, cfg.parallelism, rank, cfg.run.scale, cfg.run.seed,
+                   update_slices=cfg.checkpoint.interval_steps, dedup_ratio=cfg.state.dedup_ratio,
+                   compress_ratio=cfg.state.compress_ratio)
 
     @property
     def nbytes(self) -> int:
@@ -161,13 +157,11 @@ class RankState:
         (the pipeline reads the staging buffers).
         """
         self.live, self.staging = self.staging, self.live
+        self.content.bind(list(self.tensors("live")))
 
     def mutate(self, step: int) -> None:
-        """Change a few bytes per step so consecutive checkpoints differ (cheap)."""
-        for t in self.tensors("live"):
-            raw = t.view(-1).view(torch.uint8)  # bytes, not values: +1 is lost on a huge or NaN value
-            raw[step % raw.numel()] ^= step % 255 + 1  # never 0, so the byte always changes
-            break
+        """One training step's update of the live state: re-keys 1/update_slices of its bytes."""
+        self.content.advance(step)
 
     def payload(self, step: int) -> dict:
         """What torch.save writes: the staged tensors plus a little metadata."""

@@ -30,7 +30,7 @@ def crc_file(path: Path) -> str:
 def state_from_lineage(cfg, rank: int, lineage):
     """The live state after the mutations of every step range in ``lineage``."""
     from emulator.state import RankState
-    st = RankState(cfg.model, cfg.parallelism, rank, cfg.run.scale, cfg.run.seed)
+    st = RankState.from_config(cfg, rank)
     for first, last in lineage:
         for s in range(first, last + 1):
             st.mutate(s)

@@ -54,7 +54,7 @@ def results(out: Path) -> dict:
 def expected_state(cfg, rank: int, step: int, first_step: int = 1):
     """Replay what a rank's live state was when checkpoint ``step`` was staged."""
     from emulator.state import RankState
-    st = RankState(cfg.model, cfg.parallelism, rank, cfg.run.scale, cfg.run.seed)
+    st = RankState.from_config(cfg, rank)
     for s in range(first_step, step + 1):
         st.mutate(s)
     return st

@@ -82,7 +82,7 @@ def test_async_hides_the_slow_drain_sync_pays_it(pfs_run):
 def test_retention_is_not_part_of_the_sync_stall(tmp_path):
     """In process: a global tier with 50 ms per request makes retention's requests visible."""
     cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
-    state = RankState(cfg.model, cfg.parallelism, 0, cfg.run.scale, cfg.run.seed)
+    state = RankState.from_config(cfg, 0)
     glob = EmulatedTier(DirTier(tmp_path / "global"), latency_s=0.05)
     ckpt = Checkpointer(state, DirTier(tmp_path / "local"), glob, SoloComm(), keep=1)
     try:

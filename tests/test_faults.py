@@ -57,7 +57,7 @@ class Run:
 
     def __init__(self, cfg, local, global_, **kw):
         self.cfg, self.local, self.global_ = cfg, local, global_
-        self.state = RankState(cfg.model, cfg.parallelism, 0, cfg.run.scale, cfg.run.seed)
+        self.state = RankState.from_config(cfg, 0)
         kw.setdefault("policy", RetryPolicy(retries=2, backoff_s=0.02))
         self.ckpt = Checkpointer(self.state, local, global_, SoloComm(), keep=2, meta=meta(cfg), **kw)
         self.step = 0
@@ -246,7 +246,7 @@ def test_restore_verifies_and_falls_back(cfg, pristine, tmp_path, name):
             _garble_manifest(root, tier, step)
         else:
             damage(tiers[tier], _key(pristine, tier, step), how)
-    state = RankState(cfg.model, cfg.parallelism, 0, cfg.run.scale, cfg.run.seed)
+    state = RankState.from_config(cfg, 0)
     before = {k: t.clone().view(-1).view(torch.uint8) for k, t in state.live["optimizer"].items()}
     tally = Tally()
     restorer = Restorer(state, list(tiers.items()), SoloComm(), scratch_dir=tmp_path / "scratch",

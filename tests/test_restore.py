@@ -39,7 +39,7 @@ class Setup:
 
     def __init__(self, tmp):
         self.cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
-        self.state = RankState(self.cfg.model, self.cfg.parallelism, 0, self.cfg.run.scale, self.cfg.run.seed)
+        self.state = RankState.from_config(self.cfg, 0)
         self.local, self.glob = DirTier(tmp / "local"), DirTier(tmp / "global")
         self.scratch = tmp / "scratch"
         self.ckpt = Checkpointer(self.state, self.local, self.glob, SoloComm(), keep=len(STEPS))
@@ -198,7 +198,7 @@ def test_nothing_loadable_fails_and_leaves_state_alone(setup):
 
 def test_mutate_changes_the_state_every_step():
     cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
-    state = RankState(cfg.model, cfg.parallelism, 0, cfg.run.scale, cfg.run.seed)
+    state = RankState.from_config(cfg, 0)
     unchanged = []
     for step in range(1, 21):
         before = [t.view(-1).view(torch.uint8).clone() for t in state.tensors("live")]
