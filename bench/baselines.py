@@ -1,9 +1,12 @@
 """The baselines: what a careful engineer gets from standard tools for the same bytes.
 
-- ``dd_write``: ``dd if=/dev/zero of=F bs=64M conv=fsync`` of an exact byte count
-  (``iflag=count_bytes``), buffered writes then one fsync, as the issue asks.
+- ``dd_write``: ``dd if=RANDOM of=F bs=64M conv=fsync`` of an exact byte count
+  (``iflag=count_bytes``), buffered writes then one fsync. The input is a file of
+  random bytes (``random_file``, read from the page cache), not /dev/zero: storage
+  that compresses or dedups would make zeros a flattering baseline.
 - ``dd_read``: ``dd if=F of=/dev/null bs=64M``.
-- ``cp_sync``: coreutils ``cp`` then ``sync -f`` on the destination's filesystem.
+- ``cp_sync``: coreutils ``cp --reflink=never`` then ``sync -f`` on the destination's
+  filesystem (cp clones by default on XFS/btrfs, which copies nothing).
 - ``Boto3Upload``: boto3's own ``upload_file`` with the fastest ``TransferConfig``
   found by a small search on the same server and object.
 - ``dcp_async_save``: ``torch.distributed.checkpoint.async_save`` (thread executor)
@@ -12,6 +15,7 @@
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -22,8 +26,19 @@ from .common import MIB, timed_cmd
 DD_BS = "64M"
 
 
-def dd_write(path, nbytes: int) -> float:
-    return timed_cmd(["dd", "if=/dev/zero", f"of={path}", f"bs={DD_BS}", f"count={nbytes}",
+def random_file(path: Path, nbytes: int) -> Path:
+    """A file of at least ``nbytes`` random bytes (kept and reused), the dd writers' input."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size < nbytes:
+        block = 64 * MIB
+        with open(path, "wb") as fh:
+            for off in range(0, nbytes, block):
+                fh.write(os.urandom(min(block, nbytes - off)))
+    return path
+
+
+def dd_write(path, nbytes: int, source: Path) -> float:
+    return timed_cmd(["dd", f"if={source}", f"of={path}", f"bs={DD_BS}", f"count={nbytes}",
                       "iflag=count_bytes", "conv=fsync", "status=none"])
 
 
@@ -33,15 +48,15 @@ def dd_read(path) -> float:
 
 def cp_sync(src, dest) -> float:
     t = time.perf_counter()
-    subprocess.run(["cp", str(src), str(dest)], check=True)
+    subprocess.run(["cp", "--reflink=never", str(src), str(dest)], check=True)
     subprocess.run(["sync", "-f", str(dest)], check=True)
     return time.perf_counter() - t
 
 
-def parallel_dd(paths: list, nbytes: list[int]) -> tuple[float, list[float]]:
+def parallel_dd(paths: list, nbytes: list[int], source: Path) -> tuple[float, list[float]]:
     """Start one ``dd ... conv=fsync`` per path at once; (wall time, per-writer times)."""
     t0 = time.perf_counter()
-    procs = [subprocess.Popen(["dd", "if=/dev/zero", f"of={p}", f"bs={DD_BS}", f"count={n}",
+    procs = [subprocess.Popen(["dd", f"if={source}", f"of={p}", f"bs={DD_BS}", f"count={n}",
                                "iflag=count_bytes", "conv=fsync", "status=none"])
              for p, n in zip(paths, nbytes)]
     ends = [0.0] * len(procs)

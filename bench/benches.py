@@ -56,7 +56,7 @@ def make_state(params: Params):
     from emulator.state import RankState
     cfg = rank_config(params)
     setup_process(params, cfg)
-    state = RankState(cfg.model, cfg.parallelism, 0, cfg.run.scale, cfg.run.seed)
+    state = RankState.from_config(cfg, 0)
     return cfg, state
 
 
@@ -101,6 +101,7 @@ def bench_local_write(params: Params, wd: Path) -> dict:
     nbytes, _ = save_rank_file(state, local, "probe.pt", 0)  # untimed: the size dd must match
     remove(local.local_path("probe.pt"))
     dd_file = wd / "local" / "dd.bin"
+    source = baselines.random_file(wd / "random.bin", nbytes)
 
     def ours(i):
         key = f"step_{i:08d}/rank.pt"
@@ -112,7 +113,7 @@ def bench_local_write(params: Params, wd: Path) -> dict:
         return dt
 
     def base(i):
-        dt = baselines.dd_write(dd_file, nbytes)
+        dt = baselines.dd_write(dd_file, nbytes, source)
         remove(dd_file)
         return dt
 
@@ -122,7 +123,7 @@ def bench_local_write(params: Params, wd: Path) -> dict:
         unit="GiB/s", target=0.9, better=HIGHER,
         ratio_is="throughput ours/baseline (= dd time / our time, same bytes)",
         ours_is="torch.save(staged payload) -> ChecksumSink(CRC32C) -> DirTier sink: fsync, rename, fsync dir",
-        baseline_is=f"dd if=/dev/zero of=F bs=64M count={nbytes} iflag=count_bytes conv=fsync",
+        baseline_is=f"dd if=RANDOM of=F bs=64M count={nbytes} iflag=count_bytes conv=fsync",
         bytes=nbytes, **_state_note(cfg, state))}
 
 

@@ -215,10 +215,11 @@ def bench_scaling(params: Params, wd: Path) -> dict:
         dd_dir = out / "dd"
         dd_dir.mkdir(exist_ok=True)
         paths = [dd_dir / f"rank{i}.bin" for i in range(n)]
+        source = baselines.random_file(wd / "random.bin", max(per_rank_bytes))
         dd_agg, dd_worst = [], []
         for k in range(saves):
             os.sync()
-            wall, each = baselines.parallel_dd(paths, per_rank_bytes)
+            wall, each = baselines.parallel_dd(paths, per_rank_bytes, source)
             for p in paths:
                 remove(p)
             if k >= params.warmup:
