@@ -186,7 +186,7 @@ def bench_drain_s3(params: Params, wd: Path) -> dict:
     import time
 
     from emulator.checkpointer import LoopThread
-    from emulator.config import TierConfig
+    from tiers.base import TierScope
     from tiers.s3 import S3Tier
 
     from .motoserver import MotoServer, use_test_credentials
@@ -198,8 +198,7 @@ def bench_drain_s3(params: Params, wd: Path) -> dict:
     with MotoServer(wd / "moto.log") as server:
         boto = baselines.Boto3Upload(server.url, "bench")
         boto.client.create_bucket(Bucket="bench")
-        tcfg = TierConfig(backend="s3", bucket="bench", endpoint_url=server.url)
-        tier = S3Tier.from_config(tcfg)
+        tier = S3Tier.from_options(S3Tier.Options(bucket="bench", endpoint_url=server.url), scope=TierScope())
         loop = LoopThread("bench-s3")
         try:
             boto.tune(src, "tune.bin", quick=params.quick)

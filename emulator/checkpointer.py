@@ -55,7 +55,9 @@ import torch
 from . import layout
 from .drainer import Drainer
 from .errors import UserError
-from .faults import NO_FAULTS, RetryPolicy, Tally, describe_error, is_no_space, retrying
+from .faults import NO_FAULTS
+from .retry import RetryPolicy, describe_error, is_no_space, retrying
+from .tally import Tally
 from .integrity import ChecksumSink
 
 META_KEYS = ("preset", "scale", "tp", "pp", "dp", "zero_stage")
@@ -140,6 +142,8 @@ class Checkpointer:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     faults: object = NO_FAULTS
     tally: Tally = None
+    #: where drains through a tier without files spool (None: the system's temporary folder)
+    spool_dir: str | None = None
     #: provenance written into manifests: the step ranges whose mutations the state holds
     first_step: int = 1
     lineage_base: list = field(default_factory=list)
@@ -154,7 +158,7 @@ class Checkpointer:
         self.mp_rank = self.comm.rank % tp_pp
         self.drainer = Drainer(self.local, self.global_, concurrency=self.drain_concurrency,
                                verify=self.drain_verify, metrics=self.metrics, node=self.comm.node,
-                               policy=self.policy, tally=self.tally) \
+                               policy=self.policy, tally=self.tally, spool_dir=self.spool_dir) \
             if self.local is not None else None
 
     # ------------------------------------------------------------------ training-loop side

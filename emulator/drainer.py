@@ -25,7 +25,8 @@ from pathlib import Path
 
 from tiers.base import Tier
 
-from .faults import Abandoned, RetryPolicy, Tally, retrying
+from .retry import Abandoned, RetryPolicy, retrying
+from .tally import Tally
 from .integrity import crc_of_stream
 from .layout import FileEntry
 
@@ -54,12 +55,14 @@ class DrainResult:
 
 class Drainer:
     def __init__(self, source: Tier, dest: Tier, *, concurrency: int = 4, verify: str = "size",
-                 metrics=None, node: int = 0, policy: RetryPolicy | None = None, tally: Tally | None = None):
+                 metrics=None, node: int = 0, policy: RetryPolicy | None = None, tally: Tally | None = None,
+                 spool_dir: str | None = None):
         self.source, self.dest = source, dest
         self.concurrency, self.verify = concurrency, verify
         self.metrics, self.node = metrics, node
         self.policy = policy or RetryPolicy()
         self.tally = tally or Tally()
+        self.spool_dir = spool_dir
 
     async def drain(self, entries: list[FileEntry], after_file=None) -> DrainResult:
         """Copy and verify every entry; ``after_file()`` runs after each file (fault injection)."""
@@ -112,7 +115,7 @@ class Drainer:
         if path is not None and path.is_file():
             await self.dest.put_file(entry.key, path)
             return
-        with tempfile.TemporaryDirectory(prefix="ckpt-emu-drain-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="ckpt-emu-drain-", dir=self.spool_dir) as tmp:
             spool = Path(tmp) / "file"
             await self.source.get_file(entry.key, spool)
             await self.dest.put_file(entry.key, spool)

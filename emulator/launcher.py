@@ -18,8 +18,8 @@ import time
 import uuid
 from pathlib import Path
 
+from . import outdir
 from .errors import UserError
-from .rank import STATUS_FILE, STOP_FILE
 
 
 def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, nnodes: int = 1,
@@ -38,10 +38,10 @@ def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, n
 
 def prepare_out(out: Path, cfg_dict: dict) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    for stale in (STOP_FILE, STATUS_FILE, "results.json", "report.txt", "timeline.png"):
+    for stale in outdir.OUTPUTS:
         (out / stale).unlink(missing_ok=True)
-    shutil.rmtree(out / ".shared", ignore_errors=True)
-    path = out / "config.json"
+    shutil.rmtree(outdir.OutDir(out).shared_root, ignore_errors=True)
+    path = out / outdir.CONFIG
     tmp = out / f".config.{uuid.uuid4().hex[:8]}.json"
     tmp.write_text(json.dumps(cfg_dict, indent=1))
     os.replace(tmp, path)
@@ -64,9 +64,9 @@ def _first_error(log: Path) -> str | None:
 
 
 def launch(cmd: list[str], out: Path, *, threads: int, progress=None) -> int:
-    """Run torchrun, logging to out/torchrun.log; returns its exit status."""
+    """Run torchrun, logging to the results folder's torchrun.log; returns its exit status."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
-    log_path = out / "torchrun.log"
+    log_path = out / outdir.LOG
     interrupts = 0
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -75,7 +75,7 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None) -> int:
             nonlocal interrupts
             interrupts += 1
             if interrupts == 1:
-                (out / STOP_FILE).touch()
+                (out / outdir.STOP).touch()
                 print("\nckpt-emu: stopping after the current step (Ctrl-C again to abort)", file=sys.stderr)
             else:
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -85,7 +85,7 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None) -> int:
         try:
             while proc.poll() is None:
                 if progress:
-                    progress.update(out / STATUS_FILE)
+                    progress.update(out / outdir.STATUS)
                 time.sleep(0.25)
         finally:
             signal.signal(signal.SIGINT, old)

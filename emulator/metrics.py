@@ -39,6 +39,7 @@ tests inject their own registry.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import time
@@ -47,11 +48,12 @@ from pathlib import Path
 PREFIX = "ckpt_emu_"
 MODES = ("sync", "async")
 TIERS = ("local", "global")
-PHASES = ("snapshot", "local_write", "drain", "load", "manifest")
-BACKENDS = ("dir", "s3", "memory")
+PHASES = ("snapshot", "local_write", "drain", "load")
+#: a backend label is the backend class's own short name (tiers registry): no list to keep in step
+BACKEND_LABEL = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 OPS = ("save", "load")
 DIRECTIONS = ("write", "read")
-#: every kind ``emulator.faults.Tally.count`` is called with, plus "drain_failed"
+#: every kind ``emulator.tally.Tally.count`` is called with, plus "drain_failed"
 #: (counted here by ``drain_finished(ok=False)``: any drain that ended incomplete;
 #: "drain_abandoned" is the subset whose retries ran out).
 FAULT_KINDS = ("injected", "checksum_mismatch", "drain_abandoned", "drain_failed", "drain_retry",
@@ -99,6 +101,12 @@ _HISTOGRAMS = {
 def _check(kind: str, value: str, allowed) -> str:
     if value not in allowed:
         raise ValueError(f"metrics: {kind} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _check_backend(value: str) -> str:
+    if not isinstance(value, str) or not BACKEND_LABEL.match(value):
+        raise ValueError(f"metrics: backend must be a short lowercase name (a Tier's ``backend``), got {value!r}")
     return value
 
 
@@ -163,11 +171,11 @@ class Metrics:
     def observe_phase(self, phase: str, tier: str, seconds: float, *, backend: str = "dir"):
         self._h["phase_duration_seconds"].labels(
             phase=_check("phase", phase, PHASES), tier=_check("tier", tier, TIERS),
-            backend=_check("backend", backend, BACKENDS)).observe(seconds)
+            backend=_check_backend(backend)).observe(seconds)
 
     def add_bytes(self, direction: str, tier: str, n: int, *, backend: str = "dir"):
         name = "written_bytes" if _check("direction", direction, DIRECTIONS) == "write" else "read_bytes"
-        self._c[name].labels(tier=_check("tier", tier, TIERS), backend=_check("backend", backend, BACKENDS)).inc(n)
+        self._c[name].labels(tier=_check("tier", tier, TIERS), backend=_check_backend(backend)).inc(n)
 
     # The drain gauges are set from per-process tallies (not inc/dec) so that when the
     # last drain ends, whatever was not reported as progress (an abandoned drain) is

@@ -30,12 +30,16 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .config import from_mapping
-from .errors import UserError
-from .faults import Faults, RetryPolicy, Tally, restart_attempt, unwrap
+from tiers.base import TierScope
 
-STOP_FILE = "stop"  # created in the results folder by the CLI on Ctrl-C
-STATUS_FILE = "status.json"
+from . import outdir
+from .config import from_mapping
+from .outdir import OutDir
+from .errors import UserError
+from .faults import Faults, restart_attempt
+from .retry import RetryPolicy
+from .tally import Tally
+
 MAX_EVENTS = 4000  # timeline events kept per rank and kind of source
 
 
@@ -52,31 +56,16 @@ def _compute(seconds: float, kind: str) -> None:
             x = x * 1.0000001 % 7.0
 
 
-def _tier_scope(comm, out: Path, name: str) -> dict:
-    return {"rank": comm.rank, "local_rank": comm.local_rank, "node_id": comm.node, "nodes": comm.nodes,
-            "ranks_per_node": comm.local_world_size, "shared_dir": str(out / ".shared" / name)}
-
-
-def _sweep_dir_tier(tier) -> None:
-    """Remove a crash's partial files, then the step folders they leave empty."""
-    tier.sweep_partials()
-    for d in sorted(tier.root.glob("step_*/**/"), key=lambda p: len(p.parts), reverse=True):
-        try:
-            d.rmdir()  # only succeeds on an empty folder
-        except OSError:
-            pass
-
-
-def _node_path(cfg_tier, node: int):
-    if cfg_tier is not None and cfg_tier.path:
-        cfg_tier.path = cfg_tier.path.replace("{node}", str(node))
-    return cfg_tier
+def _tier_scope(comm, out: OutDir, name: str) -> TierScope:
+    return TierScope(rank=comm.rank, local_rank=comm.local_rank, node=comm.node, nodes=comm.nodes,
+                     ranks_per_node=comm.local_world_size, shared_dir=str(out.shared(name)),
+                     spool_dir=str(out.spool(comm.node)))
 
 
 class RankRun:
     def __init__(self, cfg, out: Path, duration: float | None):
         from .comm import DistComm
-        self.cfg, self.out, self.duration = cfg, out, duration
+        self.cfg, self.out, self.duration = cfg, OutDir(out), duration
         self.comm = DistComm()
         self.bg_comm = DistComm(dist.new_group(backend="gloo"))
         self.metrics = self._setup_metrics()
@@ -95,7 +84,8 @@ class RankRun:
             self.state, self.local, self.global_, self.bg_comm, keep=cfg.checkpoint.keep,
             drain_concurrency=cfg.drain.concurrency, drain_verify=cfg.drain.verify, metrics=self.metrics,
             meta=dict(self.meta), on_local_full=cfg.checkpoint.on_local_full, on_failure=cfg.drain.on_failure,
-            policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally)
+            policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally,
+            spool_dir=str(self.out.spool(self.comm.node)))
         self.timeline_base = None
         self.modes = {}
         self.resumed, self.recovery = [], None
@@ -105,7 +95,7 @@ class RankRun:
         if port is None:
             from .metrics import Metrics
             return Metrics()
-        mp_dir = self.out / ".metrics" / f"node{self.comm.node}"
+        mp_dir = self.out.metrics(self.comm.node)
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(mp_dir)
         from . import metrics
         if self.comm.is_node_leader:
@@ -120,47 +110,38 @@ class RankRun:
         return m
 
     def _setup_spool(self) -> None:
-        """Temporary files (S3 upload spools, drain spools) go under the results folder, one folder
-        per node, which the node leader empties at start: what a SIGKILL left there is swept."""
+        """Spool files (S3 uploads, drains through tiers without files) go under the results
+        folder, one folder per node, which the node leader empties at start: what a SIGKILL
+        left there is swept. Tiers and the drainer are told the folder (TierScope.spool_dir)."""
         import shutil
-        import tempfile
-        spool = self.out / ".spool" / f"node{self.comm.node}"
+        spool = self.out.spool(self.comm.node)
         if self.comm.is_node_leader:
             shutil.rmtree(spool, ignore_errors=True)
             spool.mkdir(parents=True, exist_ok=True)
         self.comm.barrier()
-        tempfile.tempdir = str(spool)
 
     def _setup_tiers(self):
         from tiers import make_tier
-        from tiers.directory import DirTier
         tiers_cfg = self.cfg.tiers
         self.local = None
         if tiers_cfg.local is not None:
-            self.local = make_tier(_node_path(tiers_cfg.local, self.comm.node),
-                                   scope=_tier_scope(self.comm, self.out, "local"))
+            self.local = make_tier(tiers_cfg.local, scope=_tier_scope(self.comm, self.out, "local"))
         self.global_ = self.faults.wrap_global(
             make_tier(tiers_cfg.global_, scope=_tier_scope(self.comm, self.out, "global")))
         if self.comm.is_node_leader:  # clean up what a crashed run left behind
-            for tier in (self.local, self.global_):
-                if tier is None or (tier is self.global_ and self.comm.rank != 0):
-                    continue
-                inner = unwrap(tier)
-                if isinstance(inner, DirTier):
-                    _sweep_dir_tier(inner)
-                elif hasattr(inner, "abort_stale_uploads"):  # S3: multipart uploads of a crashed drain
-                    import asyncio
-                    asyncio.run(inner.abort_stale_uploads())
+            import asyncio
+            for tier in (self.local, self.global_ if self.comm.rank == 0 else None):
+                if tier is not None:
+                    asyncio.run(tier.recover_after_crash())
 
-    def _cleanup_uploads(self) -> None:
-        """End of run: abort multipart uploads a failed drain could not abort (server was down).
+    def _clean_up_after_run(self) -> None:
+        """End of run: e.g. abort multipart uploads a failed drain could not abort (server was down).
 
         Safe here: every drain of every node ended inside the last checkpoint's collectives."""
         self.comm.barrier()
-        inner = unwrap(self.global_)
-        if self.comm.rank == 0 and hasattr(inner, "abort_stale_uploads"):
+        if self.comm.rank == 0:
             try:
-                self.ckpt.loop.run(inner.abort_stale_uploads())
+                self.ckpt.loop.run(self.global_.clean_up_after_run())
             except Exception:  # noqa: BLE001 - the next run's start cleans up too
                 self.tally.count("tier_error")
 
@@ -187,7 +168,7 @@ class RankRun:
             return True
         stop = 0.0
         if self.comm.rank == 0:
-            if (self.out / STOP_FILE).exists():
+            if (self.out / outdir.STOP).exists():
                 stop = 1.0
             elif mode_budget is not None and time.time() - mode_start >= mode_budget:
                 stop = 1.0
@@ -242,14 +223,14 @@ class RankRun:
                   "checkpoints": len(recs), "misses": sum(r.missed for r in recs),
                   "interval_s": self.cfg.checkpoint.interval_steps * self.cfg.training.step_seconds,
                   "time": time.time()}
-        tmp = self.out / (STATUS_FILE + ".tmp")
+        tmp = self.out / (outdir.STATUS + ".tmp")
         tmp.write_text(json.dumps(status))
-        os.replace(tmp, self.out / STATUS_FILE)
+        os.replace(tmp, self.out / outdir.STATUS)
 
     def _restorer(self):
         from .restore import Restorer
         tiers = [(n, t) for n, t in (("local", self.local), ("global", self.global_)) if t is not None]
-        return Restorer(self.state, tiers, self.comm, scratch_dir=self.out / ".scratch",
+        return Restorer(self.state, tiers, self.comm, scratch_dir=self.out.scratch,
                         metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1],
                         meta=self.meta, tally=self.tally)
 
@@ -277,7 +258,7 @@ class RankRun:
 
     def _stop_requested(self) -> bool:
         """Ctrl-C reached the CLI on any node (a collective, so every rank agrees)."""
-        return self.comm.all_max(1.0 if (self.out / STOP_FILE).exists() else 0.0) > 0
+        return self.comm.all_max(1.0 if (self.out / outdir.STOP).exists() else 0.0) > 0
 
     def run(self) -> dict:
         cfg = self.cfg
@@ -297,7 +278,7 @@ class RankRun:
         stopped_early = self._stop_requested()
         loads, dropped = ([], False) if stopped_early else self.run_loads()
         self.ckpt.finish()
-        self._cleanup_uploads()
+        self._clean_up_after_run()
         self.ckpt.close()
         return {
             "rank": self.comm.rank, "node": self.comm.node,

@@ -16,6 +16,8 @@ import os
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from . import outdir
+
 GIB = 1 << 30
 
 
@@ -295,13 +297,13 @@ def write_outputs(cfg, ranks: list[dict], out: Path) -> dict:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     results = build_results(cfg, ranks)
-    tmp = out / "results.json.tmp"
+    tmp = out / (outdir.RESULTS + ".tmp")
     tmp.write_text(json.dumps(results, indent=1))
-    os.replace(tmp, out / "results.json")
-    (out / "report.txt").write_text(format_table(results))
+    os.replace(tmp, out / outdir.RESULTS)
+    (out / outdir.REPORT).write_text(format_table(results))
     try:
         from .timeline import write_timeline
-        write_timeline(results, out / "timeline.png")
+        write_timeline(results, out / outdir.TIMELINE)
     except ImportError:
         pass
     return results

@@ -36,7 +36,8 @@ import crc32c
 import torch
 
 from . import layout
-from .faults import Tally, describe_error
+from .retry import describe_error
+from .tally import Tally
 from .integrity import READ_CHUNK, crc_of_stream, format_crc
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"

@@ -17,27 +17,22 @@ drain overlap at the planner's target at the recommended interval.
 """
 from __future__ import annotations
 
-import copy
 import json
 import math
 from pathlib import Path
 
-from . import planner
+from . import outdir, planner
 from .errors import UserError
 
 
 def _run(cfg, out: Path, *, modes: list[str], saves: int, interval_steps: int) -> dict:
-    from .cli import execute_run
-    c = copy.deepcopy(cfg)
-    c.run.out = str(out)
-    c.checkpoint.modes = modes
-    c.checkpoint.saves = saves
-    c.checkpoint.loads = 0
-    c.checkpoint.interval_steps = interval_steps
-    c.training.steps = None
-    c.failures.lose_local_after = None
+    from .runner import execute_run
+    c = cfg.with_overrides(f"run.out={out}", f"checkpoint.modes=[{', '.join(modes)}]",
+                           f"checkpoint.saves={saves}", "checkpoint.loads=0",
+                           f"checkpoint.interval_steps={interval_steps}", "training.steps=null",
+                           "failures.lose_local_after=null")
     execute_run(c)
-    return json.loads((out / "results.json").read_text())
+    return json.loads((out / outdir.RESULTS).read_text())
 
 
 def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_seconds: float = 20.0,

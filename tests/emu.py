@@ -31,7 +31,7 @@ def small_config(tmp: Path, *, ranks: int = 2, local: bool = True, **sections) -
 
     Keyword arguments are config sections merged over the defaults, e.g.
     ``checkpoint={"saves": 2}``."""
-    from emulator.config import deep_merge
+    from emulator.mapping import deep_merge
     data = {
         "extends": "llama3-8b",
         "parallelism": {"ranks": ranks},

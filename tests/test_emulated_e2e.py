@@ -100,34 +100,34 @@ def test_retention_is_not_part_of_the_sync_stall(tmp_path):
 def test_design_nvme_pfs_config():
     cfg = load_config("design-nvme-pfs")
     local, glob = cfg.tiers.local, cfg.tiers.global_
-    assert local.backend == "dir" and "{node}" in local.path
+    assert local.backend == "dir" and "{node}" in local.options.path
     assert local.emulate.write_gib_s and local.emulate.read_gib_s and local.emulate.shared_by == "node"
     assert glob.backend == "dir" and glob.emulate.shared_by == "job"
     assert glob.emulate.write_gib_s < local.emulate.write_gib_s and glob.emulate.latency_ms > 0
-    assert cfg.checkpoint.modes == ["sync", "async"] and cfg.parallelism.active_ranks == 8
+    assert cfg.checkpoint.modes == ("sync", "async") and cfg.parallelism.active_ranks == 8
 
 
 def test_design_nvme_s3_config_takes_endpoint_and_bucket_overrides():
     cfg = load_config("design-nvme-s3")
     glob = cfg.tiers.global_
-    assert glob.backend == "s3" and glob.bucket and glob.prefix and glob.endpoint_url is None
+    assert glob.backend == "s3" and glob.options.bucket and glob.options.prefix and glob.options.endpoint_url is None
     assert glob.emulate.latency_ms == 20 and glob.emulate.shared_by == "node"
     assert cfg.tiers.local.emulate is not None
     cfg = load_config("design-nvme-s3", ["tiers.global.bucket=my-bucket",
                                          "tiers.global.endpoint_url=http://127.0.0.1:9000"])
-    assert (cfg.tiers.global_.bucket, cfg.tiers.global_.endpoint_url) == ("my-bucket", "http://127.0.0.1:9000")
+    assert (cfg.tiers.global_.options.bucket, cfg.tiers.global_.options.endpoint_url) == ("my-bucket", "http://127.0.0.1:9000")
 
 
 def test_design_direct_pfs_config():
     cfg = load_config("design-direct-pfs")
     assert cfg.tiers.local is None
-    assert cfg.checkpoint.modes == ["sync"]
+    assert cfg.checkpoint.modes == ("sync",)
     assert cfg.tiers.global_.backend == "dir" and cfg.tiers.global_.emulate.shared_by == "job"
 
 
 @pytest.mark.parametrize("name", ["design-nvme-pfs", "design-nvme-s3", "design-direct-pfs"])
 def test_design_configs_explain_themselves(name):
     from importlib import resources
-    text = resources.files("configs").joinpath(f"{name}.yaml").read_text()
+    text = resources.files("emulator.presets").joinpath(f"{name}.yaml").read_text()
     header = [line for line in text.splitlines() if line.startswith("#")]
     assert len(header) >= 10 and any("matter" in line for line in header)

@@ -14,7 +14,7 @@ import time
 import yaml
 
 from emu import results, small_config
-from emulator.rank import STOP_FILE
+from emulator.outdir import STOP as STOP_FILE
 from prom import ROOT, finite, free_port, http_get, prometheus, require  # noqa: F401 - fixture
 
 GRAFANA = ROOT / "grafana"

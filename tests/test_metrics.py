@@ -195,7 +195,7 @@ def test_deadline_faults_completion_overlap_throughput_info(m, reg):
     lambda m: m.observe_stall("fast", 1),
     lambda m: m.observe_phase("upload", "global", 1),
     lambda m: m.observe_phase("drain", "nvme", 1),
-    lambda m: m.add_bytes("write", "local", 1, backend="ftp"),
+    lambda m: m.add_bytes("write", "local", 1, backend="FTP server"),
     lambda m: m.add_bytes("copy", "local", 1),
     lambda m: m.set_throughput("restore", "sync", 1),
     lambda m: m.count_fault("gremlins"),

@@ -9,7 +9,7 @@ from emu import free_port
 
 from s3server import raw_client, s3_bucket, s3_endpoint  # noqa: F401 - pytest fixtures
 from tier_contract import TierContract
-from tiers.base import TierError
+from tiers.base import TierError, TierScope
 from tiers.s3 import MIB, S3Tier
 
 
@@ -159,12 +159,12 @@ def test_get_file_single_get_below_threshold(tier, tmp_path):
     assert (tmp_path / "o").read_bytes() == data
 
 
-def test_from_config(s3_endpoint):
-    from emulator.config import TierConfig
+def test_from_options(s3_endpoint):
+    from emulator.config import load_config
 
-    cfg = TierConfig(backend="s3", bucket="bkt", prefix="x/y/", endpoint_url=s3_endpoint,
-                     part_size_mib=16, max_concurrency=3)
-    tier = S3Tier.from_config(cfg)
+    cfg = load_config("default", ["tiers.global={backend: s3, bucket: bkt, prefix: x/y/, part_size_mib: 16, "
+                                  f"max_concurrency: 3, endpoint_url: '{s3_endpoint}'}}"])
+    tier = S3Tier.from_options(cfg.tiers.global_.options, scope=TierScope())
     assert (tier.prefix, tier.part_size, tier.max_concurrency) == ("x/y/", 16 * MIB, 3)
     assert tier.describe().startswith("s3://bkt/x/y/ at 127.0.0.1:")
 
@@ -226,15 +226,15 @@ def test_transient_part_failure_is_retried(tier, tmp_path):
 
 def test_make_tier_s3_with_emulation(s3_endpoint, s3_bucket):
     from emulator.config import EmulateConfig, TierConfig
-    from tiers import make_tier
+    from tiers import make_tier, unwrap
 
-    cfg = TierConfig(backend="s3", bucket=s3_bucket, prefix="g", endpoint_url=s3_endpoint,
+    cfg = TierConfig("s3", S3Tier.Options(bucket=s3_bucket, prefix="g", endpoint_url=s3_endpoint),
                      emulate=EmulateConfig(write_gib_s=4, latency_ms=1))
-    tier = make_tier(cfg, scope={"rank": 0})
+    tier = make_tier(cfg, scope=TierScope(rank=0))
     assert tier.backend == "s3" and "emulated: write 4 GiB/s, 1 ms" in tier.describe()
-    run(tier.check())  # S3Tier.check, through the wrapper
+    run(unwrap(tier).check())
     run(tier.put("m.json", b"{}"))
-    assert run(tier.list()) == ["m.json"] and run(tier.abort_stale_uploads()) == 0
+    assert run(tier.list()) == ["m.json"] and run(tier.recover_after_crash()) == ""  # through the wrapper
 
 
 def test_open_read_streams_with_readinto(tier):

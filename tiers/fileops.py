@@ -99,19 +99,27 @@ def remove_file(path: Path, *, stop_at: Path | None = None) -> None:
 
     A missing file is not an error, and its empty folders still go (an aborted write
     leaves a step folder with nothing in it)."""
-    parent = path.parent
     try:
         path.unlink()
-        fsync_dir(parent)
+        fsync_dir(path.parent)
     except FileNotFoundError:
         pass
-    while stop_at is not None and parent != stop_at and stop_at in parent.parents:
+    if stop_at is not None:
+        remove_empty_dirs(path.parent, stop_at=stop_at)
+
+
+def remove_empty_dirs(folder: Path, *, stop_at: Path) -> int:
+    """rmdir ``folder`` and then each parent below ``stop_at`` while they are empty (each durably)."""
+    removed = 0
+    while folder != stop_at and stop_at in folder.parents:
         try:
-            parent.rmdir()
-        except OSError:
+            folder.rmdir()
+        except OSError:  # not empty (or already gone): stop here
             break
-        fsync_dir(parent.parent)
-        parent = parent.parent
+        fsync_dir(folder.parent)
+        removed += 1
+        folder = folder.parent
+    return removed
 
 
 # --------------------------------------------------------------------------- copies

@@ -41,8 +41,9 @@ import tempfile
 import threading
 import time
 from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Optional
 from urllib.parse import urlsplit
 
 import boto3
@@ -60,7 +61,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from .base import Sink, Tier, TierError, validate_key, validate_prefix
+from .base import OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
 from .fileops import as_bytes, make_dirs, partial_path, publish
 
 log = logging.getLogger(__name__)
@@ -172,8 +173,58 @@ class S3Sink(Sink):
         self._path.unlink(missing_ok=True)
 
 
+@dataclass(frozen=True)
+class S3Options:
+    #: bucket, key prefix, endpoint (None: AWS), region; credentials come from boto3's chain only
+    bucket: Optional[str] = None
+    prefix: str = ""
+    endpoint_url: Optional[str] = None
+    region: Optional[str] = None
+    #: multipart part size and parts/ranges in flight per process
+    part_size_mib: int = 64
+    max_concurrency: int = 8
+
+    def __post_init__(self):
+        if not self.bucket:
+            raise OptionError("bucket: an s3 tier needs a bucket")
+        if not 5 <= self.part_size_mib <= 5120:
+            raise OptionError("part_size_mib: must be between 5 and 5120 (S3 limits)")
+        if not 1 <= self.max_concurrency <= 64:
+            raise OptionError("max_concurrency: must be between 1 and 64")
+        if self.endpoint_url:  # the resolved config is written to config.json and results.json
+            parts = urlsplit(self.endpoint_url)
+            if parts.username is not None or parts.password is not None:
+                raise OptionError("endpoint_url: must not carry user:password@ "
+                                  "(credentials come from the environment or a profile)")
+
+
 class S3Tier(Tier):
     backend = "s3"
+    Options = S3Options
+
+    @classmethod
+    def from_options(cls, options: S3Options, *, scope: TierScope) -> "S3Tier":
+        return cls(options.bucket, prefix=options.prefix or "", endpoint_url=options.endpoint_url,
+                   region=options.region, part_size=options.part_size_mib * MIB,
+                   max_concurrency=options.max_concurrency, spool_dir=scope.spool_dir)
+
+    @classmethod
+    def preflight(cls, options: S3Options, *, need_bytes: int) -> None:
+        """The bucket answers a HEAD with these credentials (an object store has no free-space figure)."""
+        import asyncio as _asyncio
+        tier = cls.from_options(options, scope=TierScope())
+        try:
+            _asyncio.run(tier.check())
+        finally:
+            _asyncio.run(tier.close())
+
+    async def recover_after_crash(self) -> str:
+        count = await self.abort_stale_uploads()
+        return f"aborted {count} multipart upload(s) left by a crash" if count else ""
+
+    async def clean_up_after_run(self) -> str:
+        count = await self.abort_stale_uploads()
+        return f"aborted {count} multipart upload(s) whose abort had failed" if count else ""
 
     def __init__(self, bucket: str, prefix: str = "", endpoint_url: str | None = None,
                  region: str | None = None, part_size: int = 64 * MIB, max_concurrency: int = 8,
@@ -205,13 +256,6 @@ class S3Tier(Tier):
         self._probe_client = None if self._session else client
         self._pool: cf.ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
-
-    @classmethod
-    def from_config(cls, cfg) -> "S3Tier":
-        """Build from an ``emulator.config.TierConfig`` with ``backend: s3``."""
-        return cls(cfg.bucket, prefix=cfg.prefix or "", endpoint_url=cfg.endpoint_url,
-                   region=cfg.region, part_size=cfg.part_size_mib * MIB,
-                   max_concurrency=cfg.max_concurrency)
 
     # ------------------------------------------------------------------ plumbing
 
