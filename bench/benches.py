@@ -4,11 +4,8 @@ Each function runs in its own worker process (``bench.worker``), builds one
 rank's synthetic state the way a rank process does (``RankState`` of the
 Llama-3 8B layout scaled to ``--rank-gib``, torch threads and torch.save's
 CRC32 set as ``emulator.rank`` sets them), and returns ``{key: result}``.
-Our path is the project's own code (``Checkpointer``, ``Drainer``, ``S3Tier``,
-``Restorer``); only the local write is composed here, from the same three calls
-``Checkpointer._save`` makes (``tier.open_write``, ``ChecksumSink``,
-``torch.save(state.payload())``), because that method is private and its
-signature changes; the async-stall benchmark runs the whole pipeline anyway.
+Our path is the project's own code (``save_rank_file``, the pipeline's own local
+write; ``Checkpointer``, ``Drainer``, ``S3Tier``, ``Restorer``).
 """
 from __future__ import annotations
 
@@ -71,16 +68,9 @@ def make_checkpointer(cfg, state, wd: Path):
 
 
 def save_rank_file(state, tier, key: str, step: int) -> tuple[int, str]:
-    """The pipeline's local write, as ``Checkpointer._save`` does it: ``torch.save`` of the
-    staged payload through a ``ChecksumSink`` (CRC32C) into the tier's sink, which fsyncs,
-    renames and fsyncs the directory on commit. Returns (bytes, crc32c)."""
-    import torch
-
-    from emulator.integrity import ChecksumSink
-    sink = ChecksumSink(tier.open_write(key))
-    with sink:
-        torch.save(state.payload(step), sink)
-    return sink.bytes_written, sink.hexdigest
+    """The pipeline's own local write (``emulator.checkpointer.save_rank_file``)."""
+    from emulator.checkpointer import save_rank_file as save
+    return save(state, tier, key, step)
 
 
 def _state_note(cfg, state) -> dict:
@@ -135,7 +125,7 @@ def bench_drain_dir(params: Params, wd: Path) -> dict:
     for both, as right after a local write."""
     import time
 
-    from emulator.checkpointer import LoopThread
+    from emulator.loop import LoopThread
     from emulator.drainer import Drainer
     from emulator.layout import FileEntry
     from tiers.directory import DirTier
@@ -185,7 +175,7 @@ def bench_drain_s3(params: Params, wd: Path) -> dict:
     with its best TransferConfig, same moto server (fresh, own process), same object."""
     import time
 
-    from emulator.checkpointer import LoopThread
+    from emulator.loop import LoopThread
     from tiers.base import TierScope
     from tiers.s3 import S3Tier
 

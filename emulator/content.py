@@ -190,6 +190,23 @@ def sample_file(path, samples: int = 256, seed: int = 0) -> dict:
             "zlib_ratio": compress_ratio(joined)}
 
 
+def audit_tiers(tiers, rank: int, loop) -> dict | None:
+    """Sample ``rank``'s files of the two newest checkpoints on the first tier that has files
+    (``tiers``: nearest first; ``loop``: a LoopThread). None where no tier has files (S3)."""
+    from .layout import read_manifest, valid_steps
+    for tier in tiers:
+        paths = []
+        for step in loop.run(valid_steps(tier))[0][-2:]:
+            manifest = loop.run(read_manifest(tier, step))
+            entry = manifest.entry_for_rank(rank) if manifest else None
+            path = tier.local_path(entry.key) if entry else None
+            if path is not None and path.is_file():
+                paths.append(path)
+        if paths:
+            return audit_files(paths)
+    return None
+
+
 def audit_files(paths_by_step: list) -> dict:
     """One rank's sample: the same offsets of its files of consecutive checkpoints, oldest first."""
     samples = [sample_file(p) for p in paths_by_step]

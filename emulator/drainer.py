@@ -29,6 +29,7 @@ from .retry import Abandoned, RetryPolicy, retrying
 from .tally import Tally
 from .integrity import crc_of_stream
 from .layout import FileEntry
+from .metrics import NULL_METRICS
 
 
 class DrainError(Exception):
@@ -55,7 +56,7 @@ class DrainResult:
 
 class Drainer:
     def __init__(self, source: Tier, dest: Tier, *, concurrency: int = 4, verify: str = "size",
-                 metrics=None, node: int = 0, policy: RetryPolicy | None = None, tally: Tally | None = None,
+                 metrics=NULL_METRICS, node: int = 0, policy: RetryPolicy | None = None, tally: Tally | None = None,
                  spool_dir: str | None = None):
         self.source, self.dest = source, dest
         self.concurrency, self.verify = concurrency, verify
@@ -68,8 +69,7 @@ class Drainer:
         """Copy and verify every entry; ``after_file()`` runs after each file (fault injection)."""
         total = sum(e.size for e in entries)
         start = time.time()
-        if self.metrics:
-            self.metrics.drain_started(total)
+        self.metrics.drain_started(total)
         sem = asyncio.Semaphore(self.concurrency)
         result = DrainResult(self.node, True, start, start, files=len(entries))
 
@@ -87,8 +87,7 @@ class Drainer:
                 await retrying(self.policy, f"drain of {entry.key}", lambda: copy_verified(entry), on_retry)
                 result.per_file.append((entry.key, time.perf_counter() - t))
                 result.bytes += entry.size
-                if self.metrics:
-                    self.metrics.drain_progress(entry.size)
+                self.metrics.drain_progress(entry.size)
                 if after_file is not None:
                     after_file()
 
@@ -104,10 +103,9 @@ class Drainer:
             if result.abandoned:
                 self.tally.count("drain_abandoned")
         result.end = time.time()
-        if self.metrics:
-            if not result.ok:
-                self.metrics.drain_progress(total - result.bytes)
-            self.metrics.drain_finished(result.seconds, ok=result.ok)
+        if not result.ok:
+            self.metrics.drain_progress(total - result.bytes)
+        self.metrics.drain_finished(result.seconds, ok=result.ok)
         return result
 
     async def _copy(self, entry: FileEntry) -> None:

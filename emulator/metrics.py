@@ -310,3 +310,20 @@ def mark_process_dead(pid, *, path=None) -> None:
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(pid, None if path is None else str(path))
+
+
+class NullMetrics:
+    """What code records into when no metrics are wanted: every public ``Metrics`` method,
+    doing nothing (generated from ``Metrics``, so a new metric needs no second definition,
+    and a misspelt method still raises AttributeError)."""
+
+
+def _nothing(self, *args, **kwargs):
+    return None
+
+
+for _name, _member in vars(Metrics).items():
+    if callable(_member) and not _name.startswith("_"):
+        setattr(NullMetrics, _name, _nothing)
+
+NULL_METRICS = NullMetrics()

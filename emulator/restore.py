@@ -28,7 +28,6 @@ import asyncio
 import concurrent.futures
 import os
 import time
-from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -36,26 +35,13 @@ import crc32c
 import torch
 
 from . import layout
+from .metrics import NULL_METRICS
+from .records import LoadRecord
 from .retry import describe_error
 from .tally import Tally
 from .integrity import READ_CHUNK, crc_of_stream, format_crc
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
-
-
-@dataclass
-class LoadRecord:
-    rank: int
-    node: int
-    ok: bool = False
-    step: int = -1
-    tier: str = ""
-    seconds: float = 0.0
-    bytes: int = 0
-    fallbacks: list = field(default_factory=list)  # "tier@step: reason"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def drop_page_cache() -> bool:
@@ -71,7 +57,7 @@ def drop_page_cache() -> bool:
 
 class Restorer:
     def __init__(self, state, tiers: list[tuple[str, object]], comm, *, scratch_dir: Path,
-                 metrics=None, loop=None, mode: str = "async", meta: dict | None = None, tally: Tally | None = None):
+                 metrics=NULL_METRICS, loop=None, mode: str = "async", meta: dict | None = None, tally: Tally | None = None):
         self.state, self.tiers, self.comm, self.mode = state, tiers, comm, mode
         self.scratch_dir, self.metrics, self.loop = Path(scratch_dir), metrics, loop
         self.meta = meta or {}  # expected manifest meta (preset, scale, tp, ...); {} accepts any
@@ -105,7 +91,7 @@ class Restorer:
                 break
         rec.seconds = time.perf_counter() - start
         everyone = self.comm.all_gather((rec.seconds, rec.bytes))
-        if self.metrics and rec.ok:
+        if rec.ok:
             backend = dict(self.tiers)[rec.tier].backend
             self.metrics.observe_phase("load", rec.tier, rec.seconds, backend=backend)
             self.metrics.add_bytes("read", rec.tier, rec.bytes, backend=backend)
