@@ -219,8 +219,8 @@ def bench_drain_s3(params: Params, wd: Path) -> dict:
         **throughput_samples(pairs, nbytes),
         unit="GiB/s", target=0.9, better=HIGHER,
         ratio_is="throughput ours/baseline (= upload_file time / our time, same object)",
-        ours_is=f"S3Tier.put_file, default tier config (part_size_mib={tcfg.part_size_mib}, "
-                f"max_concurrency={tcfg.max_concurrency}, CRC32C per request)",
+        ours_is=f"S3Tier.put_file, default tier config (part_size_mib={tier.part_size // MIB}, "
+                f"max_concurrency={tier.max_concurrency}, CRC32C per request)",
         baseline_is=f"boto3 upload_file, best TransferConfig: {boto.label}",
         bytes=nbytes, transfer_config_search=boto.search, moto_rss_bytes=moto_rss,
         server="moto (own process, 127.0.0.1)")}

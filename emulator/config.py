@@ -10,7 +10,6 @@ start from another config.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -21,7 +20,7 @@ from tiers.directory import DirOptions
 from tiers.emulated import EmulateOptions as EmulateConfig
 
 from .errors import ConfigError
-from .failure_config import CorruptConfig, FailuresConfig, GlobalFaultConfig, KillConfig, KILL_PHASES  # noqa: F401
+from .failure_config import FailuresConfig
 from .mapping import CUSTOM, apply_override, build, coerce, deep_merge, read_yaml_text, to_plain
 
 DEFAULT_PRESET = "default"

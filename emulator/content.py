@@ -4,7 +4,7 @@ A real optimizer state is high-entropy floating point that changes everywhere
 at every step: storage with inline dedup, compression or similarity reduction
 gets nothing out of it. Our bytes must behave the same, or a reducing array
 reports throughput the real job never gets. Generating fresh random numbers
-runs slower than the disk here (``torch.randint`` ~0.7 GiB/s, MEASURED.md), so:
+runs slower than a disk (docs/performance.md), so:
 
 * Each rank draws one random **pool** (4 MiB) once. Every tensor is cut into
   4 KiB **blocks**; block ``b`` starts as a copy of a pool block, then every

@@ -5,7 +5,7 @@ Pure math, no I/O, instant. ``ckpt-emu plan`` prints what :func:`plan` returns;
 ``async_stall_seconds``) into the same :class:`PlanInputs` and reads the
 predicted overhead, overlap and optimum back from the :class:`Plan`.
 
-Failure model (see shared/DOMAIN.md): a synchronous job of N accelerators stops
+Failure model (docs/choosing-an-interval.md): a synchronous job of N accelerators stops
 when any one fails, so with a per-accelerator MTTF ``m`` the cluster MTTF is
 ``M = m / N``. 50,000 h per accelerator reproduces Meta's Llama 3 rate
 (419 interruptions in 54 days on 16,384 GPUs, ~7.8 a day).

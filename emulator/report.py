@@ -204,10 +204,42 @@ def _fmt_s(v: float) -> str:
     return f"{v * 1000:.1f} ms" if v < 1 else f"{v:.2f} s"
 
 
+#: the summary table's rows: label and how to show it from a mode's summary
+TABLE_ROWS = [
+    ("checkpoints", lambda m: str(m["checkpoints"])),
+    ("stall / ckpt mean", lambda m: _fmt_s(m["stall_mean_s"])),
+    ("stall / ckpt p99", lambda m: _fmt_s(m["stall_p99_s"])),
+    ("worst rank (mean stall)", lambda m: f"{m['worst_rank']} ({_fmt_s(m['worst_rank_stall_mean_s'])})"),
+    ("local write mean", lambda m: _fmt_s(m["local_write_mean_s"])),
+    ("drain mean", lambda m: _fmt_s(m["drain_mean_s"])),
+    ("save throughput", lambda m: f"{m['save_gib_s']:.2f} GiB/s"),
+    ("drain overlap", lambda m: f"{m['drain_overlap_ratio'] * 100:.1f} %"),
+    ("deadline misses", lambda m: str(m["deadline_misses"])),
+    ("incomplete checkpoints", lambda m: str(m["incomplete"])),
+    ("overhead (stall/train)", lambda m: f"{m['overhead_ratio'] * 100:.1f} %"),
+]
+
+
 def format_table(results: dict) -> str:
-    modes = [m for m, v in results["modes"].items() if v["steps"] or v["checkpoints"]] or list(results["modes"])
+    """The report: what ran where, the per-mode table, then loads, content, faults."""
+    lines = _header_lines(results) + _mode_table(results) + _load_lines(results)
+    modes = _shown_modes(results)
+    for m in modes:
+        for err in results["modes"][m]["errors"]:
+            lines.append(f"{m} error: {err}")
+    lines += _content_lines(results) + _fault_lines(results)
+    if results["stopped_early"]:
+        lines.append("stopped early (Ctrl-C): loads skipped")
+    return "\n".join(lines) + "\n"
+
+
+def _shown_modes(results: dict) -> list[str]:
+    return [m for m, v in results["modes"].items() if v["steps"] or v["checkpoints"]] or list(results["modes"])
+
+
+def _header_lines(results: dict) -> list[str]:
     b = results["bytes"]
-    lines = [
+    return [
         f"ckpt-emu: {results['preset']} x{results['scale']:g}, {results['ranks']} ranks on {results['nodes']} node(s)",
         f"  checkpoint: emulated {b['run_emulated'] / GIB:.2f} GiB for these ranks "
         f"(job {b['job_checkpoint_emulated'] / GIB:.1f} GiB), actual {b['run_actual_state'] / GIB:.3f} GiB",
@@ -215,39 +247,35 @@ def format_table(results: dict) -> str:
         f"  global tier: {results['tiers']['global']}",
         "",
     ]
-    rows = [
-        ("checkpoints", lambda m: str(m["checkpoints"])),
-        ("stall / ckpt mean", lambda m: _fmt_s(m["stall_mean_s"])),
-        ("stall / ckpt p99", lambda m: _fmt_s(m["stall_p99_s"])),
-        ("worst rank (mean stall)", lambda m: f"{m['worst_rank']} ({_fmt_s(m['worst_rank_stall_mean_s'])})"),
-        ("local write mean", lambda m: _fmt_s(m["local_write_mean_s"])),
-        ("drain mean", lambda m: _fmt_s(m["drain_mean_s"])),
-        ("save throughput", lambda m: f"{m['save_gib_s']:.2f} GiB/s"),
-        ("drain overlap", lambda m: f"{m['drain_overlap_ratio'] * 100:.1f} %"),
-        ("deadline misses", lambda m: str(m["deadline_misses"])),
-        ("incomplete checkpoints", lambda m: str(m["incomplete"])),
-        ("overhead (stall/train)", lambda m: f"{m['overhead_ratio'] * 100:.1f} %"),
-    ]
-    width = max(len(r[0]) for r in rows) + 2
-    lines.append(" " * width + "".join(f"{m:>18}" for m in modes))
-    for label, fn in rows:
-        lines.append(f"{label:<{width}}" + "".join(f"{fn(results['modes'][m]):>18}" for m in modes))
+
+
+def _mode_table(results: dict) -> list[str]:
+    modes = _shown_modes(results)
+    width = max(len(label) for label, _ in TABLE_ROWS) + 2
+    lines = [" " * width + "".join(f"{m:>18}" for m in modes)]
+    for label, show in TABLE_ROWS:
+        lines.append(f"{label:<{width}}" + "".join(f"{show(results['modes'][m]):>18}" for m in modes))
+    return lines
+
+
+def _load_lines(results: dict) -> list[str]:
     ld = results["load"]
-    if ld["loads"]:
-        served = ", ".join(f"{k}: {v}" for k, v in sorted(ld["served_by"].items()))
-        cache = "page cache dropped before each load" if ld["page_cache_dropped"] else \
-            "page cache NOT dropped (not permitted): loads may be served from memory"
-        lines += ["", f"loads: {ld['loads']}, {ld['load_gib_s']:.2f} GiB/s (worst {_fmt_s(ld['load_worst_s'])}), "
-                      f"rank-loads served by {served}; {cache}"]
-        if ld["fallback_count"]:
-            lines.append(f"  fallbacks: {ld['fallback_count']} (e.g. {ld['fallbacks'][0]})")
-        if not ld["ok"]:
-            lines.append("  LOAD FAILED: no complete checkpoint could be restored")
-    for m in modes:
-        for err in results["modes"][m]["errors"]:
-            lines.append(f"{m} error: {err}")
-    lines += _content_lines(results)
-    fa = results.get("faults") or {}
+    if not ld["loads"]:
+        return []
+    served = ", ".join(f"{k}: {v}" for k, v in sorted(ld["served_by"].items()))
+    cache = "page cache dropped before each load" if ld["page_cache_dropped"] else \
+        "page cache NOT dropped (not permitted): loads may be served from memory"
+    lines = ["", f"loads: {ld['loads']}, {ld['load_gib_s']:.2f} GiB/s (worst {_fmt_s(ld['load_worst_s'])}), "
+                 f"rank-loads served by {served}; {cache}"]
+    if ld["fallback_count"]:
+        lines.append(f"  fallbacks: {ld['fallback_count']} (e.g. {ld['fallbacks'][0]})")
+    if not ld["ok"]:
+        lines.append("  LOAD FAILED: no complete checkpoint could be restored")
+    return lines
+
+
+def _fault_lines(results: dict) -> list[str]:
+    fa, lines = results.get("faults") or {}, []
     if fa.get("counts"):
         lines.append("faults: " + ", ".join(f"{k} {v}" for k, v in fa["counts"].items()))
     if fa.get("local_full_files"):
@@ -262,14 +290,12 @@ def format_table(results: dict) -> str:
         rv = fa["recovery"]
         lines.append(f"restart {fa['attempt']}: restored step {rv['step']} in {_fmt_s(rv['seconds'])} "
                      f"(served by {', '.join(f'{k}: {v}' for k, v in rv['served_by'].items())})")
-    if results.get("failure") and results["failure"].get("kind") == "lose_local":
-        f = results["failure"]
-        lines.append(f"emulated failure: node {f['node']} lost its local tier after checkpoint "
-                     f"{f['after_checkpoint']}; recovery per tier: "
-                     + ", ".join(f"{k} {_fmt_s(v)}" for k, v in sorted(ld["recovery_mean_s_by_tier"].items())))
-    if results["stopped_early"]:
-        lines.append("stopped early (Ctrl-C): loads skipped")
-    return "\n".join(lines) + "\n"
+    failure = results.get("failure")
+    if failure and failure.get("kind") == "lose_local":
+        lines.append(f"emulated failure: node {failure['node']} lost its local tier after checkpoint "
+                     f"{failure['after_checkpoint']}; recovery per tier: "
+                     + ", ".join(f"{k} {_fmt_s(v)}" for k, v in sorted(results["load"]["recovery_mean_s_by_tier"].items())))
+    return lines
 
 
 def _content_lines(results: dict) -> list[str]:

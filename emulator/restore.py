@@ -9,7 +9,7 @@ sequential pass through the tier's reader puts every tensor's bytes straight
 into the rank's staging buffers (same layout, pages already in use) and the
 CRC32C runs over every byte; only if it matches do the staging buffers become
 the live state (``RankState.adopt_staging``, a swap, not a copy). (A CRC pass,
-then ``torch.load(mmap)`` and a copy, read at 0.6-0.7x ``dd`` here and mapped the
+then ``torch.load(mmap)`` and a copy, was markedly slower and mapped the
 whole file into the process: +1 GiB peak RSS per GiB of state.) A missing,
 incomplete or corrupt copy falls back to the next tier; if any rank cannot
 load the step at all, every rank moves on to the previous step together, so
@@ -112,6 +112,31 @@ class Restorer:
 
     def _try_tier(self, name: str, tier, step: int, rec: LoadRecord) -> str | None:
         """Load from one tier; returns None on success, else why not."""
+        found = self._locate(tier, step)
+        if isinstance(found, str):
+            return found
+        manifest, entry = found
+        scratch = None
+        try:
+            path, open_read, scratch = self._source(tier, entry)
+            if path is None:
+                return "file missing"
+            reason = self._verify_into_staging(path, open_read, entry, step)
+        except FileNotFoundError:
+            return "file missing"
+        except Exception as exc:  # a torn or foreign file must fall back, never crash the restore
+            return f"unreadable: {type(exc).__name__}: {exc}"
+        finally:
+            if scratch is not None:
+                scratch.unlink(missing_ok=True)
+        if reason is not None:
+            return reason
+        rec.tier, rec.bytes = name, entry.size
+        self.manifest = manifest
+        return None
+
+    def _locate(self, tier, step: int):
+        """(manifest, this rank's entry) of a complete checkpoint of this layout, or why not."""
         try:
             manifest = self._run(layout.read_manifest(tier, step))
         except Exception as exc:  # noqa: BLE001 - e.g. the global tier is down: fall back
@@ -124,50 +149,45 @@ class Restorer:
         entry = manifest.entry_for_rank(self.comm.rank)
         if entry is None:
             return "manifest does not list this rank"
+        return manifest, entry
+
+    def _source(self, tier, entry):
+        """(a path torch.load can read, how to stream it, a scratch copy to delete or None).
+
+        A tier with files is read in place, through the tier (emulated bandwidth
+        applies); any other tier is downloaded to a scratch file first."""
         path = tier.local_path(entry.key)
-        scratch = None
-        try:
-            if path is not None:
-                if not path.is_file():
-                    return "file missing"
-                open_read = partial(tier.open_read, entry.key)  # through the tier (emulated bandwidth applies)
-            else:
-                scratch = self.scratch_dir / f"restore-rank{self.comm.rank:05d}.pt"
-                scratch.parent.mkdir(parents=True, exist_ok=True)
-                self._run(tier.get_file(entry.key, scratch))
-                path = scratch
-                open_read = partial(open, scratch, "rb")
-            try:  # structure and tensor offsets only, no data; trusted only once the bytes verify
-                meta = torch.load(path, map_location="meta", weights_only=True)
-                self._check_shapes(meta)
-                spans, bad = self._spans(meta), None
-            except Exception as exc:  # noqa: BLE001 - a damaged file: the checksum says so first
-                meta, spans, bad = None, None, exc
-            with open_read() as fh:
-                crc, size = _read_into(fh, spans) if spans is not None else crc_of_stream(fh, self._buf)
-            if size != entry.size:
-                return f"size {size} != manifest {entry.size}"
-            if crc != entry.crc32c:
-                return f"checksum mismatch ({crc} != {entry.crc32c})"
-            if bad is not None:  # intact bytes, but not this rank's layout
-                raise bad
-            if meta.get("step") != step or meta.get("rank") != self.comm.rank:
-                return "file belongs to another step or rank"
-            if spans is not None:
-                self.state.adopt_staging()  # verified: the staging buffers hold the checkpoint
-            else:  # a torch without storage offsets: load again, mapped, and copy
-                loaded = torch.load(path, mmap=True, weights_only=True)
-                self.state.restore_from(loaded)
-                del loaded
-        except FileNotFoundError:
-            return "file missing"
-        except Exception as exc:  # a torn or foreign file must fall back, never crash the restore
-            return f"unreadable: {type(exc).__name__}: {exc}"
-        finally:
-            if scratch is not None:
-                scratch.unlink(missing_ok=True)
-        rec.tier, rec.bytes = name, entry.size
-        self.manifest = manifest
+        if path is not None:
+            return (path if path.is_file() else None), partial(tier.open_read, entry.key), None
+        scratch = self.scratch_dir / f"restore-rank{self.comm.rank:05d}.pt"
+        scratch.parent.mkdir(parents=True, exist_ok=True)
+        self._run(tier.get_file(entry.key, scratch))
+        return scratch, partial(open, scratch, "rb"), scratch
+
+    def _verify_into_staging(self, path, open_read, entry, step: int) -> str | None:
+        """Read the file into the staging buffers, verify size and CRC32C, then make it live."""
+        try:  # structure and tensor offsets only, no data; trusted only once the bytes verify
+            meta = torch.load(path, map_location="meta", weights_only=True)
+            self._check_shapes(meta)
+            spans, bad = self._spans(meta), None
+        except Exception as exc:  # noqa: BLE001 - a damaged file: the checksum says so first
+            meta, spans, bad = None, None, exc
+        with open_read() as fh:
+            crc, size = _read_into(fh, spans) if spans is not None else crc_of_stream(fh, self._buf)
+        if size != entry.size:
+            return f"size {size} != manifest {entry.size}"
+        if crc != entry.crc32c:
+            return f"checksum mismatch ({crc} != {entry.crc32c})"
+        if bad is not None:  # intact bytes, but not this rank's layout
+            raise bad
+        if meta.get("step") != step or meta.get("rank") != self.comm.rank:
+            return "file belongs to another step or rank"
+        if spans is not None:
+            self.state.adopt_staging()  # verified: the staging buffers hold the checkpoint
+        else:  # a torch without storage offsets: load again, mapped, and copy
+            loaded = torch.load(path, mmap=True, weights_only=True)
+            self.state.restore_from(loaded)
+            del loaded
         return None
 
     def _spans(self, meta: dict) -> list | None:
@@ -202,50 +222,53 @@ def _read_into(stream, spans: list) -> tuple[str, int]:
     The CRC32C of each chunk runs on a helper thread (in order: one worker) while the
     next chunk is read, so on two cores the checksum costs no wall time.
     """
-    crc = [0]
-    pos = 0
-
-    def add(data) -> None:  # crc32c releases the GIL
-        crc[0] = crc32c.crc32c(data, crc[0])
-
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="restore-crc") as pool:
-        jobs = []
-
-        def skip_to(offset: int) -> bool:  # bytes before a tensor: read them, checksum them
-            nonlocal pos
-            while pos < offset:
-                data = stream.read(min(READ_CHUNK, offset - pos))
-                if not data:
-                    return False
-                jobs.append(pool.submit(add, data))
-                pos += len(data)
-            return True
-
-        def fill(target: memoryview) -> bool:
-            nonlocal pos
-            got = 0
-            while got < len(target):
-                part = target[got:got + READ_CHUNK]
-                n = stream.readinto(part) or 0
-                if n == 0:
-                    return False
-                jobs.append(pool.submit(add, part[:n]))  # the tensor's memory is not reused: no copy
-                got, pos = got + n, pos + n
-            return True
-
+        reader = _CrcReader(stream, pool)
         complete = True
         for offset, dst in spans:
-            if offset < pos:
+            if offset < reader.pos:
                 raise ValueError("tensors overlap in the file")
-            if not (skip_to(offset) and fill(memoryview(dst.view(-1).view(torch.uint8).numpy()))):
+            if not (reader.skip_to(offset) and reader.fill(memoryview(dst.view(-1).view(torch.uint8).numpy()))):
                 complete = False  # shorter than its own index says: the size check fails
                 break
-        while complete:
-            data = stream.read(READ_CHUNK)
+        if complete:
+            reader.skip_to(None)
+        return reader.result()
+
+
+class _CrcReader:
+    """A sequential reader that checksums everything it reads, the CRC on a helper thread."""
+
+    def __init__(self, stream, pool):
+        self.stream, self.pool = stream, pool
+        self.pos, self._crc, self._jobs = 0, 0, []
+
+    def _add(self, data) -> None:  # crc32c releases the GIL; one worker keeps the order
+        self._crc = crc32c.crc32c(data, self._crc)
+
+    def skip_to(self, offset: int | None) -> bool:
+        """Read (and checksum) up to ``offset``, or to the end with None; False if it ends first."""
+        while offset is None or self.pos < offset:
+            data = self.stream.read(READ_CHUNK if offset is None else min(READ_CHUNK, offset - self.pos))
             if not data:
-                break
-            jobs.append(pool.submit(add, data))
-            pos += len(data)
-        for job in jobs:
+                return offset is None
+            self._jobs.append(self.pool.submit(self._add, data))
+            self.pos += len(data)
+        return True
+
+    def fill(self, target: memoryview) -> bool:
+        """Read straight into ``target`` (a tensor's bytes: never reused, so no copy is needed)."""
+        got = 0
+        while got < len(target):
+            part = target[got:got + READ_CHUNK]
+            n = self.stream.readinto(part) or 0
+            if n == 0:
+                return False
+            self._jobs.append(self.pool.submit(self._add, part[:n]))
+            got, self.pos = got + n, self.pos + n
+        return True
+
+    def result(self) -> tuple[str, int]:
+        for job in self._jobs:
             job.result()
-    return format_crc(crc[0]), pos
+        return format_crc(self._crc), self.pos

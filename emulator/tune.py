@@ -124,7 +124,7 @@ def format_tune(r: dict) -> str:
         f"{c['checkpoints']} checkpoints",
         f"    overhead  predicted {c['predicted_overhead'] * 100:6.2f} %   measured {c['measured_overhead'] * 100:6.2f} %",
         f"    overlap   predicted {c['predicted_overlap'] * 100:6.2f} %   measured {c['measured_overlap'] * 100:6.2f} %",
-        f"    drains finished before the next checkpoint: "
+        "    drains finished before the next checkpoint: "
         + ("yes" if c["drains_beat_next_checkpoint"] else
            f"NO ({c['deadline_misses']} deadline misses, {c['incomplete']} incomplete)"),
         f"  global bandwidth headroom: x{bw['headroom']:.1f} (measured drain {bw['measured_drain_bytes_per_s'] / 2**30:.2f}"
