@@ -7,6 +7,7 @@ terminates them.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from . import outdir
 from .errors import UserError
+from .lifeline import die_with_parent
 
 
 def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, nnodes: int = 1,
@@ -69,7 +71,8 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None) -> int:
     log_path = out / outdir.LOG
     interrupts = 0
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                preexec_fn=functools.partial(die_with_parent, os.getpid()))
 
         def on_sigint(signum, frame):
             nonlocal interrupts

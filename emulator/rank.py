@@ -273,6 +273,8 @@ def main(argv=None) -> int:
     ap.add_argument("--config", required=True, help="resolved config JSON written by `ckpt-emu run`")
     ap.add_argument("--duration", type=float, default=None, help="seconds of training (soak mode)")
     args = ap.parse_args(argv)
+    from .lifeline import watch_parent
+    watch_parent()  # the rank dies with its torchrun agent (and so with the CLI)
     raw = json.loads(Path(args.config).read_text())
     cfg = from_mapping(raw)
     out = Path(cfg.run.out)
