@@ -65,9 +65,10 @@ def _first_error(log: Path) -> str | None:
     return None
 
 
-def launch(cmd: list[str], out: Path, *, threads: int, progress=None) -> int:
+def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str = "") -> int:
     """Run torchrun, logging to the results folder's torchrun.log; returns its exit status."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
+    from .ownership import JOB_ENV
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1", **{JOB_ENV: job})
     log_path = out / outdir.LOG
     interrupts = 0
     with open(log_path, "wb") as log:

@@ -56,13 +56,17 @@ class RankRun:
         self.cfg, self.out, self.duration = cfg, OutDir(out), duration
         self.comm = DistComm()
         self.bg_comm = DistComm(dist.new_group(backend="gloo"))
+        self._build_tiers()
+        from .ownership import claim_tiers
+        self.claims = claim_tiers(self.comm, self.out.root, self.local, self.global_)  # before any write
         self.metrics = self._setup_metrics()
         self.attempt = restart_attempt()
         self.tally = Tally(self.metrics)
         self.faults = Faults.from_config(cfg.failures, self.comm.rank, self.attempt, self.tally)
+        self.global_ = self.faults.wrap_global(self.global_)
         self.node_failure = NodeFailure(cfg.failures)
         self._setup_spool()
-        self._setup_tiers()
+        self._recover_tiers()
         from .state import RankState
         self.state = RankState.from_config(cfg, self.comm.rank)
         p = cfg.parallelism
@@ -112,18 +116,21 @@ class RankRun:
             spool.mkdir(parents=True, exist_ok=True)
         self.comm.barrier()
 
-    def _setup_tiers(self):
+    def _build_tiers(self) -> None:
         from tiers import make_tier
         tiers_cfg = self.cfg.tiers
         self.local = None
         if tiers_cfg.local is not None:
             self.local = make_tier(tiers_cfg.local, scope=_tier_scope(self.comm, self.out, "local"))
-        self.global_ = self.faults.wrap_global(
-            make_tier(tiers_cfg.global_, scope=_tier_scope(self.comm, self.out, "global")))
-        if self.comm.is_node_leader:  # clean up what a crashed run left behind
-            for tier in (self.local, self.global_ if self.comm.rank == 0 else None):
-                if tier is not None:
-                    asyncio.run(tier.recover_after_crash())
+        self.global_ = make_tier(tiers_cfg.global_, scope=_tier_scope(self.comm, self.out, "global"))
+
+    def _recover_tiers(self) -> None:
+        """Node leaders clean up what a crashed run left on the tiers this run now owns."""
+        if not self.comm.is_node_leader:
+            return
+        for tier in (self.local, self.global_ if self.comm.rank == 0 else None):
+            if tier is not None:
+                asyncio.run(tier.recover_after_crash())
 
     def _clean_up_after_run(self) -> None:
         """End of run: e.g. abort multipart uploads a failed drain could not abort (server was down).
@@ -209,6 +216,9 @@ class RankRun:
         self.ckpt.finish()
         self._clean_up_after_run()
         self.ckpt.close()
+        self.comm.barrier()  # every rank is done with the tiers before the claims go
+        from .ownership import release
+        release(self.claims)
         return RankResult(
             rank=self.comm.rank, node=self.comm.node, state_bytes=self.state.nbytes,
             emulated_bytes=self.state.emulated_bytes, records=[r.to_dict() for r in self.ckpt.records],

@@ -43,14 +43,23 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
     if nnodes > 1 and not rdzv_endpoint:
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
     preflight(cfg, nnodes)
+    from tiers.fileops import make_dirs
+
     from .launcher import launch, prepare_out, torchrun_command
+    from .ownership import claim_results_folder, new_job_id
     out = Path(cfg.run.out)
-    config_path = prepare_out(out, cfg.to_dict())
-    cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
-                           rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id)
-    progress = None
-    if not quiet and sys.stderr.isatty():
-        from .progress import Progress
-        progress = Progress(duration)
-    launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress)
+    make_dirs(out)
+    job = new_job_id(rdzv_endpoint, rdzv_id)
+    claim = claim_results_folder(out, job)  # before anything in it is touched
+    try:
+        config_path = prepare_out(out, cfg.to_dict())
+        cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
+                               rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id)
+        progress = None
+        if not quiet and sys.stderr.isatty():
+            from .progress import Progress
+            progress = Progress(duration)
+        launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress, job=job)
+    finally:
+        claim.release()
     return out

@@ -61,6 +61,17 @@ class TierScope:
     spool_dir: str | None = None
 
 
+class Claim:
+    """A run's hold on a tier (``Tier.claim``/``join``); ``release`` frees it, and so does the
+    death of the process holding it. The base class holds nothing."""
+
+    def release(self) -> None:
+        pass
+
+
+NO_CLAIM = Claim()
+
+
 @dataclass(frozen=True)
 class NoOptions:
     """Options of a backend that takes none."""
@@ -146,6 +157,16 @@ class Tier(abc.ABC):
     def preflight(cls, options, *, need_bytes: int) -> None:
         """Check before a run writes anything that this tier can hold ``need_bytes``
         (directory writable with enough space, bucket reachable...); raises TierError."""
+
+    def claim(self, holder) -> Claim:
+        """Own the tier for this run's lifetime, or raise TierError naming the run that does
+        (``holder``: a ``tiers.locking.Holder``). One process per run calls it; the others
+        ``join``. The default locks nothing: such a backend can be shared by two runs."""
+        return NO_CLAIM
+
+    def join(self) -> Claim:
+        """Use the tier as another process of the run that claimed it."""
+        return NO_CLAIM
 
     async def recover_after_crash(self) -> str:
         """Remove what a crashed run left (partial files, multipart uploads); returns a
@@ -289,6 +310,12 @@ class TierWrapper(Tier):
 
     def local_path(self, key) -> Path | None:
         return self.inner.local_path(key)
+
+    def claim(self, holder) -> Claim:
+        return self.inner.claim(holder)
+
+    def join(self) -> Claim:
+        return self.inner.join()
 
     async def recover_after_crash(self) -> str:
         return await self.inner.recover_after_crash()

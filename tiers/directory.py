@@ -18,7 +18,8 @@ from typing import BinaryIO, Optional
 import aiofiles
 import aiofiles.os
 
-from .base import OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
+from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
+from .locking import INTERNAL_FILES, claim_dir, join_dir
 from .fileops import (copy_file_durable, is_partial, make_dirs, partial_path, publish, remove_empty_dirs,
                       remove_file, write_all)
 
@@ -146,7 +147,7 @@ class DirTier(Tier):
         for dirpath, _dirs, files in os.walk(base):
             rel = os.path.relpath(dirpath, self.root)
             for name in files:
-                if is_partial(name):
+                if is_partial(name) or (rel == "." and name in INTERNAL_FILES):
                     continue
                 key = name if rel == "." else f"{rel}/{name}"
                 if key.startswith(prefix):
@@ -170,6 +171,12 @@ class DirTier(Tier):
 
     def local_path(self, key) -> Path | None:
         return self._path(key)
+
+    def claim(self, holder) -> Claim:
+        return claim_dir(self.root, holder, what=f"dir tier {self.root}")
+
+    def join(self) -> Claim:
+        return join_dir(self.root, what=f"dir tier {self.root}")
 
     async def recover_after_crash(self) -> str:
         partials = await asyncio.to_thread(self.sweep_partials)

@@ -51,7 +51,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from . import s3_errors
-from .base import OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
+from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
 from .fileops import as_bytes
 from .s3_errors import is_not_found, retryable
 from .s3_transfer import Transfers, crc32c_b64
@@ -59,6 +59,7 @@ from .s3_transfer import Transfers, crc32c_b64
 log = logging.getLogger(__name__)
 
 MIB = 1 << 20
+LEASE_KEY = ".ckpt-emu.lease"  # tiers/s3_lease.py: never listed as an object
 
 
 _LOADER = None
@@ -161,6 +162,10 @@ class S3Tier(Transfers, Tier):
             _asyncio.run(tier.check())
         finally:
             _asyncio.run(tier.close())
+
+    def claim(self, holder) -> Claim:
+        from .s3_lease import S3Lease
+        return S3Lease(self, holder).acquire()
 
     async def recover_after_crash(self) -> str:
         count = await self.abort_stale_uploads()
@@ -345,7 +350,8 @@ class S3Tier(Transfers, Tier):
             paginator = self._client.get_paginator("list_objects_v2")
             keys = []
             for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
-                keys.extend(obj["Key"][len(self.prefix):] for obj in page.get("Contents", ()))
+                keys.extend(obj["Key"][len(self.prefix):] for obj in page.get("Contents", ())
+                            if obj["Key"] != self.prefix + LEASE_KEY)
             return keys
         return sorted(self._call(f"list {prefix or '(all)'}", pages))
 
