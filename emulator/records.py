@@ -72,6 +72,7 @@ class LoadRecord(Record):
     seconds: float = 0.0
     bytes: int = 0
     fallbacks: list = field(default_factory=list)  # "tier@step: reason"
+    error: str = ""  # why nothing was loaded
 
 
 @dataclass

@@ -101,6 +101,7 @@ def summarize_loads(ranks: list[dict]) -> dict:
         "fallbacks": fallbacks[:20],
         "fallback_count": len(fallbacks),
         "page_cache_dropped": all(r["page_cache_dropped"] for r in ranks) if n else False,
+        "errors": sorted({r["loads"][i].get("error", "") for r in ranks for i in range(n)} - {""})[:3],
     }
 
 
@@ -270,7 +271,7 @@ def _load_lines(results: dict) -> list[str]:
     if ld["fallback_count"]:
         lines.append(f"  fallbacks: {ld['fallback_count']} (e.g. {ld['fallbacks'][0]})")
     if not ld["ok"]:
-        lines.append("  LOAD FAILED: no complete checkpoint could be restored")
+        lines.append("  LOAD FAILED: " + (ld.get("errors") or ["no complete checkpoint could be restored"])[0])
     return lines
 
 

@@ -7,13 +7,15 @@ while it is read. The file is read once: ``torch.load(map_location="meta")``
 gives its structure and each tensor's offset (``_checkpoint_offset``), then one
 sequential pass through the tier's reader puts every tensor's bytes straight
 into the rank's staging buffers (same layout, pages already in use) and the
-CRC32C runs over every byte; only if it matches do the staging buffers become
-the live state (``RankState.adopt_staging``, a swap, not a copy). (A CRC pass,
+CRC32C runs over every byte; only once every rank has verified its file of
+the step do the staging buffers become the live state, on every rank at once
+(``RankState.adopt_staging``, a swap, not a copy). (A CRC pass,
 then ``torch.load(mmap)`` and a copy, was markedly slower and mapped the
 whole file into the process: +1 GiB peak RSS per GiB of state.) A missing,
 incomplete or corrupt copy falls back to the next tier; if any rank cannot
-load the step at all, every rank moves on to the previous step together, so
-ranks never restore different steps.
+load the step at all, every rank moves on to the previous step together; if
+no step is loadable on every rank, the load fails on all and no rank's live
+state changes, so ranks never end on different steps.
 
 Nothing a tier does can crash a restore or get loaded unverified: a tier that
 cannot be listed or read (an outage) is skipped like an incomplete copy, a
@@ -81,14 +83,24 @@ class Restorer:
         return sorted(union, reverse=True)
 
     def load(self) -> LoadRecord:
-        """Restore the newest loadable checkpoint into the live state (collective)."""
+        """Restore the newest checkpoint every rank can load into the live state (collective).
+
+        All or nothing: each rank reads and verifies a step into its staging buffers
+        only; the step becomes live on every rank once all ranks verified it, and if no
+        step is loadable on every rank, no rank's live state changes."""
         rec = LoadRecord(self.comm.rank, self.comm.node)
         start = time.perf_counter()
-        for step in self.candidate_steps():
+        candidates = self.candidate_steps()
+        for step in candidates:
             ok = self._try_step(step, rec)
             if self.comm.all_min(1.0 if ok else 0.0) == 1.0:
+                self.state.adopt_staging()  # every rank verified this step: all take it together
                 rec.ok, rec.step = True, step
                 break
+            self.manifest = None  # someone could not: nobody takes it
+        if not rec.ok:
+            rec.error = (f"no checkpoint is loadable on every rank ({len(candidates)} candidate step(s) tried); "
+                         "the live state is unchanged on every rank")
         rec.seconds = time.perf_counter() - start
         everyone = self.comm.all_gather((rec.seconds, rec.bytes))
         if rec.ok:
@@ -165,7 +177,8 @@ class Restorer:
         return scratch, partial(open, scratch, "rb"), scratch
 
     def _verify_into_staging(self, path, open_read, entry, step: int) -> str | None:
-        """Read the file into the staging buffers, verify size and CRC32C, then make it live."""
+        """Read the file into the staging buffers and verify size, CRC32C and layout; the live
+        state is not touched (``load`` adopts the staging buffers once every rank verified)."""
         try:  # structure and tensor offsets only, no data; trusted only once the bytes verify
             meta = torch.load(path, map_location="meta", weights_only=True)
             self._check_shapes(meta)
@@ -182,11 +195,9 @@ class Restorer:
             raise bad
         if meta.get("step") != step or meta.get("rank") != self.comm.rank:
             return "file belongs to another step or rank"
-        if spans is not None:
-            self.state.adopt_staging()  # verified: the staging buffers hold the checkpoint
-        else:  # a torch without storage offsets: load again, mapped, and copy
+        if spans is None:  # a torch without storage offsets: load again, mapped, into the staging buffers
             loaded = torch.load(path, mmap=True, weights_only=True)
-            self.state.restore_from(loaded)
+            self.state.fill_staging(loaded)
             del loaded
         return None
 

@@ -166,10 +166,10 @@ class RankState:
         """What torch.save writes: the staged tensors plus a little metadata."""
         return {"step": step, "rank": self.coords.rank, **self.staging}
 
-    def restore_from(self, loaded: dict) -> int:
-        """Copy a loaded checkpoint into the live tensors; returns bytes restored."""
+    def fill_staging(self, loaded: dict) -> int:
+        """Copy a loaded checkpoint into the staging buffers (``adopt_staging`` makes it live)."""
         n = 0
-        for g, ts in self.live.items():
+        for g, ts in self.staging.items():
             src = loaded[g]
             for k, t in ts.items():
                 t.copy_(src[k])
