@@ -164,7 +164,7 @@ class RankRun:
         tiers = [(n, t) for n, t in (("local", self.local), ("global", self.global_)) if t is not None]
         return Restorer(self.state, tiers, self.comm, scratch_dir=self.out.scratch,
                         metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1],
-                        meta=self.meta, tally=self.tally)
+                        meta=self.meta, tally=self.tally, policy=RetryPolicy.from_config(self.cfg.drain))
 
     def _recover(self):
         """After a torchrun restart: restore the newest complete checkpoint and continue from it."""

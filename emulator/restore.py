@@ -39,7 +39,7 @@ import torch
 from . import layout
 from .metrics import NULL_METRICS
 from .records import LoadRecord
-from .retry import describe_error
+from .retry import RetryPolicy, describe_error, retrying
 from .tally import Tally
 from .integrity import READ_CHUNK, crc_of_stream, format_crc
 
@@ -59,8 +59,10 @@ def drop_page_cache() -> bool:
 
 class Restorer:
     def __init__(self, state, tiers: list[tuple[str, object]], comm, *, scratch_dir: Path,
-                 metrics=NULL_METRICS, loop=None, mode: str = "async", meta: dict | None = None, tally: Tally | None = None):
+                 metrics=NULL_METRICS, loop=None, mode: str = "async", meta: dict | None = None,
+                 tally: Tally | None = None, policy: RetryPolicy | None = None):
         self.state, self.tiers, self.comm, self.mode = state, tiers, comm, mode
+        self.policy = policy or RetryPolicy(retries=0)  # the run's one retry policy for tier requests
         self.scratch_dir, self.metrics, self.loop = Path(scratch_dir), metrics, loop
         self.meta = meta or {}  # expected manifest meta (preset, scale, tp, ...); {} accepts any
         self.tally = tally or Tally(metrics)
@@ -70,11 +72,15 @@ class Restorer:
     def _run(self, coro):
         return self.loop.run(coro) if self.loop else asyncio.run(coro)
 
+    def _retried(self, what: str, make_coro):
+        """A tier request under the run's retry policy (transient errors only), then its result."""
+        return self._run(retrying(self.policy, what, make_coro))
+
     def candidate_steps(self) -> list[int]:
         mine = set()
         for _, tier in self.tiers:
             try:
-                mine |= set(self._run(layout.list_steps(tier))[0])
+                mine |= set(self._retried("list checkpoints", lambda t=tier: layout.list_steps(t))[0])
             except Exception:  # noqa: BLE001 - an unreachable tier offers nothing
                 self.tally.count("tier_error")
         union = set()
@@ -150,7 +156,7 @@ class Restorer:
     def _locate(self, tier, step: int):
         """(manifest, this rank's entry) of a complete checkpoint of this layout, or why not."""
         try:
-            manifest = self._run(layout.read_manifest(tier, step))
+            manifest = self._retried(f"manifest of step {step}", lambda: layout.read_manifest(tier, step))
         except Exception as exc:  # noqa: BLE001 - e.g. the global tier is down: fall back
             return f"tier unreadable: {describe_error(exc)}"
         if manifest is None:
@@ -173,7 +179,7 @@ class Restorer:
             return (path if path.is_file() else None), partial(tier.open_read, entry.key), None
         scratch = self.scratch_dir / f"restore-rank{self.comm.rank:05d}.pt"
         scratch.parent.mkdir(parents=True, exist_ok=True)
-        self._run(tier.get_file(entry.key, scratch))
+        self._retried(f"download of {entry.key}", lambda: tier.get_file(entry.key, scratch))
         return scratch, partial(open, scratch, "rb"), scratch
 
     def _verify_into_staging(self, path, open_read, entry, step: int) -> str | None:

@@ -38,7 +38,7 @@ def transient(exc: BaseException) -> bool:
         return False
     if isinstance(exc, OSError) and exc.errno in PERMANENT_ERRNOS:
         return False
-    return True
+    return getattr(exc, "transient", True)  # a TierError says whether another try may succeed
 
 
 class Abandoned(Exception):

@@ -275,7 +275,7 @@ def _s3_tier(bucket, url):
     from tiers.s3 import S3Tier
     # one try per request: the proxy's outage reaches our retry loop instead of botocore's
     return S3Tier(bucket, endpoint_url=url, part_size=5 * MIB, max_concurrency=2,
-                  max_attempts=1, part_attempts=1, connect_timeout=2, read_timeout=10)
+                  connect_timeout=2, read_timeout=10)
 
 
 def _uploads(endpoint, bucket) -> list:

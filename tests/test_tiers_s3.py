@@ -19,7 +19,6 @@ def run(coro):
 
 def make(endpoint, bucket, **kw) -> S3Tier:
     kw.setdefault("part_size", 5 * MIB)
-    kw.setdefault("retry_backoff", 0.01)
     return S3Tier(bucket, endpoint_url=endpoint, **kw)
 
 
@@ -104,7 +103,7 @@ def test_failed_upload_is_aborted(tier, tmp_path):
         run(tier.put_file("big.bin", src))
     msg = str(err.value)
     assert "part 2 of 3" in msg and "aborted" in msg and "\n" not in msg
-    assert len(tries) == tier.part_attempts  # retried, then gave up
+    assert len(tries) == 1  # one request: retrying is the caller's one policy, not the tier's
     assert run(tier.list_multipart_uploads()) == []
     assert run(tier.size("big.bin")) is None
 
@@ -210,10 +209,15 @@ def test_endpoint_userinfo_not_in_describe():
     assert endpoint_text(tier.endpoint_url) == "http://127.0.0.1:9000"
 
 
-def test_transient_part_failure_is_retried(tier, tmp_path):
+def test_transient_part_failure_is_retried_by_the_drain(tier, tmp_path):
+    """The tier makes each request once; the drain's retry policy tries the file again."""
+    from emulator.drainer import Drainer
+    from emulator.layout import FileEntry
+    from emulator.retry import RetryPolicy
+    from tiers.directory import DirTier
     data = os.urandom(11 * MIB)
-    src = tmp_path / "big.bin"
-    src.write_bytes(data)
+    local = DirTier(tmp_path / "local")
+    run(local.put("big.bin", data))
     failures = []
 
     def fail_once(params, **_):
@@ -221,8 +225,10 @@ def test_transient_part_failure_is_retried(tier, tmp_path):
             failures.append(3)
             raise ConnectionResetError("injected: one-off reset")
     tier._client.meta.events.register("before-parameter-build.s3.UploadPart", fail_once)
-    run(tier.put_file("big.bin", src))
-    assert failures == [3] and run(tier.get("big.bin")) == data
+    result = run(Drainer(local, tier, policy=RetryPolicy(retries=2, backoff_s=0.01))
+                 .drain([FileEntry("big.bin", 0, len(data), "")]))
+    assert result.ok and result.retries == 1 and failures == [3] and run(tier.get("big.bin")) == data
+    assert run(tier.list_multipart_uploads()) == []  # the failed attempt's upload was aborted
 
 
 def test_make_tier_s3_with_emulation(s3_endpoint, s3_bucket):

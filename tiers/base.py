@@ -31,11 +31,21 @@ from typing import BinaryIO, Callable
 
 
 class TierError(Exception):
-    """A tier operation failed in a way the caller should report, not crash on."""
+    """A tier operation failed in a way the caller should report, not crash on.
+
+    ``transient``: whether trying again may succeed (a 5xx, a timeout, a reset) or not
+    (access denied, a missing bucket); the caller's retry policy reads it."""
+
+    def __init__(self, *args, transient: bool = True):
+        super().__init__(*args)
+        self.transient = transient
 
 
 class InvalidKey(TierError, ValueError):
     """A key that could escape the tier's namespace or is not a plain relative path."""
+
+    def __init__(self, *args):
+        super().__init__(*args, transient=False)
 
 
 class OptionError(ValueError):

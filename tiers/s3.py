@@ -34,10 +34,8 @@ import asyncio
 import concurrent.futures as cf
 import logging
 import os
-import random
 import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -179,7 +177,7 @@ class S3Tier(Transfers, Tier):
                  region: str | None = None, part_size: int = 64 * MIB, max_concurrency: int = 8,
                  client=None, *, single_get_threshold: int | None = None,
                  spool_dir: str | Path | None = None, checksum: str | None = "crc32c",
-                 part_attempts: int = 3, retry_backoff: float = 0.5, max_attempts: int = 5,
+                 max_attempts: int = 1,
                  connect_timeout: float = 10.0, read_timeout: float = 120.0):
         if part_size < 5 * MIB:
             raise TierError(f"s3 tier s3://{bucket}: part size must be at least 5 MiB (S3 limit)")
@@ -194,8 +192,6 @@ class S3Tier(Transfers, Tier):
         self.single_get_threshold = 4 * part_size if single_get_threshold is None else single_get_threshold
         self.spool_dir = str(spool_dir) if spool_dir is not None else None
         self.checksum = checksum
-        self.part_attempts = max(1, part_attempts)
-        self.retry_backoff = retry_backoff
         self._timeouts = (connect_timeout, read_timeout)
         self._session = None
         if client is None:
@@ -221,7 +217,9 @@ class S3Tier(Transfers, Tier):
         # resolve bucket.host names. Checksums: we send our own CRC32C, so botocore
         # need not hash every body with CRC32 too (and old servers reject that).
         cfg = Config(
-            retries={"total_max_attempts": max_attempts, "mode": "standard"},  # incl. the first try
+            # one attempt per request by default: the caller's retry policy (emulator.retry) is the
+            # only layer that retries, so a persistent 5xx costs (retries + 1) requests per part
+            retries={"total_max_attempts": max_attempts, "mode": "standard"},
             connect_timeout=self._timeouts[0], read_timeout=self._timeouts[1],
             max_pool_connections=self.max_concurrency + 16,
             s3={"addressing_style": "path"} if self.endpoint_url else None,
@@ -263,7 +261,7 @@ class S3Tier(Transfers, Tier):
         return s3_errors.reason(exc, self.endpoint_url, self._secrets())
 
     def _error(self, what: str, exc: BaseException) -> TierError:
-        return TierError(f"s3 tier {self.describe()}: {what}: {self._reason(exc)}")
+        return TierError(f"s3 tier {self.describe()}: {what}: {self._reason(exc)}", transient=retryable(exc))
 
     def _call(self, what: str, fn, /, *args, **kwargs):
         """Run one boto3 call, mapping failures to TierError (FileNotFoundError passes through)."""
@@ -273,23 +271,6 @@ class S3Tier(Transfers, Tier):
             raise
         except Exception as exc:  # noqa: BLE001 - boto3 and I/O failures become one clear line
             raise self._error(what, exc) from exc
-
-    def _retry(self, what: str, fn):
-        """Call ``fn`` up to ``part_attempts`` times with exponential backoff and jitter.
-
-        botocore already retries single requests; this covers what it cannot,
-        such as a body stream that breaks mid-transfer.
-        """
-        for attempt in range(1, self.part_attempts + 1):
-            try:
-                return fn()
-            except Exception as exc:  # noqa: BLE001 - classified below
-                if attempt == self.part_attempts or not retryable(exc):
-                    raise
-                delay = self.retry_backoff * 2 ** (attempt - 1) * (0.5 + random.random() / 2)
-                log.warning("s3 %s failed (attempt %d/%d, retrying in %.2fs): %s",
-                            what, attempt, self.part_attempts, delay, self._reason(exc))
-                time.sleep(delay)
 
     # ------------------------------------------------------------------ small objects
 

@@ -1,13 +1,15 @@
 """S3's bulk transfers: multipart uploads that always clean up, and whole or ranged downloads.
 
 A mixin of ``S3Tier`` (it uses the tier's ``_client``, ``bucket``, ``part_size``,
-``single_get_threshold``, ``checksum``, ``_pool_get``, ``_retry``, ``_call``,
+``single_get_threshold``, ``checksum``, ``_pool_get``, ``_call``,
 ``_get_object``, ``_head``, ``_put_bytes``, ``_reason``, ``_error``, ``_full`` and
 ``describe``), kept apart so each module stays one concern.
 
 Uploads: one PUT up to one part, else a multipart upload whose parts run on the
 tier's pool, each holding only its own bytes; any failure aborts the upload
-(no orphaned parts keep costing storage). Each body carries its CRC32C.
+(no orphaned parts keep costing storage). Each body carries its CRC32C. Every
+request is made once: retrying a failed transfer is the caller's one retry
+policy (``emulator.retry``), so requests never multiply across layers.
 Downloads: one GET up to ``single_get_threshold``, else parallel ranged GETs
 written in place with ``pwrite``; ``IfMatch`` pins every range to the version
 that was sized, so a replaced object fails instead of mixing versions.
@@ -27,6 +29,11 @@ import crc32c
 from .base import TierError
 from .fileops import make_dirs, partial_path, publish
 from .s3_errors import Cancelled as _Cancelled
+from .s3_errors import retryable
+
+
+def _transient(exc: BaseException) -> bool:
+    return exc.transient if isinstance(exc, TierError) else retryable(exc)
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +95,8 @@ class Transfers:
                 if fut.exception() is not None:
                     raise _PartFailed(futures[fut], len(futures), fut.exception())
             parts = sorted((f.result() for f in futures), key=lambda p: p["PartNumber"])
-            self._call(f"upload {key}", self._retry, "complete upload",
-                       lambda: self._client.complete_multipart_upload(
-                           Bucket=self.bucket, Key=full, UploadId=upload_id,
-                           MultipartUpload={"Parts": parts}))
+            self._call(f"upload {key}", self._client.complete_multipart_upload,
+                       Bucket=self.bucket, Key=full, UploadId=upload_id, MultipartUpload={"Parts": parts})
         except BaseException as exc:
             cancel.set()
             for fut in futures:
@@ -103,11 +108,12 @@ class Transfers:
             note = "upload aborted" if aborted else "abort failed too: run abort_stale_uploads()"
             if isinstance(exc, _PartFailed):
                 raise TierError(f"s3 tier {self.describe()}: upload of {key} failed on part "
-                                f"{exc.number} of {exc.total}: {self._reason(exc.cause)}; {note}") from exc.cause
+                                f"{exc.number} of {exc.total}: {self._reason(exc.cause)}; {note}",
+                                transient=_transient(exc.cause)) from exc.cause
             if isinstance(exc, TierError):
-                raise TierError(f"{exc}; {note}") from exc
+                raise TierError(f"{exc}; {note}", transient=exc.transient) from exc
             raise TierError(f"s3 tier {self.describe()}: upload of {key} failed: "
-                            f"{self._reason(exc)}; {note}") from exc
+                            f"{self._reason(exc)}; {note}", transient=_transient(exc)) from exc
 
     def _upload_part(self, read_part, full: str, upload_id: str, number: int, offset: int,
                      length: int, cancel: threading.Event) -> dict:
@@ -121,7 +127,7 @@ class Transfers:
             resp = self._client.upload_part(Bucket=self.bucket, Key=full, UploadId=upload_id,
                                             PartNumber=number, Body=data, **extra)
             return {"PartNumber": number, "ETag": resp["ETag"], **extra}
-        return self._retry(f"part {number}", once)
+        return once()
 
     def _abort_upload(self, full: str, upload_id: str) -> bool:
         try:
@@ -141,7 +147,7 @@ class Transfers:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             if size <= self.single_get_threshold:
-                self._retry(f"get {key}", lambda: self._get_range(fd, full, key, 0, size, etag))
+                self._get_range(fd, full, key, 0, size, etag)
             else:
                 self._ranged_download(fd, full, key, size, etag)
             publish(tmp, dest, fd)
@@ -163,8 +169,7 @@ class Transfers:
         def fetch(off: int, length: int):
             if cancel.is_set():
                 raise _Cancelled()
-            return self._retry(f"range {off}-{off + length - 1} of {key}",
-                               lambda: self._get_range(fd, full, key, off, length, etag, ranged=True))
+            return self._get_range(fd, full, key, off, length, etag, ranged=True)
         pool = self._pool_get()
         futures = [pool.submit(fetch, off, min(self.part_size, size - off))
                    for off in range(0, size, self.part_size)]
