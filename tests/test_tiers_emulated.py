@@ -346,3 +346,34 @@ def test_capacity_shared_by_processes_on_one_storage(tmp_path):
     with rank1.open_write("b") as sink:
         sink.write(b"b" * 600_000)
     assert run(rank0.list()) == ["b"]
+
+
+class _CommitFails(MemoryTier):
+    """A backend whose next commit fails (a server that refuses the upload at the end)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fail_next = True
+
+    def open_write(self, key):
+        sink = super().open_write(key)
+        real_commit = sink.commit
+
+        def commit():
+            if self.fail_next:
+                self.fail_next = False
+                raise OSError(errno.EIO, "injected: commit refused")
+            real_commit()
+        sink.commit = commit
+        return sink
+
+
+def test_a_failed_commit_gives_its_capacity_back():
+    """Before, the reserved bytes leaked and the next write failed with a spurious ENOSPC."""
+    tier = EmulatedTier(_CommitFails(), capacity_bytes=MIB)
+    with pytest.raises(OSError, match="commit refused"):
+        with tier.open_write("a") as sink:
+            sink.write(b"x" * (MIB - 10))
+    with tier.open_write("b") as sink:  # the whole capacity is free again
+        sink.write(b"y" * (MIB - 10))
+    assert run(tier.list()) == ["b"]

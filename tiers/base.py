@@ -143,10 +143,14 @@ class Sink(abc.ABC):
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.commit()
-        else:
+        if exc_type is not None:
             self.abort()
+            return False
+        try:
+            self.commit()
+        except BaseException:
+            self.abort()  # a failed commit must not leave anything claimed or half-visible
+            raise
         return False
 
 
