@@ -65,6 +65,15 @@ def _first_error(log: Path) -> str | None:
     return None
 
 
+def _warnings(log: Path) -> list[str]:
+    """The ranks' ``ckpt-emu: warning:`` lines, each once, in order."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return list(dict.fromkeys(line for line in lines if line.startswith("ckpt-emu: warning:")))
+
+
 def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str = "") -> int:
     """Run torchrun, logging to the results folder's torchrun.log; returns its exit status."""
     from .ownership import JOB_ENV
@@ -97,6 +106,8 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str =
             if progress:
                 progress.close()
     rc = proc.returncode
+    for line in _warnings(log_path):  # what the ranks said the user should know
+        print(line, file=sys.stderr)
     if rc != 0:
         reason = _first_error(log_path) or f"a rank failed (exit status {rc})"
         raise UserError(f"{reason} (full log: {log_path})")

@@ -38,7 +38,7 @@ from .errors import UserError
 from .faults import Faults, restart_attempt
 from .node_failure import NodeFailure
 from .records import RankResult
-from .retry import RetryPolicy
+from .retry import RetryPolicy, describe_error
 from .tally import Tally
 
 
@@ -125,12 +125,20 @@ class RankRun:
         self.global_ = make_tier(tiers_cfg.global_, scope=_tier_scope(self.comm, self.out, "global"))
 
     def _recover_tiers(self) -> None:
-        """Node leaders clean up what a crashed run left on the tiers this run now owns."""
+        """Node leaders clean up what a crashed run left on the tiers this run now owns.
+
+        Best effort: a tier that refuses (e.g. no s3:ListBucketMultipartUploads permission
+        under a least-privilege policy) gets one warning line, and the run goes on."""
         if not self.comm.is_node_leader:
             return
-        for tier in (self.local, self.global_ if self.comm.rank == 0 else None):
-            if tier is not None:
+        for name, tier in (("local", self.local), ("global", self.global_ if self.comm.rank == 0 else None)):
+            if tier is None:
+                continue
+            try:
                 asyncio.run(tier.recover_after_crash())
+            except Exception as exc:  # noqa: BLE001 - clean-up must never stop a run
+                self.tally.count("tier_error")
+                _warn(f"tiers.{name}: clean-up of an earlier crash skipped: {describe_error(exc)}")
 
     def _clean_up_after_run(self) -> None:
         """End of run: e.g. abort multipart uploads a failed drain could not abort (server was down).
@@ -140,8 +148,9 @@ class RankRun:
         if self.comm.rank == 0:
             try:
                 self.ckpt.loop.run(self.global_.clean_up_after_run())
-            except Exception:  # noqa: BLE001 - the next run's start cleans up too
+            except Exception as exc:  # noqa: BLE001 - the next run's start cleans up too
                 self.tally.count("tier_error")
+                _warn(f"tiers.global: end-of-run clean-up skipped: {describe_error(exc)}")
 
     # ------------------------------------------------------------------ phases
 
@@ -239,6 +248,10 @@ class RankRun:
         except Exception:  # noqa: BLE001 - an audit must never fail a run
             self.tally.count("tier_error")
             return None
+
+
+def _warn(text: str) -> None:
+    print(f"ckpt-emu: warning: {' '.join(text.split())}", file=sys.stderr, flush=True)
 
 
 def _peak_rss_bytes() -> int:

@@ -202,6 +202,27 @@ def test_credentials_never_in_messages(s3_endpoint, monkeypatch, tmp_path):
         assert key_id not in text and secret not in text
 
 
+def test_an_error_that_echoes_the_credentials_is_scrubbed(s3_endpoint, s3_bucket, monkeypatch):
+    """Servers do echo credentials (an access key id in InvalidAccessKeyId, a canonical request in
+    SignatureDoesNotMatch): an error whose text holds both key id and secret reaches the user as ***."""
+    from httpfaults import Rule, S3FaultProxy
+    key_id, secret = "AKIAMARKERKEYID12345", "SeCrEtMaRkEr/abcdefghijklmnop"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    proxy = S3FaultProxy(s3_endpoint)
+    proxy.rules.append(Rule("PUT", None, 500, "InternalError",
+                            f"debug dump: access key {key_id} secret {secret} failed"))
+    try:
+        tier = S3Tier(s3_bucket, endpoint_url=proxy.url)
+        with pytest.raises(TierError) as err:
+            run(tier.put("k", b"x"))
+    finally:
+        proxy.close()
+    text = str(err.value)
+    assert "debug dump: access key *** secret *** failed" in text  # the message itself still helps
+    assert key_id not in text and secret not in text
+
+
 def test_endpoint_userinfo_not_in_describe():
     tier = S3Tier("bkt", endpoint_url="http://user:pa55word@127.0.0.1:9000")
     assert tier.describe() == "s3://bkt/ at 127.0.0.1:9000"
