@@ -100,6 +100,9 @@ class Checkpointer:
     tally: Tally = None
     #: where drains through a tier without files spool (None: the system's temporary folder)
     spool_dir: str | None = None
+    #: called as (record, "started") when a checkpoint begins and (record, "finished") once it is
+    #: over, success or not (from the pipeline's thread): records that survive a kill
+    on_record: object = None
     #: provenance written into manifests: the step ranges whose mutations the state holds
     first_step: int = 1
     lineage_base: list = field(default_factory=list)
@@ -124,6 +127,8 @@ class Checkpointer:
         start = time.time()
         self._seq += 1
         rec = CkptRecord(step, mode, self.comm.rank, self.comm.node, start, seq=self._seq)
+        if self.on_record is not None:
+            self.on_record(rec, "started")
         if self._inflight is not None:
             rec.missed = not self._inflight.done()
             inflight, self._inflight = self._inflight, None
@@ -192,6 +197,8 @@ class Checkpointer:
         rec.global_complete, rec.error = await self.commit_global(
             rec.step, rec.mode, [r.entry for r in receipts], errors, seq=rec.seq)
         rec.complete_s = time.time() - rec.start
+        if self.on_record is not None:
+            self.on_record(rec, "finished")
         # the checkpoint is done: a sync loop may go on while old ones are deleted
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(rec, receipt.key))
         if not rec.global_complete and not rec.skipped and self._stop_on_failure(rec.mode):

@@ -43,6 +43,7 @@ def prepare_out(out: Path, cfg_dict: dict) -> Path:
     for stale in outdir.OUTPUTS:
         (out / stale).unlink(missing_ok=True)
     shutil.rmtree(outdir.OutDir(out).shared_root, ignore_errors=True)
+    shutil.rmtree(outdir.OutDir(out).records_root, ignore_errors=True)  # a new run: its attempts start at 0
     path = out / outdir.CONFIG
     tmp = out / f".config.{uuid.uuid4().hex[:8]}.json"
     tmp.write_text(json.dumps(cfg_dict, indent=1))

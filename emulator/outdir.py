@@ -7,7 +7,9 @@ Visible files are the run's outputs; dot-folders are working state that the
 next run in the same place sweeps: ``.spool/node<N>`` (S3 upload and drain
 spools), ``.shared/<tier>`` (emulated bandwidth and capacity shared by the
 processes of a node or job), ``.metrics/node<N>`` (Prometheus multiprocess
-files), ``.scratch`` (restores from tiers without files).
+files), ``.scratch`` (restores from tiers without files), ``.records`` (each
+rank's checkpoint records, appended as they finish, one file per torchrun
+attempt, so results.json covers attempts that were killed).
 """
 from __future__ import annotations
 
@@ -52,3 +54,10 @@ class OutDir:
     @property
     def scratch(self) -> Path:
         return self.root / ".scratch"
+
+    @property
+    def records_root(self) -> Path:
+        return self.root / ".records"
+
+    def records(self, rank: int, attempt: int) -> Path:
+        return self.records_root / f"rank{rank:05d}.attempt{attempt}.jsonl"

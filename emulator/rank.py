@@ -84,7 +84,26 @@ class RankRun:
             drain_concurrency=cfg.drain.concurrency, drain_verify=cfg.drain.verify, metrics=self.metrics,
             meta=dict(self.meta), on_local_full=cfg.checkpoint.on_local_full, on_failure=cfg.drain.on_failure,
             policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally,
-            spool_dir=str(self.out.spool(self.comm.node)))
+            spool_dir=str(self.out.spool(self.comm.node)), on_record=self._keep_record)
+
+    def _keep_record(self, rec, event: str) -> None:
+        """Append a checkpoint's record, as it starts and once it is over, to this attempt's file:
+        what an attempt did survives a kill."""
+        path = self.out.records(self.comm.rank, self.attempt)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fh.write(json.dumps({"event": event, **rec.to_dict()}) + "\n")
+
+    def _earlier_attempts(self) -> list[dict]:
+        """This rank's records of the run's earlier torchrun attempts (killed ones included)."""
+        out = []
+        for attempt in range(self.attempt):
+            path = self.out.records(self.comm.rank, attempt)
+            lines = [json.loads(x) for x in (path.read_text().splitlines() if path.exists() else []) if x.strip()]
+            out.append({"attempt": attempt, "started": sum(x["event"] == "started" for x in lines),
+                        "records": [{k: v for k, v in x.items() if k != "event"}
+                                    for x in lines if x["event"] == "finished"]})
+        return out
 
     def _setup_metrics(self):
         """No port: the null object. A port: multiprocess mode, the node leader serves the node."""
@@ -238,7 +257,8 @@ class RankRun:
             resume=[r.to_dict() for r in self.resumed],
             recovery=self.recovery.to_dict() if self.recovery is not None else None,
             fault_counts=dict(self.tally.counts), content=self.state.content.describe(),
-            content_audit=content_audit, peak_rss_bytes=_peak_rss_bytes())
+            content_audit=content_audit, peak_rss_bytes=_peak_rss_bytes(),
+            earlier_attempts=self._earlier_attempts())
 
     def _audit_content(self) -> dict | None:
         from .content import audit_tiers

@@ -107,6 +107,7 @@ class RankResult(Record):
     content: dict
     content_audit: dict | None
     peak_rss_bytes: int
+    earlier_attempts: list = field(default_factory=list)  # [{attempt, records}] of killed attempts
 
     def to_dict(self) -> dict:
         d = asdict(self)

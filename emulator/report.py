@@ -157,6 +157,31 @@ def fault_summary(ranks: list[dict]) -> dict:
     }
 
 
+def attempts_summary(cfg, ranks: list[dict]) -> list[dict]:
+    """Every torchrun attempt of the run: each earlier (restarted) one from the records the
+    ranks kept as they went, and the last one; per-mode summaries of each."""
+    last = max((r.get("attempt", 0) for r in ranks), default=0)
+    out = []
+    for attempt in range(last + 1):
+        if attempt == last:
+            per_rank, started = ranks, None
+        else:
+            kept = [next((a for a in r.get("earlier_attempts", []) if a["attempt"] == attempt), {}) for r in ranks]
+            per_rank = [{**r, "modes": {}, "records": k.get("records", [])} for r, k in zip(ranks, kept)]
+            started = max((k.get("started", 0) for k in kept), default=0)
+        records = [x for r in per_rank for x in r["records"]]
+        finished = len({(x["mode"], x["step"]) for x in records})
+        out.append({
+            "attempt": attempt, "ended": "finished" if attempt == last else "restarted",
+            "checkpoints_started": finished if started is None else started,
+            "checkpoints": finished,
+            "complete_on_global": sorted({x["step"] for x in records if x["global_complete"]}),
+            "modes": {m: summarize_mode(m, per_rank) for m in cfg.checkpoint.modes
+                      if any(x["mode"] == m for x in records)},
+        })
+    return out
+
+
 def content_summary(ranks: list[dict]) -> dict:
     """How the bytes were made and what a sample of the written files shows."""
     from .content import summarize_audits
@@ -194,10 +219,11 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "stopped_early": any(r["stopped_early"] for r in ranks),
         "failure": ranks[0].get("failure"),
         "faults": fault_summary(ranks),
+        "attempts": attempts_summary(cfg, ranks),
         "content": content_summary(ranks),
         "memory": memory_summary(ranks),
         "timeline": timeline(ranks),
-        "per_rank": [{k: r[k] for k in ("rank", "node", "records", "loads")} for r in ranks],
+        "per_rank": [{k: r.get(k) for k in ("rank", "node", "records", "loads", "earlier_attempts")} for r in ranks],
     }
 
 
@@ -277,6 +303,9 @@ def _load_lines(results: dict) -> list[str]:
 
 def _fault_lines(results: dict) -> list[str]:
     fa, lines = results.get("faults") or {}, []
+    for a in (results.get("attempts") or [])[:-1]:
+        lines.append(f"attempt {a['attempt']}: restarted; {a['checkpoints_started']} checkpoint(s) started, "
+                     f"{a['checkpoints']} finished, {len(a['complete_on_global'])} complete on the global tier")
     if fa.get("counts"):
         lines.append("faults: " + ", ".join(f"{k} {v}" for k, v in fa["counts"].items()))
     if fa.get("local_full_files"):
