@@ -188,7 +188,9 @@ def bench_drain_s3(params: Params, wd: Path) -> dict:
     with MotoServer(wd / "moto.log") as server:
         boto = baselines.Boto3Upload(server.url, "bench")
         boto.client.create_bucket(Bucket="bench")
-        tier = S3Tier.from_options(S3Tier.Options(bucket="bench", endpoint_url=server.url), scope=TierScope())
+        # 16 MiB parts: the object moves as a real multipart upload (3 parts at the default 48 MiB)
+        tier = S3Tier.from_options(S3Tier.Options(bucket="bench", endpoint_url=server.url, part_size_mib=16),
+                                   scope=TierScope())
         loop = LoopThread("bench-s3")
         try:
             boto.tune(src, "tune.bin", quick=params.quick)
@@ -278,93 +280,11 @@ def bench_load(params: Params, wd: Path) -> dict:
 
 # --------------------------------------------------------------------------- async stall
 
-def bench_async_stall(params: Params, wd: Path) -> dict:
-    """Per round, on the same state: our async checkpoint's stall, our sync checkpoint's
-    stall, and dcp.async_save's stall (world size 1, gloo, in-process init)."""
-    import torch.distributed as dist
-    cfg, state = make_state(params)
-    ck, _, _ = make_checkpointer(cfg, state, wd)
-    dist.init_process_group("gloo", init_method=f"file://{wd}/pg.store", rank=0, world_size=1)
-    stager = None
-    recs = {"sync": [], "async": []}
-    dcp_async = []
-    try:
-        step = [0]
-
-        def ours(mode):
-            def run(i):
-                step[0] += 1
-                rec = ck.checkpoint(step[0], mode)
-                ck.finish()  # untimed: the next checkpoint comes after the drain (interval long enough)
-                if not rec.global_complete:
-                    raise RuntimeError(f"{mode} checkpoint incomplete: {rec.error}")
-                if i >= params.warmup:
-                    recs[mode].append(rec)
-                return rec.stall_s
-            return run
-
-        fns = {"async": ours("async"), "sync": ours("sync"),
-               "dcp": lambda i: baselines.dcp_async_save(state.live, wd / f"dcp{i}")["stall_s"]}
-        if not params.quick:
-            from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
-            stager = DefaultStager(StagingOptions(use_pinned_memory=False, use_shared_memory=False,
-                                                  use_async_staging=True, use_non_blocking_copy=False))
-
-            def dcp_staged(i):
-                r = baselines.dcp_async_save(state.live, wd / f"dcps{i}", stager)
-                if i >= params.warmup:
-                    dcp_async.append(r)
-                return r["stall_s"]
-            fns["dcp_async_staging"] = dcp_staged
-        rounds = run_rounds(params, fns)
-    finally:
-        if stager is not None:
-            stager.close()
-        ck.close()
-        dist.destroy_process_group()
-    a = [r["async"] for r in rounds]
-    s = [r["sync"] for r in rounds]
-    d = [r["dcp"] for r in rounds]
-    breakdown = {
-        "async_snapshot_s": median(r.snapshot_s for r in recs["async"]),
-        "sync_snapshot_s": median(r.snapshot_s for r in recs["sync"]),
-        "sync_local_write_s": median(r.local_write_s for r in recs["sync"]),
-        "sync_drain_s": median(r.drain_s for r in recs["sync"]),
-        "state_bytes": state.nbytes,
-    }
-    extra_dcp = {}
-    if dcp_async:
-        extra_dcp = {"dcp_async_staging": {
-            "stall_s": median(x["stall_s"] for x in dcp_async),
-            "staged_s": median(x["staged_s"] for x in dcp_async),
-            "total_s": median(x["total_s"] for x in dcp_async),
-            "note": "reused DefaultStager(use_async_staging=True): returns before the copy; "
-                    "the loop must not change the state until staged_s"}}
-    return {
-        "async_stall_vs_sync": result(
-            ratio_samples=[x / y for x, y in zip(a, s)], ours_samples=a, base_samples=s,
-            unit="s", target=0.05, better=LOWER,
-            ratio_is="stall ours/baseline (our async stall / our sync stall, same state)",
-            ours_is="Checkpointer.checkpoint(mode='async') stall: snapshot into staging buffers",
-            baseline_is="Checkpointer.checkpoint(mode='sync') stall: snapshot, local write, drain, manifests",
-            **breakdown),
-        "async_stall_vs_dcp": result(
-            ratio_samples=[x / y for x, y in zip(a, d)], ours_samples=a, base_samples=d,
-            unit="s", target=1.0, better=LOWER,
-            ratio_is="stall ours/baseline (our async stall / dcp.async_save's stall, same state dict)",
-            ours_is="Checkpointer.checkpoint(mode='async') stall",
-            baseline_is="torch.distributed.checkpoint.async_save(state, checkpoint_id=dir) "
-                        "(thread executor, default stager), time until it returns",
-            **breakdown, **extra_dcp),
-    }
-
-
 BENCHES = {
     "local_write": bench_local_write,
     "drain_dir": bench_drain_dir,
     "drain_s3": bench_drain_s3,
     "load": bench_load,
-    "async_stall": bench_async_stall,
 }
 
 

@@ -43,8 +43,8 @@ def write_config(folder: Path) -> Path:
     cfg = {
         "extends": "llama3-8b", "parallelism": {"ranks": 2},
         "run": {"scale": 0.0005, "out": str(folder / "out")},
-        "training": {"step_seconds": 0.1},
-        "checkpoint": {"interval_steps": 2, "saves": 10, "loads": 2, "keep": 2},
+        "training": {"step_seconds": 0.1 / 0.0005},  # full-size seconds: 0.1 s per step at this scale
+        "checkpoint": {"interval_steps": 2, "saves": 10, "loads": 2, "keep": 2, "baseline": False},
         "tiers": {"local": {"backend": "dir", "path": str(folder / "local" / "node{node}")},
                   "global": {"backend": "dir", "path": str(folder / "global")}},
     }

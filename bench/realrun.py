@@ -205,8 +205,8 @@ def bench_scaling(params: Params, wd: Path) -> dict:
         out = wd / f"ranks{n}"
         results, sampler = run_ckpt_emu(out, [
             "parallelism.subset=false", f"parallelism.ranks={n}", f"run.scale={scale!r}",
-            "training.step_seconds=0.05", "checkpoint.interval_steps=2", f"checkpoint.saves={saves}",
-            "checkpoint.loads=0", "checkpoint.modes=[sync]", "checkpoint.keep=1"])
+            f"training.step_seconds={0.05 / scale!r}", "checkpoint.interval_steps=2", f"checkpoint.saves={saves}",
+            "checkpoint.loads=0", "checkpoint.modes=[sync]", "checkpoint.keep=1", "checkpoint.baseline=false"])
         steps = list(_records(results, "sync").values())[params.warmup:]
         ours_agg = [sum(x["file_bytes"] for x in s) / max(x["local_write_s"] for x in s) for s in steps]
         ours_worst = [max(x["local_write_s"] for x in s) for s in steps]
@@ -301,8 +301,8 @@ def bench_footprint(params: Params, wd: Path) -> dict:
     saves = 2 if params.quick else 3
     results, sampler = run_ckpt_emu(wd / "run", [
         "parallelism.subset=false", "parallelism.ranks=1", f"run.scale={scale!r}",
-        "training.compute=sleep", f"training.step_seconds={step_s}", f"checkpoint.interval_steps={interval}",
-        f"checkpoint.saves={saves}", "checkpoint.loads=2", "checkpoint.modes=[sync,async]"])
+        "training.compute=sleep", f"training.step_seconds={step_s / scale!r}", f"checkpoint.interval_steps={interval}",
+        f"checkpoint.saves={saves}", "checkpoint.loads=2", "checkpoint.modes=[sync,async]", "checkpoint.baseline=false"])
     ranks = sampler.ranks()
     if 0 not in ranks:
         raise RuntimeError("the sampler never saw the rank process")
