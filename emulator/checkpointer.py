@@ -154,7 +154,9 @@ class Checkpointer:
         m = self.metrics
         m.observe_stall(rec.mode, rec.stall_s)
         m.add_stall_seconds(rec.mode, rec.stall_s)
-        m.observe_phase("snapshot", "local", rec.snapshot_s)  # host memory of this node
+        # the snapshot stages for the tier the file goes to first: the local one, or global without one
+        tier, name = (self.local, "local") if self.local is not None else (self.global_, "global")
+        m.observe_phase("snapshot", name, rec.snapshot_s, backend=tier.backend)
         if rec.missed:
             m.deadline_missed(rec.mode)
 
@@ -196,7 +198,11 @@ class Checkpointer:
             errors += await self._drain_node(rec, receipts, written=not errors)
         rec.global_complete, rec.error = await self.commit_global(
             rec.step, rec.mode, [r.entry for r in receipts], errors, seq=rec.seq)
-        rec.complete_s = time.time() - rec.start
+        now = time.time()
+        rec.complete_s = now - rec.start
+        if rec.global_complete:
+            rec.durable_at, rec.lag_s = now, now - (rec.start + rec.wait_s)
+            self.metrics.observe_durability_lag(rec.mode, rec.lag_s)
         if self.on_record is not None:
             self.on_record(rec, "finished")
         # the checkpoint is done: a sync loop may go on while old ones are deleted

@@ -91,8 +91,10 @@ class ParallelismConfig:
 
 @dataclass(frozen=True)
 class TrainingConfig:
-    #: emulated GPU compute time per training step
-    step_seconds: float = 0.2
+    #: the real job's time per training step, at full size: a run at ``run.scale`` sleeps
+    #: step_seconds x scale per step, so intervals shrink with the bytes and every ratio
+    #: (overhead, overlap, slowdown, misses) is the full-size design's
+    step_seconds: float = 50.0
     #: "sleep" (GPU work leaves the host CPU free) or "cpu" (burn a core, to study interference)
     compute: str = "sleep"
     #: steps per mode; None: interval_steps * saves. Ignored when --duration is given.
@@ -120,6 +122,9 @@ class CheckpointConfig:
     #: a rank whose local write fails with ENOSPC writes its file straight to the global
     #: tier ("global") or the checkpoint is skipped ("skip"); counted as local_full either way
     on_local_full: str = "global"
+    #: run the same steps without checkpoints first (mode "none"): the baseline that slowdown,
+    #: interference and goodput are measured against
+    baseline: bool = True
 
     def __post_init__(self):
         _check(self.interval_steps >= 1, "interval_steps", "must be >= 1")
@@ -253,6 +258,16 @@ class Config:
 
     def __post_init__(self):
         self.failures.check_against(self)
+
+    @property
+    def wall_step_seconds(self) -> float:
+        """What a run really waits per step: the full-size step time compressed by run.scale."""
+        return self.training.step_seconds * self.run.scale
+
+    @property
+    def run_modes(self) -> tuple:
+        """The modes a run goes through, in order: the no-checkpoint baseline first if enabled."""
+        return (("none",) if self.checkpoint.baseline else ()) + tuple(self.checkpoint.modes)
 
     @property
     def steps_per_mode(self) -> int:

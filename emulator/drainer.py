@@ -64,11 +64,12 @@ class Drainer:
         self.policy = policy or RetryPolicy()
         self.tally = tally or Tally()
         self.spool_dir = spool_dir
+        self.in_flight_since: float | None = None  # when the drain now in progress began
 
     async def drain(self, entries: list[FileEntry], after_file=None) -> DrainResult:
         """Copy and verify every entry; ``after_file()`` runs after each file (fault injection)."""
         total = sum(e.size for e in entries)
-        start = time.time()
+        start = self.in_flight_since = time.time()
         self.metrics.drain_started(total)
         sem = asyncio.Semaphore(self.concurrency)
         result = DrainResult(self.node, True, start, start, files=len(entries))
@@ -103,6 +104,7 @@ class Drainer:
             if result.abandoned:
                 self.tally.count("drain_abandoned")
         result.end = time.time()
+        self.in_flight_since = None
         if not result.ok:
             self.metrics.drain_progress(total - result.bytes)
         self.metrics.drain_finished(result.seconds, ok=result.ok)

@@ -223,7 +223,7 @@ class RankRun:
     def _train(self, step: int) -> None:
         from .training import ModeLoop
         loop = ModeLoop(self.cfg, self.state, self.ckpt, self.comm, self.metrics, self.out, self.node_failure)
-        modes = list(self.cfg.checkpoint.modes)
+        modes = list(self.cfg.run_modes)  # the no-checkpoint baseline first, if enabled
         budget = self.duration / len(modes) if self.duration else None
         for mode in modes:
             if self.node_failed or self._stop_requested():

@@ -60,6 +60,11 @@ class CkptRecord(Record):
     skipped: bool = False  # some rank's local tier was full and on_local_full is skip
     drain_retries: int = 0
     abandoned: bool = False
+    #: durability lag: from the snapshot until the checkpoint was complete on the global tier
+    #: (local write + drain + manifest, plus any wait in between); 0 if it never was
+    lag_s: float = 0.0
+    #: unix time it became complete on the global tier (0: never)
+    durable_at: float = 0.0
 
 
 @dataclass

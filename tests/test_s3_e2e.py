@@ -179,8 +179,9 @@ def test_design_nvme_s3_restores_from_s3_after_local_loss(s3_endpoint, tmp_path)
         f"tiers.global.bucket={bucket}", f"tiers.global.endpoint_url={s3_endpoint}",
         f"tiers.global.prefix={prefix}", "tiers.global.part_size_mib=5",
         f"tiers.local.path={tmp_path}/nvme/node{{node}}", f"run.out={tmp_path}/out",
-        f"parallelism.ranks={RANKS}", "run.scale=0.0005", "training.step_seconds=0.05",
+        f"parallelism.ranks={RANKS}", "run.scale=0.0005", "training.step_seconds=100",  # 0.05 s here
         "checkpoint.interval_steps=2", "checkpoint.saves=3", "checkpoint.loads=2", "checkpoint.modes=[sync]",
+        "checkpoint.baseline=false",
     ]
     args = ["run", "design-nvme-s3", "--quiet", "--lose-local-after", "2"]
     for o in overrides:
