@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 from . import baselines
-from .common import (GIB, HIGHER, LOWER, MIB, Params, drop_page_cache, median, probe_drop_cache, remove,
-                     result, run_pairs, run_rounds, warm_file)
+from .common import (GIB, HIGHER, MIB, Params, drop_page_cache, probe_drop_cache, remove, result, run_pairs,
+                     warm_file)
 
 PRESET = "llama3-8b"
 
@@ -170,11 +170,31 @@ def bench_drain_dir(params: Params, wd: Path) -> dict:
 
 # --------------------------------------------------------------------------- drain to S3
 
+def _s3_sides(loop, tier, boto, src: Path, nbytes: int):
+    """One upload of the object by our tier and by boto3's upload_file, each deleted after."""
+    import time
+
+    def ours(i):
+        key = f"ours-{i}.bin"
+        t = time.perf_counter()
+        loop.run(tier.put_file(key, src))
+        dt = time.perf_counter() - t
+        size = loop.run(tier.size(key))
+        assert size == nbytes, (size, nbytes)
+        boto.delete(key)
+        return dt
+
+    def base(i):
+        key = f"boto3-{i}.bin"
+        dt = boto.upload(src, key)
+        boto.delete(key)
+        return dt
+    return ours, base
+
+
 def bench_drain_s3(params: Params, wd: Path) -> dict:
     """S3Tier.put_file with the product's default tier settings vs boto3's upload_file
     with its best TransferConfig, same moto server (fresh, own process), same object."""
-    import time
-
     from emulator.loop import LoopThread
     from tiers.base import TierScope
     from tiers.s3 import S3Tier
@@ -194,23 +214,7 @@ def bench_drain_s3(params: Params, wd: Path) -> dict:
         loop = LoopThread("bench-s3")
         try:
             boto.tune(src, "tune.bin", quick=params.quick)
-
-            def ours(i):
-                key = f"ours-{i}.bin"
-                t = time.perf_counter()
-                loop.run(tier.put_file(key, src))
-                dt = time.perf_counter() - t
-                size = loop.run(tier.size(key))
-                assert size == nbytes, (size, nbytes)
-                boto.delete(key)
-                return dt
-
-            def base(i):
-                key = f"boto3-{i}.bin"
-                dt = boto.upload(src, key)
-                boto.delete(key)
-                return dt
-
+            ours, base = _s3_sides(loop, tier, boto, src, nbytes)
             pairs = run_pairs(params, ours, base)
             moto_rss = server.rss_bytes()
         finally:
