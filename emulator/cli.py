@@ -48,6 +48,8 @@ def _load(args):
         overrides.append(f"metrics.port={args.metrics_port}")
     if getattr(args, "metrics_addr", None):
         overrides.append(f"metrics.addr={args.metrics_addr}")
+    if getattr(args, "phase", None):
+        overrides.append(f"checkpoint.phase={args.phase}")
     if getattr(args, "lose_local_after", None) is not None:
         overrides.append(f"failures.lose_local_after={args.lose_local_after}")
     return load_config(args.config, overrides)
@@ -140,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no live progress display (the summary is still printed)")
     run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (node N: port+N)")
     run.add_argument("--metrics-addr", help="address to bind the metrics endpoint (default 127.0.0.1)")
+    run.add_argument("--phase", choices=("write", "read", "both"),
+                     help="checkpoint.protocol mlperf: run only the writes or only the reads (checkpoint.phase)")
     run.add_argument("--lose-local-after", type=int, metavar="N",
                      help="emulate losing the node-local tier after checkpoint N")
     from .faults import kill_override

@@ -23,6 +23,8 @@ TIMELINE = "timeline.png"
 LOG = "torchrun.log"        # everything the ranks printed
 STOP = "stop"               # created by the CLI on Ctrl-C; rank 0 polls it every step
 STATUS = "status.json"      # rank 0's progress, for the live display
+DLIO = "dlio"               # mlperf protocol: the DLIO-compatible results folder
+MLPERF_WRITE = "mlperf-write.json"  # mlperf protocol: when the write phase ended (kept for the read phase)
 
 #: outputs of a previous run, removed before a new one starts
 OUTPUTS = (STOP, STATUS, RESULTS, REPORT, TIMELINE)
