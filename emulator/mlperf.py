@@ -248,6 +248,7 @@ class MlperfRank:
 
     def _check_readable(self) -> None:
         """Every rank agrees before timing that each checkpoint to read is there."""
+        self.comm.barrier()  # every rank's writes (and drains) are done
         tier, _ = self._read_tier()
         missing = None
         for i in range(1, self.cfg.checkpoint.loads + 1):
