@@ -1,4 +1,4 @@
-"""``ckpt-emu``: run the emulator, print sizes, plan intervals.
+"""``ckpt-emu``: run the emulator, print sizes, plan intervals, compare runs.
 
 Every failure the user can cause ends as one line ``ckpt-emu: error: ...``
 and exit status 2; nothing is written before the config and the tiers have
@@ -123,6 +123,16 @@ def cmd_tune(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from .compare import compare
+    runs, text = compare(args.paths)
+    if args.json:
+        print(json.dumps([{"label": r.label, "kind": r.kind, **r.rows} for r in runs], indent=1))
+    else:
+        print(text, end="")
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
@@ -160,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     common(sizes)
     sizes.add_argument("--json", action="store_true", help="one JSON object")
     sizes.set_defaults(func=cmd_sizes)
+
+    comp = sub.add_parser("compare", help="runs side by side: ours (results.json) and DLIO's (summary.json)")
+    comp.add_argument("paths", nargs="+", metavar="PATH",
+                      help="a results folder (ours or DLIO's), its results.json/summary.json, or a folder of DLIO runs")
+    comp.add_argument("--json", action="store_true", help="the runs' rows as JSON")
+    comp.set_defaults(func=cmd_compare)
 
     from .plan_cli import add_plan_parser
     add_plan_parser(sub)

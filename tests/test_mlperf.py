@@ -318,3 +318,65 @@ def test_figures_by_hand_when_rank_0_finishes_early():
     assert math.isclose(save["corrected"]["gib_s_mean"], 0.5)       # 2 GiB over 4 s, first start to last end
     assert math.isclose(save["corrected"]["duration_mean_s"], 4.0)  # the slowest rank
     assert math.isclose(save["exact_over_corrected"], 4.0)
+
+
+# --------------------------------------------------------------------------- compare
+
+def dlio_folder(path: Path, *, save: float, load, size: float = 104.7, procs: int = 8, hosts: int = 1) -> Path:
+    """A DLIO results folder as DLIO writes it (its keys; bare NaN where it has no figure)."""
+    path.mkdir(parents=True)
+    metric = {"save_checkpoint_io_mean_GB_per_second": save, "save_checkpoint_io_stdev_GB_per_second": 0.1,
+              "save_checkpoint_duration_mean_seconds": size / save, "save_checkpoint_duration_stdev_seconds": 0.5,
+              "load_checkpoint_io_mean_GB_per_second": load, "load_checkpoint_io_stdev_GB_per_second": 0.1,
+              "load_checkpoint_duration_mean_seconds": size / load if load == load else load,
+              "load_checkpoint_duration_stdev_seconds": 0.5, "checkpoint_size_GB": size}
+    summ = {"start": "2025-06-01T10:00:00.000000", "end": "2025-06-01T10:20:00.000000", "num_accelerators": procs,
+            "num_hosts": hosts, "hostname": "client1", "host_cpu_count": [64] * hosts, "host_processor_name": "x86_64",
+            "host_memory_GB": [512.0] * hosts, "potential_caching": [0] * hosts, "host_cpuinfo": {}, "host_meminfo": {},
+            "data_size_per_host_GB": 0.0, "num_files_train": 8, "num_files_eval": 0, "num_samples_per_file": 1,
+            "epochs": 0, "metric": metric}
+    (path / "summary.json").write_text(json.dumps(summ, indent=4))  # NaN stays NaN, as in DLIO
+    return path
+
+
+@pytest.fixture(scope="module")
+def our_runs(tmp_path_factory):
+    """An MLPerf-protocol run and an emulator run, 2 ranks each."""
+    m, e = tmp_path_factory.mktemp("mlperf2"), tmp_path_factory.mktemp("emulator2")
+    ckpt_emu("run", mlperf_config(m, ranks=2), "--quiet", check=True)
+    ckpt_emu("run", small_config(e, ranks=2), "--quiet", check=True)
+    return m / "out", e / "out"
+
+
+def test_compare_dlio_and_our_runs(tmp_path, our_runs):
+    mlperf_out, emu_out = our_runs
+    a = dlio_folder(tmp_path / "vendor-a", save=20.0, load=40.0)
+    sub = tmp_path / "submission" / "results" / "sysB" / "checkpointing" / "llama3-8b"
+    dlio_folder(sub / "20250601_100000", save=10.0, load=float("nan"))  # a write-only DLIO run
+    proc = ckpt_emu("compare", a, tmp_path / "submission", mlperf_out, emu_out / "results.json")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "[1] dlio" in out and "[3] ours (mlperf)" in out and "[4] ours (emulator)" in out
+    assert re.search(r"^save GiB/s\s+20\s+10 \(x0\.500\)", out, re.M), out
+    assert "load GiB/s" not in out.split("ratios")[0]  # the submission's run has no load figure
+    assert "left out: load GiB/s, load duration s" in out
+    assert re.search(r"^processes\s+8\s+8 \(x1\.000\)\s+2 \(x0\.250\)\s+2 \(x0\.250\)", out, re.M), out
+    rows = json.loads(ckpt_emu("compare", mlperf_out, "--json", check=True).stdout)
+    res = strict_json(mlperf_out / "results.json")
+    assert rows[0]["save_gib_s"] == res["figures"]["save"]["dlio_exact"]["gib_s_mean"]
+    assert rows[0]["size_gib"] == strict_json(mlperf_out / "dlio" / "summary.json")["metric"]["checkpoint_size_GB"]
+
+
+@pytest.mark.parametrize("make, msg", [
+    (lambda p: p / "absent", "no such file or folder"),
+    (lambda p: (p / "empty").mkdir() or p / "empty", "no results.json (ours) or summary.json (DLIO)"),
+    (lambda p: (p / "x.json").write_text('{"hello": 1}') and p / "x.json", "neither our results.json nor DLIO"),
+    (lambda p: (p / "summary.json").write_text("{not json") and p / "summary.json", "not valid JSON"),
+    (lambda p: (p / "summary.json").write_text('{"metric": {}}') and p / "summary.json",
+     "without checkpoint figures"),
+])
+def test_compare_bad_input_is_one_line(tmp_path, make, msg):
+    proc = ckpt_emu("compare", make(tmp_path))
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and msg in lines[0], proc.stderr
