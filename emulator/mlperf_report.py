@@ -104,7 +104,7 @@ def write_outputs(cfg, ranks: list[dict], out: Path) -> dict:
     """Rank 0 after the gather: the DLIO folder, results.json, report.txt, the write-end mark."""
     out = Path(out)
     phase = cfg.checkpoint.phase
-    folder = out / outdir.DLIO
+    folder = out / outdir.dlio_folder(phase)
     write_folder(folder, ranks, phase=phase, run=out.name, model=cfg.model.name)
     res = {"protocol": "mlperf", "phase": phase, "preset": cfg.model.name, "scale": cfg.run.scale,
            "storage": ranks[0]["storage"], "figures": figures(ranks), "rule_30s": rule_30s(out, ranks, phase),
