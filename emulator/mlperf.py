@@ -195,6 +195,7 @@ class MlperfRank:
         self.local, self.global_ = build_tiers(cfg, comm, out)
         from .ownership import claim_tiers
         self.claims = claim_tiers(comm, self.out, self.local, self.global_)
+        self._recover_tiers()
         self.files = rank_files(cfg, comm.rank)
         self.tensors = {s.name: torch.empty(s.shape, dtype=s.dtype) for f in self.files for s in f.specs}
         self.content = Content(list(self.tensors.values()), seed=cfg.run.seed, rank=comm.rank,
@@ -202,6 +203,15 @@ class MlperfRank:
         self.content.fill()
         self.src = shifted_rank(comm.rank, comm.local_world_size, comm.world_size)
         self.src_files = rank_files(cfg, self.src)
+
+    def _recover_tiers(self) -> None:
+        """What a killed run left (partial files, uploads) goes first: node leaders their local
+        tier, rank 0 the global one; the others wait."""
+        if self.comm.is_node_leader and self.local is not None:
+            asyncio.run(self.local.recover_after_crash())
+        if self.comm.rank == 0:
+            asyncio.run(self.global_.recover_after_crash())
+        self.comm.barrier()
 
     @property
     def tensor_bytes(self) -> int:
