@@ -126,14 +126,29 @@ def save_files(tier, step: int, files: list[RankFile], tensors: dict) -> int:
     return total
 
 
+def _seekable(fh) -> bool:
+    try:
+        return bool(fh.seekable())
+    except (AttributeError, OSError):
+        return False
+
+
 def load_files(tier, step: int, files: list[RankFile]) -> int:
-    """Read each file whole and ``torch.load`` it, as DLIO does; returns the bytes read."""
+    """``torch.load`` each file whole, as DLIO does; returns the bytes read. A seekable reader
+    is loaded from directly (through the tier, so emulated read rates apply, and no second
+    in-memory copy of a multi-GiB file); others are read whole first."""
     total = 0
     for f in files:
-        with tier.open_read(file_key(step, f)) as fh:
-            data = fh.read()
-        total += len(data)
-        loaded = torch.load(io.BytesIO(data), weights_only=True)
+        key = file_key(step, f)
+        with tier.open_read(key) as fh:
+            if _seekable(fh):
+                loaded = torch.load(fh, weights_only=True)
+                total += fh.seek(0, os.SEEK_END)
+            else:
+                data = fh.read()
+                total += len(data)
+                loaded = torch.load(io.BytesIO(data), weights_only=True)
+                del data
         if len(loaded) != len(f.specs):
             raise UserError(f"{file_key(step, f)}: holds {len(loaded)} tensors, expected {len(f.specs)}")
     return total

@@ -382,3 +382,27 @@ def test_compare_bad_input_is_one_line(tmp_path, make, msg):
     assert proc.returncode == 2 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and msg in lines[0], proc.stderr
+
+
+def test_a_read_keeps_no_second_copy_of_the_file_in_memory(tmp_path):
+    """At full size a rank file is several GiB: reading it whole before ``torch.load`` would
+    double the reader's memory. Python-side allocations stay far below the file's size."""
+    import tracemalloc
+
+    import torch
+
+    from emulator import mlperf
+    from tiers.directory import DirTier
+
+    tier = DirTier(tmp_path / "t")
+    specs = tuple(type("Spec", (), {"name": f"t{i}"})() for i in range(4))
+    f = mlperf.RankFile("f.pt", specs)
+    mlperf.save_files(tier, 1, [f], {s.name: torch.ones(8 << 20) for s in specs})  # 4 x 32 MiB
+    tracemalloc.start()
+    try:
+        nbytes = mlperf.load_files(tier, 1, [f])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert nbytes > 128 << 20
+    assert peak < nbytes / 8, peak
