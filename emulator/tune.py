@@ -41,9 +41,11 @@ def _run(cfg, out: Path, *, modes: list[str], saves: int, interval_steps: int) -
 
 
 def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_seconds: float = 20.0,
-         measure_checkpoints: int = 3, overlap_target: float = 0.10) -> dict:
+         measure_checkpoints: int = 3, overlap_target: float = 0.10, nodes: int | None = None) -> dict:
+    from .simulation import recommend as sim
     if accelerators < 1:
         raise UserError("--accelerators: must be >= 1")
+    sim.check_nodes(accelerators, nodes)
     if confirm_seconds <= 0 or measure_checkpoints < 1:
         raise UserError("--confirm-seconds must be > 0 and --measure-checkpoints >= 1")
     step_s = cfg.training.step_seconds
@@ -66,6 +68,12 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
     goodput = {"sync": best["sync"].sync_goodput, "async": best["async"].async_goodput}
     mode = "async" if cfg.tiers.local is not None and goodput["async"] >= goodput["sync"] else "sync"
     interval = best[mode].interval_s
+    simulated = None
+    if sim.needs_simulation(nodes):  # more nodes than one machine emulates: queueing on the global tier
+        simulated = sim.recommend(cfg, str(base / "tune-measure" / "results.json"), accelerators=accelerators,
+                                  nodes=nodes, mttf_hours=mttf_hours)
+        mode, interval = simulated["mode"], simulated["interval_s"]
+        goodput = {m: v["goodput"] for m, v in simulated["per_mode"].items()}
 
     checks = max(3, measure_checkpoints)
     compression = min(1.0, confirm_seconds / (interval * checks))
@@ -86,7 +94,8 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
         },
         "recommended": {
             "mode": mode, "interval_s": interval, "goodput": goodput[mode],
-            "goodput_other_mode": goodput["sync" if mode == "async" else "async"],
+            "goodput_other_mode": goodput.get("sync" if mode == "async" else "async", math.nan),
+            "source": "simulator" if simulated else "planner", "simulation": simulated,
             "young_s": plan.young_interval_s, "daly_s": plan.daly_interval_s,
         },
         "confirmation": {
@@ -124,6 +133,8 @@ def format_tune(r: dict) -> str:
         f"  recommended: {rec['mode']} every {_s(rec['interval_s'])} (goodput {rec['goodput'] * 100:.2f} %, "
         f"other mode at its best {rec['goodput_other_mode'] * 100:.2f} %; Young {_s(rec['young_s'])}, "
         f"Daly {_s(rec['daly_s'])})",
+        *([f"    by simulation: {rec['simulation']['nodes']:,} nodes, each writing what the measured one did, "
+           f"{rec['simulation']['days_simulated']:.0f} days per interval tried"] if rec.get("simulation") else []),
         f"  confirmation run: every {_s(c['interval_s'])} ({c['interval_steps']} steps"
         + (f", time-compressed x{c['compression']:.3g}" if c["compression"] < 1 else "") + f"), "
         f"{c['checkpoints']} checkpoints",

@@ -33,6 +33,7 @@ class RunRecord:
     step: int
     rank: int
     node: int
+    stall_s: float
     wait_s: float
     snapshot_s: float
     local_write_s: float
@@ -40,6 +41,7 @@ class RunRecord:
     complete_s: float
     file_bytes: int
     written_to: str
+    missed: bool
     ok: bool
 
 
@@ -64,9 +66,9 @@ def read_results(path: str) -> RunFigures:
     ``emulate``), ``nodes``, ``ranks``, ``modes.<mode>.training_wall_s``,
     ``.stall_total_s`` and ``.steps``, ``load.recovery_mean_s_by_tier``, and
     every ``per_rank[].records[]``'s ``mode``, ``step``, ``rank``, ``node``,
-    ``wait_s``, ``snapshot_s``, ``local_write_s``, ``drain_s``,
-    ``complete_s``, ``file_bytes``, ``written_to``, ``global_complete`` and
-    ``error``. Durations are at the run's scale (``config.run.scale``).
+    ``stall_s``, ``wait_s``, ``snapshot_s``, ``local_write_s``, ``drain_s``,
+    ``complete_s``, ``file_bytes``, ``written_to``, ``missed``,
+    ``global_complete`` and ``error``. Durations are at the run's scale (``config.run.scale``).
     """
     where = f"--calibrate {path}"
     try:
@@ -77,10 +79,10 @@ def read_results(path: str) -> RunFigures:
         raise UserError(f"{where}: not a JSON file (give the results.json of a ckpt-emu run)") from None
     try:
         cfg = from_mapping(raw["config"])
-        records = [RunRecord(r["mode"], int(r["step"]), int(r["rank"]), int(r["node"]), float(r["wait_s"]),
-                             float(r["snapshot_s"]), float(r["local_write_s"]), float(r["drain_s"]),
-                             float(r["complete_s"]), int(r["file_bytes"]), str(r["written_to"]),
-                             bool(r["global_complete"]) and not r["error"])
+        records = [RunRecord(r["mode"], int(r["step"]), int(r["rank"]), int(r["node"]), float(r["stall_s"]),
+                             float(r["wait_s"]), float(r["snapshot_s"]), float(r["local_write_s"]),
+                             float(r["drain_s"]), float(r["complete_s"]), int(r["file_bytes"]),
+                             str(r["written_to"]), bool(r["missed"]), bool(r["global_complete"]) and not r["error"])
                    for pr in raw["per_rank"] for r in pr["records"]]
         steps = {m: (float(v["training_wall_s"]), float(v["stall_total_s"]), int(v["steps"]))
                  for m, v in raw["modes"].items()}
@@ -104,8 +106,10 @@ class Calibration:
     global_read_bps: float | None = None
     coord_pre_s: float = 0.0
     coord_post_s: float = 0.0
+    retention_request_s: float = 0.0  # measured per retention request beyond the configured latency
     step_s: dict = field(default_factory=dict)
     rank_file_bytes: list | None = None
+    nodes: int = 1
     scale: float = 1.0
     notes: list = field(default_factory=list)
 
@@ -123,14 +127,27 @@ def check_same_preset(cfg, fig: RunFigures) -> None:
 class _Steps:
     """The run's complete checkpoints, each as job-level figures (the slowest rank or node decides)."""
 
-    def __init__(self, fig: RunFigures):
+    def __init__(self, fig: RunFigures, mode: str | None = None):
         by_step = defaultdict(list)
         for r in fig.records:
             by_step[(r.mode, r.step)].append(r)
-        self.steps = [recs for recs in by_step.values() if all(r.ok for r in recs)]
-        if not self.steps:
+        steps = [recs for recs in by_step.values() if all(r.ok for r in recs)]
+        if not steps:
             raise UserError(f"--calibrate {fig.source}: the run has no complete checkpoint to calibrate from")
+        mine = [recs for recs in steps if recs[0].mode == mode]
+        self.steps, self.mode = (mine, mode) if mine else (steps, None)
         self.per_node = max(1, fig.ranks // max(1, fig.nodes))
+
+    @staticmethod
+    def staging(recs) -> float:
+        """The job's stall before the pipeline: async, the stall less any wait; sync, the snapshot."""
+        if recs[0].mode == "async":
+            return max(r.stall_s - r.wait_s for r in recs)
+        return max(r.snapshot_s for r in recs)
+
+    @staticmethod
+    def missed(recs) -> bool:
+        return any(r.missed for r in recs)
 
     def mean(self, fn, recs_filter=None) -> float | None:
         vals = [fn(recs) for recs in self.steps if recs_filter is None or recs_filter(recs)]
@@ -201,28 +218,38 @@ def _phase_rates(cal: Calibration, run, st: _Steps, sizes: dict, recovery: dict)
                   bytes_sharing(_shared_by(tier_cfg), kind="read", **kw), tier_cfg, "read", f"{tier} restore")
 
 
-def _coordination(cal: Calibration, run, st: _Steps) -> None:
-    """What a checkpoint took beyond its snapshot, transfers and manifests: collectives, the host."""
+def _coordination(cal: Calibration, run, st: _Steps, fig: RunFigures) -> None:
+    """What a checkpoint took beyond its staging, transfers and manifests (collectives, the host), and
+    how long the retention that a late checkpoint's pipeline waits for really took."""
+    from .design import retention_requests
     lat = (_latency(run.tiers.local) if run.tiers.local is not None else 0.0) + _latency(run.tiers.global_)
 
     def residual(recs) -> float:
         m = lambda a: _Steps.node_max(recs, a)  # noqa: E731
-        return m("complete_s") - m("wait_s") - m("snapshot_s") - m("local_write_s") - m("drain_s") - lat
-    sync = st.mean(residual, lambda recs: recs[0].mode == "sync")
-    res = sync if sync is not None else st.mean(residual, lambda recs: _Steps.node_max(recs, "wait_s") == 0)
-    res = max(0.0, res or 0.0)
+        return m("complete_s") - m("wait_s") - _Steps.staging(recs) - m("local_write_s") - m("drain_s") - lat
+    res = max(0.0, st.mean(residual, lambda recs: not _Steps.missed(recs)) or 0.0)
     cal.coord_pre_s = cal.coord_post_s = res / 2
     cal.notes.append(f"coordination: {res * 1000:.1f} ms per checkpoint beyond transfers and requests "
-                     f"(barrier, gathers, manifests' bytes; measured{' in sync mode' if sync is not None else ''}); "
-                     f"a fixed cost, not scaled")
+                     f"(barrier, gathers, manifests' bytes); a fixed cost, not scaled")
+    late = st.mean(residual, _Steps.missed)
+    if late is None:
+        return
+    g_req, l_req = retention_requests(run, st.per_node, fig.ranks, run.tiers.local is not None)
+    modeled = g_req * _latency(run.tiers.global_) + l_req * (_latency(run.tiers.local) if l_req else 0.0)
+    extra = max(0.0, late - res - modeled)
+    cal.retention_request_s = extra / max(1, g_req + l_req)
+    cal.notes.append(f"retention: late checkpoints waited {(late - res) * 1000:.1f} ms for the previous one's "
+                     f"({g_req + l_req} requests, {modeled * 1000:.1f} ms of configured latency): "
+                     f"{cal.retention_request_s * 1000:.2f} ms more per request, applied per request")
 
 
-def calibrate(cfg, fig: RunFigures) -> Calibration:
-    """Costs for simulating ``cfg`` from the run ``fig`` (same model, any tiers)."""
+def calibrate(cfg, fig: RunFigures, mode: str | None = None) -> Calibration:
+    """Costs for simulating ``cfg`` from the run ``fig`` (same model, any tiers); with ``mode``, from
+    that mode's checkpoints only when the run has some (each mode's own host behaviour)."""
     check_same_preset(cfg, fig)
     run = fig.config
-    st = _Steps(fig)
-    cal = Calibration(scale=run.run.scale)
+    st = _Steps(fig, mode)
+    cal = Calibration(scale=run.run.scale, nodes=fig.nodes)
     first = {}
     for recs in st.steps:
         for r in recs:
@@ -230,22 +257,24 @@ def calibrate(cfg, fig: RunFigures) -> Calibration:
     cal.rank_file_bytes = [first[r] for r in sorted(first)] if len(first) == fig.ranks else None
     files = list(first.values())
     sizes = {"file": max(files), "node": st.node_bytes(st.steps[0]), "job": sum(files)}
-    cal.notes.append(f"calibrated by {fig.source}: {fig.ranks} ranks on {fig.nodes} node(s) at run.scale "
-                     f"{run.run.scale:g} ({sizes['node'] / 2 ** 20:.2f} MiB per node per checkpoint, "
-                     f"{len(st.steps)} complete checkpoints); byte-proportional costs scale linearly with "
-                     f"the bytes simulated, requests and per-checkpoint costs do not")
-    snap = st.mean(lambda recs: _Steps.node_max(recs, "snapshot_s"))
-    if snap and snap > 0:
-        cal.snapshot_bps = sizes["file"] / snap
-        cal.notes.append(f"snapshot: {snap * 1000:.2f} ms for the largest rank's {sizes['file'] / 2 ** 20:.2f} "
-                         f"MiB -> {_gib(cal.snapshot_bps)} per rank (this host's memory copy)")
+    cal.notes.append(f"calibrated by {fig.source} ({st.mode or 'all'} checkpoints: {len(st.steps)}): "
+                     f"{fig.ranks} ranks on {fig.nodes} node(s) at run.scale {run.run.scale:g}, "
+                     f"{sizes['node'] / 2 ** 20:.2f} MiB per node per checkpoint; byte-proportional costs "
+                     f"scale linearly with the bytes simulated, requests and per-checkpoint costs do not")
+    stage = st.mean(_Steps.staging)
+    if stage and stage > 0:
+        cal.snapshot_bps = sizes["file"] / stage
+        cal.notes.append(f"staging (the stall before the pipeline): {stage * 1000:.2f} ms for the largest rank's "
+                         f"{sizes['file'] / 2 ** 20:.2f} MiB -> {_gib(cal.snapshot_bps)} per rank")
     _phase_rates(cal, run, st, sizes, fig.recovery_s)
-    _coordination(cal, run, st)
-    for mode, (wall, stall, steps) in fig.mode_steps.items():
+    _coordination(cal, run, st, fig)
+    for m, (wall, stall, steps) in fig.mode_steps.items():
         if steps:
-            cal.step_s[mode] = max(0.0, (wall - stall) / steps)
+            cal.step_s[m] = max(0.0, (wall - stall) / steps)
     return cal
 
 
-def load_calibration(cfg, path: str) -> Calibration:
-    return calibrate(cfg, read_results(path))
+def load_calibration(cfg, path: str, modes=("sync", "async")) -> dict:
+    """{mode: Calibration} for each of ``modes`` from one results.json."""
+    fig = read_results(path)
+    return {m: calibrate(cfg, fig, m) for m in modes}

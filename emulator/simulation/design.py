@@ -49,6 +49,8 @@ class Options:
     nodes: int
     accelerators_per_node: int = 8
     as_run: bool = False
+    #: every node writes what the emulated run's node wrote, at its scale (what ``tune`` measured)
+    replicate: bool = False
     snapshot_gib_s: float = DEFAULT_SNAPSHOT_GIB_S
     global_gib_s: float | None = None  # aggregate global write bandwidth (overrides the config)
     nic_gib_s: float | None = None     # per-node cap on global writes (overrides the config)
@@ -71,6 +73,7 @@ class Design:
     housekeeping_s: float = 0.0    # retention after a checkpoint (the next one waits for it)
     recovery_local_s: float = 0.0  # restore from the local tier (every node at once)
     recovery_global: tuple = ()    # per group: restore of one replaced node from global
+    recovery_global_all_s: float = 0.0  # every node restoring from global at once
     write_loads: dict = field(default_factory=dict)  # link bytes per node, per group: local/global
     sources: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
@@ -129,6 +132,17 @@ def as_run_groups(cfg, nodes: int, file_bytes: list | None = None) -> tuple:
     return tuple(NodeGroup(k, b, f, n) for (b, f, n), k in sorted(counts.items()))
 
 
+def replicated_groups(node_groups: tuple, nodes: int) -> tuple:
+    """``nodes`` nodes, each like one of the emulated run's nodes (in the run's proportions)."""
+    run_nodes = sum(g.nodes for g in node_groups)
+    out = [NodeGroup(max(1, round(g.nodes * nodes / run_nodes)), g.node_bytes, g.file_bytes, g.files)
+           for g in node_groups]
+    extra = nodes - sum(g.nodes for g in out)
+    last = out[-1]
+    out[-1] = NodeGroup(max(1, last.nodes + extra), last.node_bytes, last.file_bytes, last.files)
+    return tuple(out)
+
+
 # --------------------------------------------------------------------------- costs
 
 def _latency(tier_cfg) -> float:
@@ -160,12 +174,14 @@ def _shared_by(tier_cfg) -> str:
     return e.shared_by if e is not None else "none"
 
 
-def _recovery(tier_cfg, read_bps, groups, files: int, alone: bool) -> list:
+def _recovery(tier_cfg, read_bps, groups, files: int, alone: bool, nic_bps: float | None = None) -> list:
     """Seconds to restore each group's nodes from a tier: every node at once, or one node ``alone``."""
     if read_bps is None:
         return [0.0 for _ in groups]
     sb = _shared_by(tier_cfg)
     lim = limits(sb, read_bps, kind="read", files=files)
+    if nic_bps:
+        lim = LinkLimits(lim.aggregate_bps, nic_bps)
     active = 1 if alone else sum(g.nodes for g in groups)
     rate = lim.node_rate(active)
     lat = 2 * _latency(tier_cfg)  # manifest, then the file
@@ -179,15 +195,18 @@ def _override(lim: LinkLimits, opts: Options) -> LinkLimits:
     return LinkLimits(agg, node)
 
 
-def _housekeeping(cfg, design_files_per_node: int, world_files: int, local_lat: float, global_lat: float,
-                  local: bool) -> float:
-    """Retention after each checkpoint, one request at a time (emulator/layout.py apply_retention):
-    list, read the keep + 1 manifests, delete the oldest manifest, list its folder, delete each file."""
+def retention_requests(cfg, files_per_node: int, world_files: int, local: bool) -> tuple[int, int]:
+    """Requests of the retention after each checkpoint (emulator/layout.py apply_retention), global and
+    local: list, read the keep + 1 manifests, delete the oldest manifest, list its folder, delete each
+    file. Rank 0 does them one at a time, local first."""
     base = cfg.checkpoint.keep + 4
-    t = (base + world_files) * global_lat
-    if local:
-        t += (base + design_files_per_node) * local_lat
-    return t
+    return base + world_files, (base + files_per_node if local else 0)
+
+
+def _housekeeping(cfg, files_per_node: int, world_files: int, local_lat: float, global_lat: float,
+                  local: bool, per_request: float) -> float:
+    g, lo = retention_requests(cfg, files_per_node, world_files, local)
+    return g * (global_lat + per_request) + lo * (local_lat + per_request)
 
 
 def _local_fits(cfg, groups, scale: float, notes: list) -> bool:
@@ -219,6 +238,11 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
     scale = cfg.run.scale if opts.as_run else 1.0
     if opts.as_run:
         groups = as_run_groups(cfg, opts.nodes, cal.rank_file_bytes if cal is not None else None)
+    elif opts.replicate:
+        run_nodes = cal.nodes if cal is not None else 1
+        scale = cfg.run.scale
+        groups = replicated_groups(as_run_groups(cfg, run_nodes, cal.rank_file_bytes if cal is not None else None),
+                                   opts.nodes)
     else:
         groups = full_size_groups(cfg, opts.nodes, opts.accelerators_per_node)
     files = max(g.files for g in groups)
@@ -252,15 +276,17 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
         if r is None and (name == "global" or local):
             notes.append(f"{name} reads: no rate configured or measured; restores from it cost only the restart")
     world_files = sum(g.nodes * g.files for g in groups)
+    nic = opts.nic_gib_s * GIB if opts.nic_gib_s else None
     return Design(
         groups=groups, ranks_per_node=files, local=local, snapshot_bps=snapshot,
         local_write=local_write, global_write=global_write, drain=drain,
         local_latency_s=l_lat, global_latency_s=g_lat,
         drain_waves=math.ceil(files / cfg.drain.concurrency),
         coord_pre_s=c.coord_pre_s, coord_post_s=c.coord_post_s,
-        housekeeping_s=_housekeeping(cfg, files, world_files, l_lat, g_lat, local),
+        housekeeping_s=_housekeeping(cfg, files, world_files, l_lat, g_lat, local, c.retention_request_s),
         recovery_local_s=max(_recovery(t.local, local_read, groups, files, alone=False)) if local else 0.0,
-        recovery_global=tuple(_recovery(t.global_, global_read, groups, files, alone=True)),
+        recovery_global=tuple(_recovery(t.global_, global_read, groups, files, alone=True, nic_bps=nic)),
+        recovery_global_all_s=max(_recovery(t.global_, global_read, groups, files, alone=False, nic_bps=nic)),
         write_loads=loads, sources=sources, notes=notes)
 
 
@@ -274,6 +300,7 @@ class _NoCalibration:
     global_read_bps: float | None = None
     coord_pre_s: float = 0.0
     coord_post_s: float = 0.0
+    retention_request_s: float = 0.0
 
 
 _NO_CAL = _NoCalibration()

@@ -106,10 +106,11 @@ class SharedLink:
         if version != self._version:
             return  # a transfer started or ended since: a newer timer is pending
         self._advance()
-        done = [f for f in self._flows if f.remaining <= _EPS_BYTES + 1e-12 * f.bytes_per_node]
-        if not done:  # rounding left a crumb: finish it on the next timer
-            self._reschedule()
-            return
+        # the timer was set for the flow with the least left: it is done, whatever rounding says,
+        # and so is any flow within a millionth of its bytes of done
+        least = min(f.remaining for f in self._flows)
+        done = [f for f in self._flows
+                if f.remaining <= least + _EPS_BYTES + 1e-6 * f.bytes_per_node]
         for f in done:
             self._flows.remove(f)
             self._nodes -= f.nodes

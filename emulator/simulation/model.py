@@ -136,12 +136,12 @@ class JobModel:
             yield prev
         if self._snapshot_s > 0:
             yield env.timeout(self._snapshot_s)
-        proc = env.process(self._pipeline(_Ckpt(self.t.progress, start), self.epoch))
+        ck = _Ckpt(self.t.progress, start)
         self.t.in_flight(+1)
-        if self.s.mode == "sync":
-            yield proc
+        if self.s.mode == "sync":  # inline: a failure's Interrupt reaches the pipeline where it waits
+            yield from self._pipeline(ck, self.epoch)
         else:
-            self.inflight = proc
+            self.inflight = env.process(self._pipeline(ck, self.epoch))
         self.t.stalls.append(env.now - start)
 
     # ------------------------------------------------------------------ pipeline
@@ -152,32 +152,36 @@ class JobModel:
 
     def _pipeline(self, ck: _Ckpt, epoch: int):
         env, d = self.env, self.d
-        yield env.timeout(max(0.0, self.hk_end - env.now) + d.coord_pre_s)  # retention, barrier
-        if self._stale(epoch):
-            return
+        pre = max(0.0, self.hk_end - env.now) + d.coord_pre_s  # retention, barrier
+        if pre > 0:
+            yield env.timeout(pre)
+            if self._stale(epoch):
+                return
         t0 = env.now
-        if d.local:
-            yield self._transfer(self.local_link, d.write_loads["local"])
-            yield env.timeout(d.local_latency_s)  # the file's commit
-        else:
-            yield self._transfer(self.global_link, d.write_loads["global"])
-            yield env.timeout(d.global_latency_s)
+        lat = d.local_latency_s if d.local else d.global_latency_s
+        yield self._transfer(self.local_link if d.local else self.global_link,
+                             d.write_loads["local" if d.local else "global"])
+        if lat > 0:
+            yield env.timeout(lat)  # the file's commit
         if self._stale(epoch):
             return
         self.t.local_writes.append(env.now - t0)
         if d.local:
             self.t.local_bytes += d.checkpoint_bytes
-            yield env.timeout(d.local_latency_s)  # local manifest
-            if self._stale(epoch):
-                return
+            if lat > 0:
+                yield env.timeout(lat)  # local manifest
+                if self._stale(epoch):
+                    return
             self.restore_local = max(self.restore_local if self.restore_local is not None else 0.0, ck.progress)
             self.t.local_complete += 1
             yield from self._drain(epoch)
             if self._stale(epoch):
                 return
-        yield env.timeout(d.coord_post_s + d.global_latency_s)  # gather, global manifest, broadcast
-        if self._stale(epoch):
-            return
+        post = d.coord_post_s + d.global_latency_s  # gather, global manifest, broadcast
+        if post > 0:
+            yield env.timeout(post)
+            if self._stale(epoch):
+                return
         self.restore_global = max(self.restore_global, ck.progress)
         self.t.global_complete(env.now - ck.start, d.checkpoint_bytes)
         self.hk_end = env.now + d.housekeeping_s
@@ -187,9 +191,10 @@ class JobModel:
         side = d.drain_waves * d.global_latency_s  # uploads start, size checks end, one wave at a time
         start = env.now
         self._drain_open = start
-        yield env.timeout(side)
-        if self._stale(epoch):
-            return
+        if side > 0:
+            yield env.timeout(side)
+            if self._stale(epoch):
+                return
         finish = [env.now] * len(d.groups)
         events = []
         for i, g in enumerate(d.groups):
@@ -197,9 +202,10 @@ class JobModel:
             ev.callbacks.append(lambda _ev, i=i: finish.__setitem__(i, env.now))
             events.append(ev)
         yield events[0] if len(events) == 1 else env.all_of(events)
-        yield env.timeout(side)
-        if self._stale(epoch):
-            return
+        if side > 0:
+            yield env.timeout(side)
+            if self._stale(epoch):
+                return
         self._drain_open = None
         per_group = [f - start + side for f in finish]
         self.t.drained(per_group)
@@ -241,8 +247,12 @@ class JobModel:
         self.t.progress = restore
         recovery = 0.0
         if restore > 0:  # something to load
-            recovery = d.recovery_local_s if tier == "local" else max(
-                d.recovery_global[group], d.recovery_local_s if kind == NODE and d.local else 0.0)
+            if tier == "local":
+                recovery = d.recovery_local_s
+            elif kind == NODE and d.local:  # the new node from global, the others from their local tier
+                recovery = max(d.recovery_global[group], d.recovery_local_s)
+            else:
+                recovery = d.recovery_global_all_s
         self.t.restores[tier] = self.t.restores.get(tier, 0) + 1
         self._pending = recovery
 

@@ -3,10 +3,11 @@
 The words are the emulator's (shared/DOMAIN.md "Words, as our metrics use
 them"): **stall** is wall time the job is blocked at one checkpoint;
 **overhead** total stall over wall time; **drain** a node's copy to the
-global tier until its size checks pass; **drain overlap** the fraction of
-wall time a drain is in progress (the busiest node group); a **deadline
-miss** a checkpoint that began before the previous one was complete;
-a checkpoint is **complete** once its global manifest is written.
+global tier until its size checks pass (the job's drain: the slowest
+node's); **drain overlap** the fraction of wall time during which a drain
+is in progress on some node; a **deadline miss** a checkpoint that began
+before the previous one was complete; a checkpoint is **complete** once its
+global manifest is written.
 On top: **goodput** (surviving training time over wall time) and **failure
 overhead** (lost work, restarts and restores over wall time), so that
 goodput + checkpoint overhead + failure overhead = 1.
@@ -43,7 +44,7 @@ class Tally:
         self.stalls = array("d")
         self.local_writes = array("d")
         self.drains = array("d")
-        self.drain_busy = [0.0] * groups
+        self.drain_busy = 0.0  # wall time with a drain in progress on some node
         self.missed = 0
         self.started = 0
         self.local_complete = 0
@@ -68,8 +69,8 @@ class Tally:
         self.in_flight(-1)
 
     def drained(self, per_group: list, complete: bool = True) -> None:
-        for i, s in enumerate(per_group):
-            self.drain_busy[i] += s
+        """A drain (per node group) ended; the job drains while any node does, i.e. the longest."""
+        self.drain_busy += max(per_group)
         if complete:
             self.drains.append(max(per_group))
 
@@ -128,7 +129,7 @@ class Outcome:
             checkpoints=t.started, complete=t.complete,
             stall_mean_s=_mean(t.stalls), stall_p99_s=_p99(t.stalls), stall_max_s=max(t.stalls, default=0.0),
             local_write_mean_s=_mean(t.local_writes), drain_mean_s=_mean(t.drains),
-            drain_overlap=max(t.drain_busy, default=0.0) / wall,
+            drain_overlap=t.drain_busy / wall,
             deadline_misses=t.missed,
             peak_backlog_bytes=t.inflight_max * design.checkpoint_bytes,
             durability_lag_mean_s=t.lag_sum / t.complete if t.complete else 0.0,
