@@ -134,7 +134,8 @@ def build_study(args):
                    snapshot_gib_s=v["snapshot_gib_s"], global_gib_s=v["global_gib_s"], nic_gib_s=v["nic_gib_s"])
     if args.as_run and (args.failures or args.sweep):
         raise UserError("--as-run reproduces an emulation run: no --failures or --sweep with it")
-    designs = {m: build_design(cfg, opts, cals[m]) for m in modes}
+    one = build_design(cfg, opts, None) if not args.calibrate else None
+    designs = {m: one or build_design(cfg, opts, cals[m]) for m in modes}
     d = designs[modes[0]]
     study = Study(cfg, designs, modes, v["days"], {}, accelerators=d.nodes * d.ranks_per_node,
                   mttf_hours=v["mttf_hours"], trace=v["trace"], node_loss_fraction=v["node_loss_fraction"],

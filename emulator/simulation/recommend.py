@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 
-from .. import planner
 from ..errors import UserError
 from .calibrate import load_calibration
 from .design import Options, build_design
@@ -21,8 +20,10 @@ from .sweep import fit_optimum
 
 #: one machine emulates one node (``ckpt-emu run`` starts one torchrun agent per node)
 MAX_EMULATED_NODES = 1
-#: failures to simulate per grid point: enough to place the optimum within a few percent
+#: failures to simulate per grid point (enough to place the optimum within a few percent), unless
+#: that takes more than MAX_CHECKPOINTS_PER_POINT checkpoints (tiny async intervals): tune stays quick
 FAILURES_PER_POINT = 400
+MAX_CHECKPOINTS_PER_POINT = 10_000
 GRID = [0.35 * (8.0 ** (i / 6)) for i in range(7)]  # 0.35x .. 2.8x the planner's interval
 
 
@@ -42,6 +43,8 @@ def needs_simulation(nodes: int | None) -> bool:
 
 def _best_interval(study: Study, mode: str) -> tuple[float, float]:
     centre = planner_interval(study, mode)
+    failures_days = FAILURES_PER_POINT * study.cluster_mttf_s / 86400
+    study.days = min(3650.0, failures_days, max(1.0, MAX_CHECKPOINTS_PER_POINT * centre / 86400))
     xs = [centre * f for f in GRID]
     ys = [study.run(mode, interval_s=x).goodput for x in xs]
     fitted = fit_optimum(xs, ys)
@@ -58,14 +61,15 @@ def recommend(cfg, results_path: str, *, accelerators: int, nodes: int, mttf_hou
     cals = load_calibration(cfg, results_path, modes)
     designs = {m: build_design(cfg, Options(nodes=nodes, accelerators_per_node=accelerators // nodes,
                                             replicate=True), cals[m]) for m in modes}
-    mttf = planner.cluster_mttf_seconds(mttf_hours, accelerators)
-    days = min(3650.0, max(7.0, FAILURES_PER_POINT * mttf / 86400))
-    study = Study(cfg, designs, modes, days, {}, accelerators=accelerators, mttf_hours=mttf_hours, seed=seed)
-    best = {m: _best_interval(study, m) for m in modes}
+    best, days = {}, {}
+    for m in modes:  # one study per mode: each simulates its own span
+        study = Study(cfg, designs, modes, 1.0, {}, accelerators=accelerators, mttf_hours=mttf_hours, seed=seed)
+        best[m] = _best_interval(study, m)
+        days[m] = study.days
     mode = max(modes, key=lambda m: best[m][1])
     other = [m for m in modes if m != mode]
     return {
-        "source": "simulator", "nodes": nodes, "days_simulated": days, "mode": mode,
+        "source": "simulator", "nodes": nodes, "days_simulated": days[mode], "mode": mode,
         "interval_s": best[mode][0], "goodput": best[mode][1],
         "goodput_other_mode": best[other[0]][1] if other else math.nan,
         "per_mode": {m: {"interval_s": t, "goodput": g} for m, (t, g) in best.items()},
