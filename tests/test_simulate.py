@@ -284,3 +284,15 @@ def test_tune_recommends_by_simulation_past_one_node(one_node_runs):
                     mttf_hours=50_000)
     assert rec["source"] == "simulator" and rec["mode"] in ("sync", "async") and rec["interval_s"] > 0
     assert 0 < rec["goodput"] < 1 and rec["goodput"] >= rec["goodput_other_mode"]
+
+
+def test_bench_sim_keeps_its_shape():
+    """`python -m bench.sim` runs and reports time and memory; no time is asserted here."""
+    from bench.sim import SCENARIOS
+    proc = subprocess.run([sys.executable, "-m", "bench.sim", "--only", "100k_30d", "--json"],
+                          capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parent.parent)
+    r = json.loads(proc.stdout)["100k_30d"]
+    assert "error" not in r, r
+    assert r["accelerators"] == 100_000 and r["days"] == SCENARIOS["100k_30d"]["days"]
+    assert r["seconds"] > 0 and r["peak_rss_bytes"] > 0 and isinstance(r["met"], bool)
+    assert set(r["checkpoints"]) == {"sync", "async"} and all(v > 0 for v in r["failures"].values())
