@@ -39,7 +39,7 @@ def add_simulate_parser(subparsers):
       help="share of failures that replace a node (restore from global) when the kind is not given")
     a("--restart-seconds", default="600", metavar="S", help="restart time per failure, before the restore")
     a("--global-gib-s", metavar="B", help="aggregate write bandwidth of the global tier (GiB/s)")
-    a("--nic-gib-s", metavar="B", help="per-node cap on the global tier, e.g. a node's NIC (GiB/s)")
+    a("--nic-gib-s", metavar="B", help="per-node cap on the global tier, e.g. a node's NIC (GiB/s); other per-node limits still hold")
     a("--snapshot-gib-s", default=str(DEFAULT_SNAPSHOT_GIB_S), metavar="B",
       help="GPU-to-host snapshot rate per accelerator without --calibrate (default 48, one H100, pinned)")
     a("--sweep", action="append", metavar="SPEC", help="grid: interval=5m,10m,... global_gib_s=100..800:4")

@@ -191,7 +191,7 @@ def _recovery(tier_cfg, read_bps, groups, files: int, alone: bool, nic_bps: floa
 
 def _override(lim: LinkLimits, opts: Options) -> LinkLimits:
     agg = opts.global_gib_s * GIB if opts.global_gib_s else lim.aggregate_bps
-    node = opts.nic_gib_s * GIB if opts.nic_gib_s else lim.node_bps
+    node = min(lim.node_bps, opts.nic_gib_s * GIB) if opts.nic_gib_s else lim.node_bps  # both limits hold
     return LinkLimits(agg, node)
 
 
@@ -228,6 +228,59 @@ def _local_fits(cfg, groups, scale: float, notes: list) -> bool:
     return False
 
 
+#: a measured job-wide rate below this share of the configured one was limited by the emulating
+#: host, not by the shared tier: it becomes a per-node cap under the configured aggregate
+HOST_BOUND = 0.9
+
+
+def _groups(cfg, opts: Options, cal) -> tuple[tuple, float]:
+    """The node groups and the byte scale they are counted at."""
+    file_bytes = cal.rank_file_bytes if cal is not None else None
+    if opts.as_run:
+        return as_run_groups(cfg, opts.nodes, file_bytes), cfg.run.scale
+    if opts.replicate:
+        run_nodes = cal.nodes if cal is not None else 1
+        return replicated_groups(as_run_groups(cfg, run_nodes, file_bytes), opts.nodes), cfg.run.scale
+    return full_size_groups(cfg, opts.nodes, opts.accelerators_per_node), 1.0
+
+
+def _tier_limits(tier_cfg, rate: float, kind: str, files: int, conc: int, run_nodes: int, what: str,
+                 sources: dict, notes: list) -> LinkLimits:
+    """Link limits for a phase; a job-shared rate that one emulated node could not reach stays the
+    aggregate, and what the node reached becomes its cap."""
+    sb = _shared_by(tier_cfg)
+    lim = limits(sb, rate, kind=kind, files=files, concurrency=conc)
+    e = tier_cfg.emulate
+    configured = e.write_gib_s * GIB if e is not None and e.write_gib_s else None
+    if sb == "job" and sources.get(what) == "measured" and configured and rate < HOST_BOUND * configured:
+        lim = LinkLimits(configured, rate / max(1, run_nodes))
+        notes.append(f"{what}: the run reached {rate / GIB:.3g} GiB/s of the configured job-wide "
+                     f"{configured / GIB:g} GiB/s: the emulating host limited it; simulated as "
+                     f"{lim.node_bps / GIB:.3g} GiB/s per node under the configured aggregate")
+    return lim
+
+
+def _global_links(cfg, opts: Options, c, files: int, local: bool, sources: dict, notes: list):
+    """(global_write, drain) limits: ranks writing straight to the global tier, and drains."""
+    t = cfg.tiers
+    direct = _rate(t.global_, "write", c.global_write_bps or c.drain_bps, "global_write", sources,
+                   required=not local)
+    drain = _rate(t.global_, "write", c.drain_bps or c.global_write_bps, "drain", sources,
+                  required=local) if local else direct
+    conc = cfg.drain.concurrency
+    gw = _tier_limits(t.global_, direct or drain, "write", files, conc, c.nodes, "global_write", sources, notes)
+    dr = _tier_limits(t.global_, drain or direct, "drain", files, conc, c.nodes, "drain", sources, notes)
+    return _override(gw, opts), _override(dr, opts)
+
+
+def _write_loads(cfg, groups, local: bool) -> dict:
+    def load(tier_cfg, g):
+        return node_load(_shared_by(tier_cfg), kind="write", file_bytes=g.file_bytes, node_bytes=g.node_bytes,
+                         files=g.files)
+    return {"local": [load(cfg.tiers.local, g) for g in groups] if local else [],
+            "global": [load(cfg.tiers.global_, g) for g in groups]}
+
+
 def build_design(cfg, opts: Options, cal=None) -> Design:
     """The design for ``cfg`` under ``opts``; ``cal`` (calibrate.Calibration) replaces configured rates."""
     if opts.nodes < 1:
@@ -235,41 +288,17 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
     if opts.accelerators_per_node < 1:
         raise UserError(f"--accelerators-per-node: must be >= 1, got {opts.accelerators_per_node}")
     sources, notes = {}, list(cal.notes) if cal is not None else []
-    scale = cfg.run.scale if opts.as_run else 1.0
-    if opts.as_run:
-        groups = as_run_groups(cfg, opts.nodes, cal.rank_file_bytes if cal is not None else None)
-    elif opts.replicate:
-        run_nodes = cal.nodes if cal is not None else 1
-        scale = cfg.run.scale
-        groups = replicated_groups(as_run_groups(cfg, run_nodes, cal.rank_file_bytes if cal is not None else None),
-                                   opts.nodes)
-    else:
-        groups = full_size_groups(cfg, opts.nodes, opts.accelerators_per_node)
-    files = max(g.files for g in groups)
-    t = cfg.tiers
+    groups, scale = _groups(cfg, opts, cal)
+    files, t = max(g.files for g in groups), cfg.tiers
     local = t.local is not None and _local_fits(cfg, groups, scale, notes)
     c = cal if cal is not None else _NO_CAL
-    if c.snapshot_bps is not None:
-        snapshot, sources["snapshot"] = c.snapshot_bps, "measured"
-    else:
-        snapshot, sources["snapshot"] = opts.snapshot_gib_s * GIB, "assumed"
+    sources["snapshot"] = "measured" if c.snapshot_bps is not None else "assumed"
     local_write = None
     if local:
         rate = _rate(t.local, "write", c.local_write_bps, "local_write", sources)
-        local_write = limits(_shared_by(t.local), rate, kind="write", files=files)
-    g_sb = _shared_by(t.global_)
-    direct_rate = _rate(t.global_, "write", c.global_write_bps or c.drain_bps, "global_write", sources,
-                        required=not local)
-    drain_rate = _rate(t.global_, "write", c.drain_bps or c.global_write_bps, "drain", sources,
-                       required=local) if local else direct_rate
-    global_write = _override(limits(g_sb, direct_rate or drain_rate, kind="write", files=files), opts)
-    drain = _override(limits(g_sb, drain_rate or direct_rate, kind="drain", files=files,
-                             concurrency=cfg.drain.concurrency), opts)
+        local_write = _tier_limits(t.local, rate, "write", files, 1, c.nodes, "local_write", sources, notes)
+    global_write, drain = _global_links(cfg, opts, c, files, local, sources, notes)
     l_lat, g_lat = _latency(t.local) if local else 0.0, _latency(t.global_)
-    loads = {"local": [node_load(_shared_by(t.local), kind="write", file_bytes=g.file_bytes,
-                                 node_bytes=g.node_bytes, files=g.files) for g in groups] if local else [],
-             "global": [node_load(g_sb, kind="write", file_bytes=g.file_bytes, node_bytes=g.node_bytes,
-                                  files=g.files) for g in groups]}
     local_read = _rate(t.local, "read", c.local_read_bps, "local_read", sources, required=False) if local else None
     global_read = _rate(t.global_, "read", c.global_read_bps, "global_read", sources, required=False)
     for name, r in (("local", local_read), ("global", global_read)):
@@ -278,16 +307,16 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
     world_files = sum(g.nodes * g.files for g in groups)
     nic = opts.nic_gib_s * GIB if opts.nic_gib_s else None
     return Design(
-        groups=groups, ranks_per_node=files, local=local, snapshot_bps=snapshot,
+        groups=groups, ranks_per_node=files, local=local,
+        snapshot_bps=c.snapshot_bps if c.snapshot_bps is not None else opts.snapshot_gib_s * GIB,
         local_write=local_write, global_write=global_write, drain=drain,
-        local_latency_s=l_lat, global_latency_s=g_lat,
-        drain_waves=math.ceil(files / cfg.drain.concurrency),
+        local_latency_s=l_lat, global_latency_s=g_lat, drain_waves=math.ceil(files / cfg.drain.concurrency),
         coord_pre_s=c.coord_pre_s, coord_post_s=c.coord_post_s,
         housekeeping_s=_housekeeping(cfg, files, world_files, l_lat, g_lat, local, c.retention_request_s),
         recovery_local_s=max(_recovery(t.local, local_read, groups, files, alone=False)) if local else 0.0,
         recovery_global=tuple(_recovery(t.global_, global_read, groups, files, alone=True, nic_bps=nic)),
         recovery_global_all_s=max(_recovery(t.global_, global_read, groups, files, alone=False, nic_bps=nic)),
-        write_loads=loads, sources=sources, notes=notes)
+        write_loads=_write_loads(cfg, groups, local), sources=sources, notes=notes)
 
 
 @dataclass(frozen=True)
@@ -301,6 +330,7 @@ class _NoCalibration:
     coord_pre_s: float = 0.0
     coord_post_s: float = 0.0
     retention_request_s: float = 0.0
+    nodes: int = 1
 
 
 _NO_CAL = _NoCalibration()
