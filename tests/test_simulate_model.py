@@ -20,7 +20,6 @@ from emulator.simulation.sharing import SHARINGS, LinkLimits, bytes_sharing, lim
 from emulator.simulation.sweep import fit_optimum, parse_spec
 from emulator.sizing import checkpoint_size
 
-INF = math.inf
 
 
 def design(groups, *, local_bps=None, drain=LinkLimits(node_bps=1.0), snapshot_s=0.0, **kw) -> Design:
