@@ -298,3 +298,26 @@ def test_bench_sim_keeps_its_shape():
     assert r["accelerators"] == 100_000 and r["days"] == SCENARIOS["100k_30d"]["days"]
     assert r["seconds"] > 0 and r["peak_rss_bytes"] > 0 and isinstance(r["met"], bool)
     assert set(r["checkpoints"]) == {"sync", "async"} and all(v > 0 for v in r["failures"].values())
+
+
+def test_tune_takes_the_simulators_recommendation(one_node_runs, tmp_path, monkeypatch):
+    """`tune --nodes 256`: the branch in emulator/tune.py, with the emulation runs replaced by the
+    fixture's results (the measurement) so that only the planning is new work here."""
+    import shutil
+    from emulator import tune as tune_mod
+    from emulator.config import load_config
+    src = one_node_runs[0].parent / "out" / "results.json"
+
+    def fake_run(cfg, out, **_):
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, out / "results.json")
+        return json.loads(src.read_text())
+    monkeypatch.setattr(tune_mod, "_run", fake_run)
+    cfg = load_config(str(one_node_runs[0]), [f"run.out={tmp_path}"])
+    planned = tune_mod.tune(cfg, accelerators=512)
+    simulated = tune_mod.tune(cfg, accelerators=512, nodes=256)
+    assert planned["recommended"]["source"] == "planner" and planned["recommended"]["simulation"] is None
+    rec = simulated["recommended"]
+    assert rec["source"] == "simulator" and rec["simulation"]["nodes"] == 256
+    assert rec["interval_s"] == rec["simulation"]["interval_s"] and rec["mode"] == rec["simulation"]["mode"]
+    assert "by simulation: 256 nodes" in tune_mod.format_tune(simulated)
