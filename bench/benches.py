@@ -4,11 +4,8 @@ Each function runs in its own worker process (``bench.worker``), builds one
 rank's synthetic state the way a rank process does (``RankState`` of the
 Llama-3 8B layout scaled to ``--rank-gib``, torch threads and torch.save's
 CRC32 set as ``emulator.rank`` sets them), and returns ``{key: result}``.
-Our path is the project's own code (``Checkpointer``, ``Drainer``, ``S3Tier``,
-``Restorer``); only the local write is composed here, from the same three calls
-``Checkpointer._save`` makes (``tier.open_write``, ``ChecksumSink``,
-``torch.save(state.payload())``), because that method is private and its
-signature changes; the async-stall benchmark runs the whole pipeline anyway.
+Our path is the project's own code (``save_rank_file``, the pipeline's own local
+write; ``Checkpointer``, ``Drainer``, ``S3Tier``, ``Restorer``).
 """
 from __future__ import annotations
 
@@ -17,8 +14,8 @@ import shutil
 from pathlib import Path
 
 from . import baselines
-from .common import (GIB, HIGHER, LOWER, MIB, Params, drop_page_cache, median, probe_drop_cache, remove,
-                     result, run_pairs, run_rounds, warm_file)
+from .common import (GIB, HIGHER, MIB, Params, drop_page_cache, probe_drop_cache, remove, result, run_pairs,
+                     warm_file)
 
 PRESET = "llama3-8b"
 
@@ -71,16 +68,9 @@ def make_checkpointer(cfg, state, wd: Path):
 
 
 def save_rank_file(state, tier, key: str, step: int) -> tuple[int, str]:
-    """The pipeline's local write, as ``Checkpointer._save`` does it: ``torch.save`` of the
-    staged payload through a ``ChecksumSink`` (CRC32C) into the tier's sink, which fsyncs,
-    renames and fsyncs the directory on commit. Returns (bytes, crc32c)."""
-    import torch
-
-    from emulator.integrity import ChecksumSink
-    sink = ChecksumSink(tier.open_write(key))
-    with sink:
-        torch.save(state.payload(step), sink)
-    return sink.bytes_written, sink.hexdigest
+    """The pipeline's own local write (``emulator.checkpointer.save_rank_file``)."""
+    from emulator.checkpointer import save_rank_file as save
+    return save(state, tier, key, step)
 
 
 def _state_note(cfg, state) -> dict:
@@ -135,7 +125,7 @@ def bench_drain_dir(params: Params, wd: Path) -> dict:
     for both, as right after a local write."""
     import time
 
-    from emulator.checkpointer import LoopThread
+    from emulator.loop import LoopThread
     from emulator.drainer import Drainer
     from emulator.layout import FileEntry
     from tiers.directory import DirTier
@@ -180,13 +170,33 @@ def bench_drain_dir(params: Params, wd: Path) -> dict:
 
 # --------------------------------------------------------------------------- drain to S3
 
+def _s3_sides(loop, tier, boto, src: Path, nbytes: int):
+    """One upload of the object by our tier and by boto3's upload_file, each deleted after."""
+    import time
+
+    def ours(i):
+        key = f"ours-{i}.bin"
+        t = time.perf_counter()
+        loop.run(tier.put_file(key, src))
+        dt = time.perf_counter() - t
+        size = loop.run(tier.size(key))
+        assert size == nbytes, (size, nbytes)
+        boto.delete(key)
+        return dt
+
+    def base(i):
+        key = f"boto3-{i}.bin"
+        dt = boto.upload(src, key)
+        boto.delete(key)
+        return dt
+    return ours, base
+
+
 def bench_drain_s3(params: Params, wd: Path) -> dict:
     """S3Tier.put_file with the product's default tier settings vs boto3's upload_file
     with its best TransferConfig, same moto server (fresh, own process), same object."""
-    import time
-
-    from emulator.checkpointer import LoopThread
-    from emulator.config import TierConfig
+    from emulator.loop import LoopThread
+    from tiers.base import TierScope
     from tiers.s3 import S3Tier
 
     from .motoserver import MotoServer, use_test_credentials
@@ -198,28 +208,13 @@ def bench_drain_s3(params: Params, wd: Path) -> dict:
     with MotoServer(wd / "moto.log") as server:
         boto = baselines.Boto3Upload(server.url, "bench")
         boto.client.create_bucket(Bucket="bench")
-        tcfg = TierConfig(backend="s3", bucket="bench", endpoint_url=server.url)
-        tier = S3Tier.from_config(tcfg)
+        # 16 MiB parts: the object moves as a real multipart upload (3 parts at the default 48 MiB)
+        tier = S3Tier.from_options(S3Tier.Options(bucket="bench", endpoint_url=server.url, part_size_mib=16),
+                                   scope=TierScope())
         loop = LoopThread("bench-s3")
         try:
             boto.tune(src, "tune.bin", quick=params.quick)
-
-            def ours(i):
-                key = f"ours-{i}.bin"
-                t = time.perf_counter()
-                loop.run(tier.put_file(key, src))
-                dt = time.perf_counter() - t
-                size = loop.run(tier.size(key))
-                assert size == nbytes, (size, nbytes)
-                boto.delete(key)
-                return dt
-
-            def base(i):
-                key = f"boto3-{i}.bin"
-                dt = boto.upload(src, key)
-                boto.delete(key)
-                return dt
-
+            ours, base = _s3_sides(loop, tier, boto, src, nbytes)
             pairs = run_pairs(params, ours, base)
             moto_rss = server.rss_bytes()
         finally:
@@ -230,8 +225,8 @@ def bench_drain_s3(params: Params, wd: Path) -> dict:
         **throughput_samples(pairs, nbytes),
         unit="GiB/s", target=0.9, better=HIGHER,
         ratio_is="throughput ours/baseline (= upload_file time / our time, same object)",
-        ours_is=f"S3Tier.put_file, default tier config (part_size_mib={tcfg.part_size_mib}, "
-                f"max_concurrency={tcfg.max_concurrency}, CRC32C per request)",
+        ours_is=f"S3Tier.put_file, default tier config (part_size_mib={tier.part_size // MIB}, "
+                f"max_concurrency={tier.max_concurrency}, CRC32C per request)",
         baseline_is=f"boto3 upload_file, best TransferConfig: {boto.label}",
         bytes=nbytes, transfer_config_search=boto.search, moto_rss_bytes=moto_rss,
         server="moto (own process, 127.0.0.1)")}
@@ -289,93 +284,11 @@ def bench_load(params: Params, wd: Path) -> dict:
 
 # --------------------------------------------------------------------------- async stall
 
-def bench_async_stall(params: Params, wd: Path) -> dict:
-    """Per round, on the same state: our async checkpoint's stall, our sync checkpoint's
-    stall, and dcp.async_save's stall (world size 1, gloo, in-process init)."""
-    import torch.distributed as dist
-    cfg, state = make_state(params)
-    ck, _, _ = make_checkpointer(cfg, state, wd)
-    dist.init_process_group("gloo", init_method=f"file://{wd}/pg.store", rank=0, world_size=1)
-    stager = None
-    recs = {"sync": [], "async": []}
-    dcp_async = []
-    try:
-        step = [0]
-
-        def ours(mode):
-            def run(i):
-                step[0] += 1
-                rec = ck.checkpoint(step[0], mode)
-                ck.finish()  # untimed: the next checkpoint comes after the drain (interval long enough)
-                if not rec.global_complete:
-                    raise RuntimeError(f"{mode} checkpoint incomplete: {rec.error}")
-                if i >= params.warmup:
-                    recs[mode].append(rec)
-                return rec.stall_s
-            return run
-
-        fns = {"async": ours("async"), "sync": ours("sync"),
-               "dcp": lambda i: baselines.dcp_async_save(state.live, wd / f"dcp{i}")["stall_s"]}
-        if not params.quick:
-            from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
-            stager = DefaultStager(StagingOptions(use_pinned_memory=False, use_shared_memory=False,
-                                                  use_async_staging=True, use_non_blocking_copy=False))
-
-            def dcp_staged(i):
-                r = baselines.dcp_async_save(state.live, wd / f"dcps{i}", stager)
-                if i >= params.warmup:
-                    dcp_async.append(r)
-                return r["stall_s"]
-            fns["dcp_async_staging"] = dcp_staged
-        rounds = run_rounds(params, fns)
-    finally:
-        if stager is not None:
-            stager.close()
-        ck.close()
-        dist.destroy_process_group()
-    a = [r["async"] for r in rounds]
-    s = [r["sync"] for r in rounds]
-    d = [r["dcp"] for r in rounds]
-    breakdown = {
-        "async_snapshot_s": median(r.snapshot_s for r in recs["async"]),
-        "sync_snapshot_s": median(r.snapshot_s for r in recs["sync"]),
-        "sync_local_write_s": median(r.local_write_s for r in recs["sync"]),
-        "sync_drain_s": median(r.drain_s for r in recs["sync"]),
-        "state_bytes": state.nbytes,
-    }
-    extra_dcp = {}
-    if dcp_async:
-        extra_dcp = {"dcp_async_staging": {
-            "stall_s": median(x["stall_s"] for x in dcp_async),
-            "staged_s": median(x["staged_s"] for x in dcp_async),
-            "total_s": median(x["total_s"] for x in dcp_async),
-            "note": "reused DefaultStager(use_async_staging=True): returns before the copy; "
-                    "the loop must not change the state until staged_s"}}
-    return {
-        "async_stall_vs_sync": result(
-            ratio_samples=[x / y for x, y in zip(a, s)], ours_samples=a, base_samples=s,
-            unit="s", target=0.05, better=LOWER,
-            ratio_is="stall ours/baseline (our async stall / our sync stall, same state)",
-            ours_is="Checkpointer.checkpoint(mode='async') stall: snapshot into staging buffers",
-            baseline_is="Checkpointer.checkpoint(mode='sync') stall: snapshot, local write, drain, manifests",
-            **breakdown),
-        "async_stall_vs_dcp": result(
-            ratio_samples=[x / y for x, y in zip(a, d)], ours_samples=a, base_samples=d,
-            unit="s", target=1.0, better=LOWER,
-            ratio_is="stall ours/baseline (our async stall / dcp.async_save's stall, same state dict)",
-            ours_is="Checkpointer.checkpoint(mode='async') stall",
-            baseline_is="torch.distributed.checkpoint.async_save(state, checkpoint_id=dir) "
-                        "(thread executor, default stager), time until it returns",
-            **breakdown, **extra_dcp),
-    }
-
-
 BENCHES = {
     "local_write": bench_local_write,
     "drain_dir": bench_drain_dir,
     "drain_s3": bench_drain_s3,
     "load": bench_load,
-    "async_stall": bench_async_stall,
 }
 
 

@@ -197,6 +197,24 @@ def _mode_origin(results: dict, mode: str) -> float:
 
 # --------------------------------------------------------------------------- scaling
 
+def _dd_reference(wd: Path, out: Path, per_rank_bytes: list[int], saves: int, warmup: int) -> tuple[list, list]:
+    """The same bytes written by as many concurrent ``dd`` writers as ranks, same filesystem."""
+    dd_dir = out / "dd"
+    dd_dir.mkdir(exist_ok=True)
+    paths = [dd_dir / f"rank{i}.bin" for i in range(len(per_rank_bytes))]
+    source = baselines.random_file(wd / "random.bin", max(per_rank_bytes))
+    dd_agg, dd_worst = [], []
+    for k in range(saves):
+        os.sync()
+        _, each = baselines.parallel_dd(paths, per_rank_bytes, source)
+        for p in paths:
+            remove(p)
+        if k >= warmup:
+            dd_agg.append(sum(per_rank_bytes) / max(each))
+            dd_worst.append(max(each))
+    return dd_agg, dd_worst
+
+
 def bench_scaling(params: Params, wd: Path) -> dict:
     scale = rank_scale(params.scaling_rank_gib)
     saves = params.warmup + params.pairs
@@ -205,26 +223,13 @@ def bench_scaling(params: Params, wd: Path) -> dict:
         out = wd / f"ranks{n}"
         results, sampler = run_ckpt_emu(out, [
             "parallelism.subset=false", f"parallelism.ranks={n}", f"run.scale={scale!r}",
-            "training.step_seconds=0.05", "checkpoint.interval_steps=2", f"checkpoint.saves={saves}",
-            "checkpoint.loads=0", "checkpoint.modes=[sync]", "checkpoint.keep=1"])
+            f"training.step_seconds={0.05 / scale!r}", "checkpoint.interval_steps=2", f"checkpoint.saves={saves}",
+            "checkpoint.loads=0", "checkpoint.modes=[sync]", "checkpoint.keep=1", "checkpoint.baseline=false"])
         steps = list(_records(results, "sync").values())[params.warmup:]
         ours_agg = [sum(x["file_bytes"] for x in s) / max(x["local_write_s"] for x in s) for s in steps]
         ours_worst = [max(x["local_write_s"] for x in s) for s in steps]
         per_rank_bytes = [x["file_bytes"] for x in sorted(steps[0], key=lambda x: x["rank"])]
-        # the reference: the same bytes written by n concurrent dd writers, same filesystem
-        dd_dir = out / "dd"
-        dd_dir.mkdir(exist_ok=True)
-        paths = [dd_dir / f"rank{i}.bin" for i in range(n)]
-        source = baselines.random_file(wd / "random.bin", max(per_rank_bytes))
-        dd_agg, dd_worst = [], []
-        for k in range(saves):
-            os.sync()
-            wall, each = baselines.parallel_dd(paths, per_rank_bytes, source)
-            for p in paths:
-                remove(p)
-            if k >= params.warmup:
-                dd_agg.append(sum(per_rank_bytes) / max(each))
-                dd_worst.append(max(each))
+        dd_agg, dd_worst = _dd_reference(wd, out, per_rank_bytes, saves, params.warmup)
         ratios = [o / d for o, d in zip(ours_agg, dd_agg)]
         state_per_rank = results["bytes"]["run_actual_state"] / n
         hwm = [max((m[1].get("VmHWM", 0) for m in p["mem"]), default=0) for p in sampler.ranks().values()]
@@ -301,28 +306,44 @@ def bench_footprint(params: Params, wd: Path) -> dict:
     saves = 2 if params.quick else 3
     results, sampler = run_ckpt_emu(wd / "run", [
         "parallelism.subset=false", "parallelism.ranks=1", f"run.scale={scale!r}",
-        "training.compute=sleep", f"training.step_seconds={step_s}", f"checkpoint.interval_steps={interval}",
-        f"checkpoint.saves={saves}", "checkpoint.loads=2", "checkpoint.modes=[sync,async]"])
+        "training.compute=sleep", f"training.step_seconds={step_s / scale!r}", f"checkpoint.interval_steps={interval}",
+        f"checkpoint.saves={saves}", "checkpoint.loads=2", "checkpoint.modes=[sync,async]", "checkpoint.baseline=false"])
     ranks = sampler.ranks()
     if 0 not in ranks:
         raise RuntimeError("the sampler never saw the rank process")
-    rank0 = ranks[0]
+    return {"peak_rss": _peak_rss(results, ranks[0]),
+            "emulator_cpu": _emulator_cpu(results, ranks[0], sampler, step_s, interval)}
+
+
+def _peak_rss(results: dict, rank0: dict) -> dict:
+    """The rank's peak RSS against its live state plus one staging copy, and when it peaked."""
     state = results["bytes"]["run_actual_state"]
     budget = 2 * state  # live state + staging buffers of the same layout
     mem = rank0["mem"]
     hwm = max(m[1].get("VmHWM", 0) for m in mem)
-    peak_anon = max(m[1].get("RssAnon", 0) for m in mem)
-    peak_file = max(m[1].get("RssFile", 0) for m in mem)
     # when was RSS highest: during the save phases or the loads that follow them?
     save_end = max(_mode_origin(results, m) + max(e["end"] for e in results["timeline"][m])
                    for m in results["modes"])
     rss_save = max((m[1]["VmRSS"] for m in mem if m[0] <= save_end), default=0)
     rss_load = max((m[1]["VmRSS"] for m in mem if m[0] > save_end), default=0)
     floor = import_floor_bytes()
+    return result(
+        ratio=hwm / budget, ratio_samples=[hwm / budget], ours_samples=[hwm / GIB], base_samples=[budget / GIB],
+        unit="GiB", target=1.1, better=LOWER,
+        ratio_is="peak RSS of the rank process / (state + staging bytes)",
+        ours_is="VmHWM of the rank process over a whole ckpt-emu run (sync, async, loads)",
+        baseline_is="state bytes x 2 (live tensors + staging buffers of the same layout)",
+        state_bytes=state, peak_anon_bytes=max(m[1].get("RssAnon", 0) for m in mem),
+        peak_file_bytes=max(m[1].get("RssFile", 0) for m in mem),
+        peak_rss_save_phase_bytes=rss_save, peak_rss_load_phase_bytes=rss_load,
+        ratio_save_phase=rss_save / budget, ratio_load_phase=rss_load / budget,
+        import_floor_bytes=floor, ratio_without_floor=(hwm - floor) / budget)
 
-    windows = _idle_windows(results, 0)
+
+def _emulator_cpu(results: dict, rank0: dict, sampler, step_s: float, interval: int) -> dict:
+    """The rank's CPU while its steps sleep and no checkpoint is in flight, over that wall time."""
     per_window, cpu_sum, wall_sum, launcher_cpu = [], 0.0, 0.0, 0.0
-    for a, b in windows:
+    for a, b in _idle_windows(results, 0):
         got = _cpu_in(rank0["cpu"], a, b)
         if got is None or got[1] <= 0:
             continue
@@ -332,31 +353,19 @@ def bench_footprint(params: Params, wd: Path) -> dict:
             lg = _cpu_in(p["cpu"], a, b)
             if lg:
                 launcher_cpu += lg[0]
-    whole = rank0["cpu"][-1][1] - rank0["cpu"][0][1] if len(rank0["cpu"]) > 1 else 0.0
-    whole_wall = rank0["cpu"][-1][0] - rank0["cpu"][0][0] if len(rank0["cpu"]) > 1 else 0.0
-    cpu_frac = cpu_sum / wall_sum if wall_sum else float("nan")
-    return {
-        "peak_rss": result(
-            ratio=hwm / budget, ratio_samples=[hwm / budget], ours_samples=[hwm / GIB], base_samples=[budget / GIB],
-            unit="GiB", target=1.1, better=LOWER,
-            ratio_is="peak RSS of the rank process / (state + staging bytes)",
-            ours_is="VmHWM of the rank process over a whole ckpt-emu run (sync, async, loads)",
-            baseline_is="state bytes x 2 (live tensors + staging buffers of the same layout)",
-            state_bytes=state, peak_anon_bytes=peak_anon, peak_file_bytes=peak_file,
-            peak_rss_save_phase_bytes=rss_save, peak_rss_load_phase_bytes=rss_load,
-            ratio_save_phase=rss_save / budget, ratio_load_phase=rss_load / budget,
-            import_floor_bytes=floor, ratio_without_floor=(hwm - floor) / budget),
-        "emulator_cpu": result(
-            ratio=cpu_frac, ratio_samples=per_window, ours_samples=[cpu_sum], base_samples=[wall_sum],
-            unit="s", target=0.02, better=LOWER,
-            ratio_is="rank process CPU seconds / wall seconds while sleeping steps run and no checkpoint is in flight",
-            ours_is="utime+stime of the rank process (all threads) in those windows (/proc, 50 ms samples)",
-            baseline_is="wall time of those windows",
-            windows=len(per_window), step_seconds=step_s, interval_steps=interval,
-            launcher_cpu_fraction=launcher_cpu / wall_sum if wall_sum else None,
-            whole_run_cpu_fraction=whole / whole_wall if whole_wall else None,
-            note="min/max are over windows; ratio is total CPU / total wall of all windows"),
-    }
+    cpu = rank0["cpu"]
+    whole = cpu[-1][1] - cpu[0][1] if len(cpu) > 1 else 0.0
+    whole_wall = cpu[-1][0] - cpu[0][0] if len(cpu) > 1 else 0.0
+    return result(
+        ratio=cpu_sum / wall_sum if wall_sum else float("nan"), ratio_samples=per_window,
+        ours_samples=[cpu_sum], base_samples=[wall_sum], unit="s", target=0.02, better=LOWER,
+        ratio_is="rank process CPU seconds / wall seconds while sleeping steps run and no checkpoint is in flight",
+        ours_is="utime+stime of the rank process (all threads) in those windows (/proc, 50 ms samples)",
+        baseline_is="wall time of those windows",
+        windows=len(per_window), step_seconds=step_s, interval_steps=interval,
+        launcher_cpu_fraction=launcher_cpu / wall_sum if wall_sum else None,
+        whole_run_cpu_fraction=whole / whole_wall if whole_wall else None,
+        note="min/max are over windows; ratio is total CPU / total wall of all windows")
 
 
 REAL_BENCHES = {"scaling": bench_scaling, "footprint": bench_footprint}

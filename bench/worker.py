@@ -16,7 +16,8 @@ from .common import Params
 def registry() -> dict:
     from .benches import BENCHES
     from .realrun import REAL_BENCHES
-    return {**BENCHES, **REAL_BENCHES}
+    from .stall import bench_async_stall
+    return {**BENCHES, "async_stall": bench_async_stall, **REAL_BENCHES}
 
 
 def run(name: str, params: Params) -> dict:

@@ -14,10 +14,10 @@ the training loop waits for it:
 Ranks coordinate through a dedicated gloo group: receipts are gathered after
 the local write (each node leader writes its node's local manifest, then
 drains the node's files), drain results are gathered, and global rank 0
-writes the global manifest only if every file of every rank arrived.
-Collectives are called on every rank whatever happened (every tier call
-before one is guarded), so one rank's failure makes the checkpoint
-incomplete instead of hanging the job.
+writes the global manifest only if every file of every rank arrived
+(``commit_global``, shared with ``emulator.resume``). Collectives are called
+on every rank whatever happened (every tier call before one is guarded), so
+one rank's failure makes the checkpoint incomplete instead of hanging the job.
 
 Failures, and why they end as they do:
 
@@ -26,14 +26,11 @@ Failures, and why they end as they do:
   either way the node's local copy is incomplete and its leftovers are
   deleted at once, since a full disk is where they hurt.
 - Global-tier work (drained files, direct writes, the global manifest) is
-  retried on transient errors (faults.retrying). A checkpoint that still did
-  not reach the global tier either lets training continue or ends the run
+  retried on transient errors (``emulator.retry``). A checkpoint that still
+  did not reach the global tier either lets training continue or ends the run
   with one line (``drain.on_failure``; "auto" fails in sync mode, where the
   loop was promised a durable checkpoint, and continues in async mode).
-- ``resume()`` runs before training: checkpoints that are complete on every
-  node's local tier but not on the global tier (a crash between the local
-  manifest and the global one) are drained first.
-- Fault injection (faults.py) hooks in at the named phases only.
+- Fault injection (``emulator.faults``) hooks in at the named phases only.
 
 The stall ends when the checkpoint is complete on the global tier; deleting
 old checkpoints (retention) is housekeeping that runs afterwards, while the
@@ -45,18 +42,22 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import torch
 
 from . import layout
-from .drainer import Drainer
+from .drainer import Drainer, DrainResult
 from .errors import UserError
-from .faults import NO_FAULTS, RetryPolicy, Tally, describe_error, is_no_space, retrying
+from .faults import NO_FAULTS
 from .integrity import ChecksumSink
+from .loop import LoopThread
+from .metrics import NULL_METRICS
+from .records import CkptRecord, Event, Receipt
+from .retry import RetryPolicy, describe_error, is_no_space, retrying
+from .tally import Tally
 
 META_KEYS = ("preset", "scale", "tp", "pp", "dp", "zero_stage")
 
@@ -65,60 +66,17 @@ class CheckpointFailed(UserError):
     """A checkpoint did not reach the global tier and drain.on_failure says stop."""
 
 
-class LoopThread:
-    """A background thread running one asyncio event loop for the checkpoint pipeline."""
-
-    def __init__(self, name: str = "ckpt-pipeline"):
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
-        self._thread.start()
-
-    def submit(self, coro) -> concurrent.futures.Future:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def run(self, coro):
-        return self.submit(coro).result()
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=10)
-
-
-@dataclass
-class CkptRecord:
-    step: int
-    mode: str
-    rank: int
-    node: int
-    start: float
-    stall_s: float = 0.0
-    wait_s: float = 0.0
-    snapshot_s: float = 0.0
-    local_write_s: float = 0.0
-    file_bytes: int = 0
-    drain_s: float = 0.0
-    complete_s: float = 0.0
-    missed: bool = False
-    local_complete: bool = False
-    global_complete: bool = False
-    error: str = ""
-    seq: int = 0  # 1-based checkpoint number of this launch attempt, across modes
-    written_to: str = ""  # where this rank's file went first: local, or global (no local tier / full)
-    local_full: bool = False  # this rank's local write hit ENOSPC
-    skipped: bool = False  # some rank's local tier was full and on_local_full is skip
-    drain_retries: int = 0
-    abandoned: bool = False
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class Event:
-    rank: int
-    kind: str
-    start: float
-    end: float
+def save_rank_file(state, tier, key: str, step: int, *, after_write=None) -> tuple[int, str]:
+    """The pipeline's write of one rank's file: ``torch.save`` of the staged payload through a
+    CRC32C-computing sink into the tier's sink, which publishes it (durably) on commit.
+    ``after_write()`` runs when every byte is written and nothing is published yet (fault
+    injection). Returns (bytes, crc32c)."""
+    sink = ChecksumSink(tier.open_write(key))
+    with sink:
+        torch.save(state.payload(step), sink)
+        if after_write is not None:
+            after_write()
+    return sink.bytes_written, sink.hexdigest
 
 
 @dataclass
@@ -130,7 +88,7 @@ class Checkpointer:
     keep: int = 2
     drain_concurrency: int = 4
     drain_verify: str = "size"
-    metrics: object = None
+    metrics: object = NULL_METRICS
     meta: dict = field(default_factory=dict)
     loop: LoopThread = None
     records: list = field(default_factory=list)
@@ -140,6 +98,11 @@ class Checkpointer:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     faults: object = NO_FAULTS
     tally: Tally = None
+    #: where drains through a tier without files spool (None: the system's temporary folder)
+    spool_dir: str | None = None
+    #: called as (record, "started") when a checkpoint begins and (record, "finished") once it is
+    #: over, success or not (from the pipeline's thread): records that survive a kill
+    on_record: object = None
     #: provenance written into manifests: the step ranges whose mutations the state holds
     first_step: int = 1
     lineage_base: list = field(default_factory=list)
@@ -154,7 +117,7 @@ class Checkpointer:
         self.mp_rank = self.comm.rank % tp_pp
         self.drainer = Drainer(self.local, self.global_, concurrency=self.drain_concurrency,
                                verify=self.drain_verify, metrics=self.metrics, node=self.comm.node,
-                               policy=self.policy, tally=self.tally) \
+                               policy=self.policy, tally=self.tally, spool_dir=self.spool_dir) \
             if self.local is not None else None
 
     # ------------------------------------------------------------------ training-loop side
@@ -164,6 +127,8 @@ class Checkpointer:
         start = time.time()
         self._seq += 1
         rec = CkptRecord(step, mode, self.comm.rank, self.comm.node, start, seq=self._seq)
+        if self.on_record is not None:
+            self.on_record(rec, "started")
         if self._inflight is not None:
             rec.missed = not self._inflight.done()
             inflight, self._inflight = self._inflight, None
@@ -182,13 +147,18 @@ class Checkpointer:
         rec.stall_s = time.time() - start
         self.records.append(rec)
         self.events.append(Event(self.comm.rank, "stall", start, start + rec.stall_s))
-        if self.metrics:
-            self.metrics.observe_stall(mode, rec.stall_s)
-            self.metrics.add_stall_seconds(mode, rec.stall_s)
-            self.metrics.observe_phase("snapshot", "local", rec.snapshot_s)  # host memory of this node
-            if rec.missed:
-                self.metrics.deadline_missed(mode)
+        self._observe_stall(rec)
         return rec
+
+    def _observe_stall(self, rec: CkptRecord) -> None:
+        m = self.metrics
+        m.observe_stall(rec.mode, rec.stall_s)
+        m.add_stall_seconds(rec.mode, rec.stall_s)
+        # the snapshot stages for the tier the file goes to first: the local one, or global without one
+        tier, name = (self.local, "local") if self.local is not None else (self.global_, "global")
+        m.observe_phase("snapshot", name, rec.snapshot_s, backend=tier.backend)
+        if rec.missed:
+            m.deadline_missed(rec.mode)
 
     def finish(self) -> float:
         """Wait for the checkpoint in flight (end of a mode); returns the seconds waited."""
@@ -201,7 +171,8 @@ class Checkpointer:
 
     def resume(self) -> list:
         """Drain checkpoints complete locally but not globally (collective; before training)."""
-        return self.loop.run(self._resume())
+        from .resume import resume
+        return self.loop.run(resume(self))
 
     def close(self) -> None:
         try:
@@ -211,128 +182,147 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ background pipeline
 
-    def _save(self, tier, key: str, rec: CkptRecord) -> tuple[int, str]:
-        sink = ChecksumSink(tier.open_write(key))
-        with sink:
-            torch.save(self.state.payload(rec.step), sink)
-            self.faults.hit("local_write", rec.seq)  # every byte written, nothing published yet
-        return sink.bytes_written, sink.hexdigest
+    async def _pipeline(self, rec: CkptRecord) -> CkptRecord:
+        # the previous checkpoint's housekeeping, on every rank (node leaders delete), before
+        # any rank writes: a tier never holds more than keep + 1 checkpoints
+        await self._settle()
+        await asyncio.to_thread(self.comm.barrier)
+        receipt = await self._write_rank_file(rec)
+        receipts = await asyncio.to_thread(self.comm.all_gather, receipt)
+        errors = [r.error for r in receipts if r.error]
+        rec.skipped = any(r.skipped for r in receipts)
+        if self.comm.rank == 0 and not errors:  # MLPerf style: all bytes / slowest rank
+            slowest = max(r.write_s for r in receipts)
+            self.metrics.set_throughput("save", rec.mode, sum(r.size for r in receipts) / max(slowest, 1e-9))
+        if self.local is not None:
+            errors += await self._drain_node(rec, receipts, written=not errors)
+        rec.global_complete, rec.error = await self.commit_global(
+            rec.step, rec.mode, [r.entry for r in receipts], errors, seq=rec.seq)
+        now = time.time()
+        rec.complete_s = now - rec.start
+        if rec.global_complete:
+            rec.durable_at, rec.lag_s = now, now - (rec.start + rec.wait_s)
+            self.metrics.observe_durability_lag(rec.mode, rec.lag_s)
+        if self.on_record is not None:
+            self.on_record(rec, "finished")
+        # the checkpoint is done: a sync loop may go on while old ones are deleted
+        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(rec, receipt.key))
+        if not rec.global_complete and not rec.skipped and self._stop_on_failure(rec.mode):
+            raise CheckpointFailed(
+                f"checkpoint at step {rec.step} ({rec.mode}) did not reach the global tier: {rec.error} "
+                f"(drain.on_failure={self.on_failure}; set drain.on_failure=continue to keep training)")
+        return rec
 
-    async def _save_global(self, receipt: dict, key: str, rec: CkptRecord) -> None:
+    async def _write_rank_file(self, rec: CkptRecord) -> Receipt:
+        """This rank's file, to the local tier (or global: no local tier, or a full one)."""
+        comm = self.comm
+        key = layout.rank_file_key(rec.step, comm.rank, self.state.coords.dp, self.mp_rank)
+        receipt = Receipt(comm.rank, comm.node, key)
+        t0 = time.time()
+        await self._write_file(receipt, rec)
+        t1 = time.time()
+        receipt.write_s = rec.local_write_s = t1 - t0
+        rec.file_bytes, rec.written_to, rec.local_full = receipt.size, receipt.where, receipt.local_full
+        self.events.append(Event(comm.rank, "local_write", t0, t1))
+        if receipt.where:
+            tier = self.local if receipt.where == "local" else self.global_
+            self.metrics.observe_phase("local_write", receipt.where, rec.local_write_s, backend=tier.backend)
+            self.metrics.add_bytes("write", receipt.where, receipt.size, backend=tier.backend)
+        return receipt
+
+    async def _write_file(self, receipt: Receipt, rec: CkptRecord) -> None:
+        if self.local is None:
+            await self._save_global(receipt, rec)
+            return
+        try:
+            receipt.size, receipt.crc32c = await asyncio.to_thread(self._save, self.local, receipt.key, rec)
+            receipt.where = "local"
+        except Exception as exc:  # noqa: BLE001 - sinks abort on error: nothing half-written is visible
+            if not is_no_space(exc):
+                receipt.error = f"local write failed: {describe_error(exc)}"
+                return
+            receipt.local_full = True
+            self.tally.count("local_full")
+            if self.on_local_full == "global":
+                await self._save_global(receipt, rec)
+            else:
+                receipt.skipped = True
+                receipt.error = "skipped: local tier full (ENOSPC, checkpoint.on_local_full=skip)"
+
+    def _save(self, tier, key: str, rec: CkptRecord) -> tuple[int, str]:
+        return save_rank_file(self.state, tier, key, rec.step,
+                              after_write=lambda: self.faults.hit("local_write", rec.seq))
+
+    async def _save_global(self, receipt: Receipt, rec: CkptRecord) -> None:
         """Write this rank's file straight to the global tier, retrying transient errors."""
         def on_retry(exc):
             rec.drain_retries += 1
             self.tally.count("drain_retry")
         try:
-            receipt["size"], receipt["crc32c"] = await retrying(
-                self.policy, f"write of {key} to the global tier",
-                lambda: asyncio.to_thread(self._save, self.global_, key, rec), on_retry)
-            receipt["where"] = "global"
+            receipt.size, receipt.crc32c = await retrying(
+                self.policy, f"write of {receipt.key} to the global tier",
+                lambda: asyncio.to_thread(self._save, self.global_, receipt.key, rec), on_retry)
+            receipt.where = "global"
         except Exception as exc:  # noqa: BLE001 - the checkpoint becomes incomplete, nothing torn
-            receipt["error"] = f"global write failed: {describe_error(exc)}"
+            receipt.error = f"global write failed: {describe_error(exc)}"
 
-    async def _write_file(self, receipt: dict, key: str, rec: CkptRecord) -> None:
-        if self.local is None:
-            await self._save_global(receipt, key, rec)
-            return
-        try:
-            receipt["size"], receipt["crc32c"] = await asyncio.to_thread(self._save, self.local, key, rec)
-            receipt["where"] = "local"
-        except Exception as exc:  # noqa: BLE001 - sinks abort on error: nothing half-written is visible
-            if not is_no_space(exc):
-                receipt["error"] = f"local write failed: {describe_error(exc)}"
-                return
-            receipt["local_full"] = True
-            self.tally.count("local_full")
-            if self.on_local_full == "global":
-                await self._save_global(receipt, key, rec)
-            else:
-                receipt["skipped"] = True
-                receipt["error"] = "skipped: local tier full (ENOSPC, checkpoint.on_local_full=skip)"
+    async def _drain_node(self, rec: CkptRecord, receipts: list[Receipt], *, written: bool) -> list[str]:
+        """Node leaders: local manifest, then the drain; everyone learns every node's outcome."""
+        comm = self.comm
+        mine = [r for r in receipts if r.node == comm.node]
+        drain = None
+        if comm.is_node_leader:
+            if written and all(r.where == "local" for r in mine):
+                rec.local_complete = await self._guarded(
+                    self._write_manifest(self.local, "local", rec.step, rec.mode, [r.entry for r in mine]))
+            if written:
+                drain = await self.drainer.drain([r.entry for r in mine if r.where == "local"],
+                                                 after_file=lambda: self.faults.hit("drain", rec.seq))
+                self._record_drain(drain)
+        else:
+            self.faults.hit("drain", rec.seq)
+        errors = []
+        for d, local_ok in await asyncio.to_thread(comm.all_gather, (drain, rec.local_complete)):
+            if d is None:
+                continue
+            if d.node == comm.node:
+                rec.drain_s, rec.drain_retries = d.seconds, rec.drain_retries + d.retries
+                rec.abandoned, rec.local_complete = d.abandoned, local_ok
+            if not d.ok:
+                errors.append(f"node {d.node} drain: {d.error}")
+        return errors
 
-    async def _pipeline(self, rec: CkptRecord) -> CkptRecord:
-        comm, co = self.comm, self.state.coords
-        # the previous checkpoint's housekeeping, on every rank (node leaders delete), before
-        # any rank writes: a tier never holds more than keep + 1 checkpoints
-        await self._settle()
-        await asyncio.to_thread(comm.barrier)
-        key = layout.rank_file_key(rec.step, comm.rank, co.dp, self.mp_rank)
-        receipt = {"rank": comm.rank, "node": comm.node, "key": key, "size": 0, "crc32c": "", "error": "",
-                   "where": "", "local_full": False, "skipped": False}
-        t0 = time.time()
-        await self._write_file(receipt, key, rec)
-        t1 = time.time()
-        receipt["write_s"] = t1 - t0
-        rec.local_write_s, rec.file_bytes = t1 - t0, receipt["size"]
-        rec.written_to, rec.local_full = receipt["where"], receipt["local_full"]
-        self.events.append(Event(comm.rank, "local_write", t0, t1))
-        where = receipt["where"]
-        if self.metrics and where:
-            tier = self.local if where == "local" else self.global_
-            self.metrics.observe_phase("local_write", where, rec.local_write_s, backend=tier.backend)
-            self.metrics.add_bytes("write", where, receipt["size"], backend=tier.backend)
+    def _record_drain(self, drain: DrainResult) -> None:
+        self.events.append(Event(self.comm.rank, "drain", drain.start, drain.end))
+        if drain.ok and drain.files:
+            self.metrics.observe_phase("drain", "global", drain.seconds, backend=self.global_.backend)
+            self.metrics.add_bytes("write", "global", drain.bytes, backend=self.global_.backend)
 
-        receipts = await asyncio.to_thread(comm.all_gather, receipt)
-        errors = [r["error"] for r in receipts if r["error"]]
-        rec.skipped = any(r["skipped"] for r in receipts)
-        if self.metrics and comm.rank == 0 and not errors:  # MLPerf style: all bytes / slowest rank
-            slowest = max(r["write_s"] for r in receipts)
-            self.metrics.set_throughput("save", rec.mode, sum(r["size"] for r in receipts) / max(slowest, 1e-9))
-        entries = [layout.FileEntry(r["key"], r["rank"], r["size"], r["crc32c"]) for r in receipts]
-        mine = [(e, r) for e, r in zip(entries, receipts) if r["node"] == comm.node]
-        written = not errors  # a file missing anywhere: no drain, no manifest on any tier
-
-        if self.local is not None:
-            drain = None
-            if comm.is_node_leader:
-                if written and all(r["where"] == "local" for _, r in mine):
-                    rec.local_complete = await self._guarded(
-                        self._write_manifest(self.local, "local", rec.step, rec.mode, [e for e, _ in mine]))
-                if written:
-                    drain = await self.drainer.drain([e for e, r in mine if r["where"] == "local"],
-                                                     after_file=lambda: self.faults.hit("drain", rec.seq))
-                    self.events.append(Event(comm.rank, "drain", drain.start, drain.end))
-                    if self.metrics and drain.ok and drain.files:
-                        self.metrics.observe_phase("drain", "global", drain.seconds, backend=self.global_.backend)
-                        self.metrics.add_bytes("write", "global", drain.bytes, backend=self.global_.backend)
-            else:
-                self.faults.hit("drain", rec.seq)
-            gathered = await asyncio.to_thread(comm.all_gather, (drain, rec.local_complete))
-            for d, local_ok in gathered:
-                if d is None:
-                    continue
-                if d.node == comm.node:
-                    rec.drain_s, rec.drain_retries = d.seconds, rec.drain_retries + d.retries
-                    rec.abandoned, rec.local_complete = d.abandoned, local_ok
-                if not d.ok:
-                    errors.append(f"node {d.node} drain: {d.error}")
-
+    async def commit_global(self, step: int, mode: str, entries, errors: list[str], *,
+                            seq: int | None = None, meta: dict | None = None) -> tuple[bool, str]:
+        """If no rank reported an error, rank 0 writes the global manifest (retried); then every
+        rank learns the outcome: (complete on the global tier, the reason if not)."""
         ok = not errors
         if ok:
-            self.faults.hit("manifest", rec.seq)  # rank 0: every file is on the global tier, no manifest
-            if comm.rank == 0:
+            if seq is not None:
+                self.faults.hit("manifest", seq)  # rank 0: every file is on the global tier, no manifest
+            if self.comm.rank == 0:
                 try:
                     await retrying(self.policy, "global manifest", lambda: self._write_manifest(
-                        self.global_, "global", rec.step, rec.mode, entries))
+                        self.global_, "global", step, mode, entries, meta))
                 except Exception as exc:  # noqa: BLE001
                     ok, errors = False, [f"global manifest: {describe_error(exc)}"]
-        ok, error = await asyncio.to_thread(comm.broadcast, (ok, " ".join("; ".join(errors).split())[:500]))
-        rec.global_complete, rec.error = ok, error
-        rec.complete_s = time.time() - rec.start
-        # the checkpoint is done: a sync loop may go on while old ones are deleted
-        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(rec, key))
-        if not ok and not rec.skipped and self._stop_on_failure(rec.mode):
-            raise CheckpointFailed(
-                f"checkpoint at step {rec.step} ({rec.mode}) did not reach the global tier: {error} "
-                f"(drain.on_failure={self.on_failure}; set drain.on_failure=continue to keep training)")
-        return rec
+        reason = " ".join("; ".join(errors).split())[:500]
+        return await asyncio.to_thread(self.comm.broadcast, (ok, reason))
+
+    # ------------------------------------------------------------------ after a checkpoint
 
     async def _housekeep(self, rec: CkptRecord, key: str) -> None:
         """After a checkpoint: free an incomplete local copy, apply retention, inject corruption."""
         if self.local is not None and self.comm.is_node_leader and not rec.local_complete:
             # this node's local copy can never become complete: free the space now
             await self._guarded(layout.delete_checkpoint(self.local, rec.step))
-        await self._retention()
+        await self.retention()
         await self._guarded(self.faults.after_checkpoint(rec.seq, rec.step, key,
                                                          {"local": self.local, "global": self.global_}))
 
@@ -360,78 +350,10 @@ class Checkpointer:
         manifest = layout.Manifest(step=step, files=sorted(entries, key=lambda e: e.rank), tier=name, mode=mode,
                                    world=self.comm.world_size, meta=meta or self._manifest_meta(step))
         await layout.write_manifest(tier, manifest)
-        if self.metrics:
-            self.metrics.checkpoint_complete(name, step, time.time())
+        self.metrics.checkpoint_complete(name, step, time.time())
 
-    async def _retention(self) -> None:
+    async def retention(self) -> None:
         if self.local is not None and self.comm.is_node_leader:
             await self._guarded(layout.apply_retention(self.local, self.keep))
         if self.comm.rank == 0:
             await self._guarded(layout.apply_retention(self.global_, self.keep))
-
-    # ------------------------------------------------------------------ resume
-
-    def _compatible(self, manifest) -> bool:
-        return manifest.world == self.comm.world_size and \
-            all(manifest.meta.get(k) == self.meta.get(k) for k in META_KEYS if k in self.meta)
-
-    async def _pending_local(self) -> dict:
-        """This node's newest ``keep`` intact local checkpoints of this layout: {step: manifest}."""
-        out = {}
-        try:
-            complete, _ = await layout.valid_steps(self.local)
-            for step in complete[-self.keep:]:
-                m = await layout.read_manifest(self.local, step)
-                if m is not None and self._compatible(m):
-                    out[step] = m
-        except Exception:  # noqa: BLE001 - an unreadable local tier has nothing to resume
-            self.tally.count("tier_error")
-        return out
-
-    async def _resume(self) -> list:
-        comm = self.comm
-        if self.local is None:
-            return []
-        local = await self._pending_local() if comm.is_node_leader else None
-        glob = None
-        if comm.rank == 0:
-            try:
-                glob = (await layout.valid_steps(self.global_))[0]
-            except Exception:  # noqa: BLE001 - global unreachable now: the drains will come later
-                self.tally.count("tier_error")
-        views = await asyncio.to_thread(comm.all_gather, (local, glob))
-        glob = views[0][1]
-        leaders = [v for v, _ in views if v is not None]
-        if glob is None or not leaders:
-            return []
-        common = set.intersection(*(set(v) for v in leaders))
-        pending = sorted(s for s in common if s > max(glob, default=-1))[-self.keep:]
-        records = []
-        for step in pending:
-            rec = CkptRecord(step, "resume", comm.rank, comm.node, time.time(), local_complete=True)
-            drain, files = None, None
-            if local is not None:
-                files = local[step].files
-                drain = await self.drainer.drain(files)
-                self.events.append(Event(comm.rank, "drain", drain.start, drain.end))
-            gathered = await asyncio.to_thread(comm.all_gather, (drain, files))
-            entries = [e for _, fs in gathered if fs for e in fs]
-            errors = [f"node {d.node} drain: {d.error}" for d, _ in gathered if d is not None and not d.ok]
-            if sorted(e.rank for e in entries) != list(range(comm.world_size)):
-                errors.append("the nodes' local manifests do not cover every rank")
-            ok = not errors
-            if ok and comm.rank == 0:
-                m = local[step]
-                try:
-                    await retrying(self.policy, "global manifest", lambda: self._write_manifest(
-                        self.global_, "global", step, m.mode, entries, meta=m.meta))
-                except Exception as exc:  # noqa: BLE001
-                    ok, errors = False, [f"global manifest: {describe_error(exc)}"]
-            ok, error = await asyncio.to_thread(comm.broadcast, (ok, " ".join("; ".join(errors).split())[:500]))
-            mine = next((d for d, _ in gathered if d is not None and d.node == comm.node), None)
-            rec.drain_s = mine.seconds if mine else 0.0
-            rec.global_complete, rec.error = ok, error
-            rec.complete_s = time.time() - rec.start
-            records.append(rec)
-        await self._retention()
-        return records

@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import sys
-from pathlib import Path
 
+from . import outdir
 from .errors import UserError
 
 GIB = 1 << 30
@@ -98,68 +97,16 @@ def cmd_sizes(args) -> int:
 
 # --------------------------------------------------------------------------- run
 
-def preflight(cfg, nnodes: int) -> None:
-    """Check tiers and disk space before anything is launched; raises UserError."""
-    import asyncio
-    from tiers import TierError, make_tier
-    from .sizing import checkpoint_size
-    size = checkpoint_size(cfg.model, cfg.parallelism)
-    node_bytes = size.run_bytes * cfg.run.scale / max(1, nnodes)
-    need = node_bytes * (cfg.checkpoint.keep + 1) * 1.05 + (64 << 20)
-    for name, tcfg in (("local", cfg.tiers.local), ("global", cfg.tiers.global_)):
-        if tcfg is None:
-            continue
-        try:
-            if tcfg.backend == "dir":
-                import copy
-                probe = copy.deepcopy(tcfg)
-                probe.path = probe.path.replace("{node}", "0")
-                probe.emulate = None
-                tier = make_tier(probe)
-                free = shutil.disk_usage(tier.root).free
-                total_need = need * (nnodes if name == "global" else 1)
-                if free < total_need:
-                    raise UserError(f"tiers.{name}: {tier.root} has {free / GIB:.2f} GiB free, needs about "
-                                    f"{total_need / GIB:.2f} GiB ({cfg.checkpoint.keep} kept + 1 in flight)")
-            elif tcfg.backend == "s3":
-                tier = make_tier(tcfg)
-                asyncio.run(tier.check())
-        except TierError as exc:
-            raise UserError(f"tiers.{name}: {exc}") from None
-
-
-def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_per_node: int | None = None,
-                rdzv_endpoint: str | None = None, rdzv_id: str = "ckpt-emu", quiet: bool = True) -> Path:
-    """Check, launch and wait for one emulator run; returns its results folder."""
-    ranks = cfg.parallelism.active_ranks
-    nproc = nproc_per_node or (ranks // nnodes)
-    if nproc * nnodes != ranks:
-        raise UserError(f"{nnodes} node(s) x {nproc} ranks per node != {ranks} ranks in the config")
-    if nnodes > 1 and not rdzv_endpoint:
-        raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
-    preflight(cfg, nnodes)
-    from .launcher import launch, prepare_out, torchrun_command
-    out = Path(cfg.run.out)
-    config_path = prepare_out(out, cfg.to_dict())
-    cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
-                           rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id)
-    progress = None
-    if not quiet and sys.stderr.isatty():
-        from .progress import Progress
-        progress = Progress(duration)
-    launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress)
-    return out
-
-
 def cmd_run(args) -> int:
+    from .runner import execute_run
     cfg = _load(args)
     duration = parse_duration(args.duration) if args.duration else None
     out = execute_run(cfg, duration=duration, nnodes=args.nnodes, nproc_per_node=args.nproc_per_node,
                       rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, quiet=args.quiet)
-    report = out / "report.txt"
+    report = out / outdir.REPORT
     if report.exists():
         print(report.read_text(), end="")
-        print(f"results: {out / 'results.json'}")
+        print(f"results: {out / outdir.RESULTS}")
     else:
         print(f"this node finished; the report is written where rank 0 runs ({out})")
     return 0

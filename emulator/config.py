@@ -10,19 +10,22 @@ start from another config.
 """
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-import yaml
+from tiers import backend_class
+from tiers.directory import DirOptions
+from tiers.emulated import EmulateOptions as EmulateConfig
 
 from .errors import ConfigError
+from .failure_config import FailuresConfig
+from .mapping import CUSTOM, apply_override, build, coerce, deep_merge, read_yaml_text, to_plain
 
 DEFAULT_PRESET = "default"
+#: the preset YAMLs (configs/ in the checkout) are this package's data
+PRESETS_PACKAGE = "emulator.presets"
 
 
 def _check(cond: bool, key: str, msg: str) -> None:
@@ -30,7 +33,7 @@ def _check(cond: bool, key: str, msg: str) -> None:
         raise ConfigError(f"{key}: {msg}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelConfig:
     name: str = "llama3-8b"
     num_layers: int = 32
@@ -49,7 +52,7 @@ class ModelConfig:
                "must be <= model.num_attention_heads")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ParallelismConfig:
     tp: int = 1
     pp: int = 1
@@ -86,10 +89,12 @@ class ParallelismConfig:
         return 8 if self.subset else self.world_size
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainingConfig:
-    #: emulated GPU compute time per training step
-    step_seconds: float = 0.2
+    #: the real job's time per training step, at full size: a run at ``run.scale`` sleeps
+    #: step_seconds x scale per step, so intervals shrink with the bytes and every ratio
+    #: (overhead, overlap, slowdown, misses) is the full-size design's
+    step_seconds: float = 50.0
     #: "sleep" (GPU work leaves the host CPU free) or "cpu" (burn a core, to study interference)
     compute: str = "sleep"
     #: steps per mode; None: interval_steps * saves. Ignored when --duration is given.
@@ -102,12 +107,12 @@ class TrainingConfig:
             _check(self.steps >= 1, "steps", "must be >= 1")
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckpointConfig:
     interval_steps: int = 5
     saves: int = 10
     loads: int = 10
-    modes: list = field(default_factory=lambda: ["sync", "async"])
+    modes: tuple = ("sync", "async")
     #: complete checkpoints kept per tier (retention)
     keep: int = 2
     #: torch.save's own zip CRC32 (the CPU cost of torch.save); our manifest has CRC32C anyway
@@ -117,6 +122,9 @@ class CheckpointConfig:
     #: a rank whose local write fails with ENOSPC writes its file straight to the global
     #: tier ("global") or the checkpoint is skipped ("skip"); counted as local_full either way
     on_local_full: str = "global"
+    #: run the same steps without checkpoints first (mode "none"): the baseline that slowdown,
+    #: interference and goodput are measured against
+    baseline: bool = True
 
     def __post_init__(self):
         _check(self.interval_steps >= 1, "interval_steps", "must be >= 1")
@@ -130,7 +138,7 @@ class CheckpointConfig:
         _check(self.on_local_full in ("global", "skip"), "on_local_full", "must be 'global' or 'skip'")
 
 
-@dataclass
+@dataclass(frozen=True)
 class StateConfig:
     """What the synthetic state's bytes look like (emulator/content.py)."""
 
@@ -144,7 +152,7 @@ class StateConfig:
         _check(1 <= self.compress_ratio <= 512, "compress_ratio", "must be between 1 (incompressible) and 512")
 
 
-@dataclass
+@dataclass(frozen=True)
 class DrainConfig:
     #: files copied at once by a node's drainer
     concurrency: int = 4
@@ -166,66 +174,49 @@ class DrainConfig:
         _check(self.on_failure in ("auto", "continue", "fail"), "on_failure", "must be auto, continue or fail")
 
 
-@dataclass
-class EmulateConfig:
-    """Make a tier behave like a slower or farther one (see tiers/emulated.py)."""
-
-    write_gib_s: Optional[float] = None
-    read_gib_s: Optional[float] = None
-    latency_ms: float = 0.0
-    jitter_ms: float = 0.0
-    #: who shares the bandwidth: "none" (each stream gets it), "rank", "node" or "job"
-    shared_by: str = "none"
-    #: emulated capacity; writes past it fail with ENOSPC
-    capacity_gib: Optional[float] = None
-
-    def __post_init__(self):
-        for f in ("write_gib_s", "read_gib_s", "capacity_gib"):
-            v = getattr(self, f)
-            _check(v is None or v > 0, f"{f}", "must be > 0")
-        _check(self.latency_ms >= 0, "latency_ms", "must be >= 0")
-        _check(self.jitter_ms >= 0, "jitter_ms", "must be >= 0")
-        _check(self.shared_by in ("none", "rank", "node", "job"), "shared_by",
-               "must be none, rank, node or job")
-
-
-@dataclass
+@dataclass(frozen=True)
 class TierConfig:
+    """One tier: a backend from the registry (tiers/__init__.py), its options, optional emulation.
+
+    In YAML the backend's options sit beside ``backend`` and ``emulate``
+    (``{backend: dir, path: ...}``); which keys exist is the backend's ``Options``."""
+
     backend: str = "dir"
-    #: dir: the directory
-    path: Optional[str] = None
-    #: s3: bucket, key prefix, endpoint (None: AWS), region; credentials come from boto3's chain
-    bucket: Optional[str] = None
-    prefix: str = ""
-    endpoint_url: Optional[str] = None
-    region: Optional[str] = None
-    part_size_mib: int = 64
-    max_concurrency: int = 8
+    options: object = None
     emulate: Optional[EmulateConfig] = None
 
-    def __post_init__(self):
-        _check(self.backend in ("dir", "s3", "memory"), "backend", f"unknown backend {self.backend!r} (use dir, s3)")
-        if self.backend == "dir":
-            _check(bool(self.path), "path", "a dir tier needs a path")
-        if self.backend == "s3":
-            _check(bool(self.bucket), "bucket", "an s3 tier needs a bucket")
-        _check(5 <= self.part_size_mib <= 5120, "part_size_mib", "must be between 5 and 5120 (S3 limits)")
-        _check(1 <= self.max_concurrency <= 64, "max_concurrency", "must be between 1 and 64")
-        if self.endpoint_url:  # the resolved config is written to config.json and results.json
-            from urllib.parse import urlsplit
-            parts = urlsplit(self.endpoint_url)
-            _check(parts.username is None and parts.password is None, "endpoint_url",
-                   "must not carry user:password@ (credentials come from the environment or a profile)")
+
+def _build_tier(data, key: str) -> TierConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{key}: expected a mapping, got {type(data).__name__}")
+    data = dict(data)
+    name = data.pop("backend", "dir")
+    if not isinstance(name, str):
+        raise ConfigError(f"{key}.backend: expected a string, got {name!r}")
+    try:
+        cls = backend_class(name)
+    except KeyError as exc:
+        raise ConfigError(f"{key}.backend: {exc.args[0]}") from None
+    emulate = coerce(data.pop("emulate", None), Optional[EmulateConfig], f"{key}.emulate")
+    options = build(cls.Options, data, key, extra_known=("backend", "emulate"))
+    return TierConfig(name, options, emulate)
 
 
-@dataclass
+def _plain_tier(t: TierConfig) -> dict:
+    return {"backend": t.backend, **to_plain(t.options), "emulate": to_plain(t.emulate)}
+
+
+CUSTOM[TierConfig] = (_build_tier, _plain_tier)
+
+
+@dataclass(frozen=True)
 class TiersConfig:
     #: node-local tier (None: write straight to the global tier, "direct to PFS")
     local: Optional[TierConfig] = None
-    global_: TierConfig = field(default_factory=lambda: TierConfig(path="./ckpt-emu-data/global"))
+    global_: TierConfig = field(default_factory=lambda: TierConfig("dir", DirOptions("./ckpt-emu-data/global")))
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
     #: shrink every tensor by this factor so a preset fits the machine (0 < scale <= 1)
     scale: float = 1.0
@@ -241,7 +232,7 @@ class RunConfig:
         _check(self.threads_per_rank >= 1, "threads_per_rank", "must be >= 1")
 
 
-@dataclass
+@dataclass(frozen=True)
 class MetricsConfig:
     #: Prometheus scrape port for this node (None: no endpoint); node N serves port + N
     port: Optional[int] = None
@@ -252,112 +243,7 @@ class MetricsConfig:
             _check(0 < self.port < 65536, "port", "must be a TCP port (1-65535)")
 
 
-KILL_PHASES = ("staging", "local_write", "drain", "manifest")
-
-
-@dataclass
-class KillConfig:
-    """SIGKILL rank ``rank``'s own process during ``phase`` of its ``checkpoint``-th checkpoint."""
-
-    rank: int = 0
-    #: 1-based, counted across modes, in the launch attempt ``attempt``
-    checkpoint: int = 1
-    #: staging (after the snapshot), local_write (file fully written, not yet published),
-    #: drain (node leader: after the first file reached the global tier; others: while waiting),
-    #: manifest (rank 0: every file drained, global manifest not yet written)
-    phase: str = "local_write"
-    #: which launch attempt it fires in: 0 the first; N after the Nth torchrun restart
-    #: (torchrun --max-restarts / PET_MAX_RESTARTS), so one run can crash and recover repeatedly
-    attempt: int = 0
-
-    def __post_init__(self):
-        _check(self.rank >= 0, "rank", "must be >= 0")
-        _check(self.checkpoint >= 1, "checkpoint", "must be >= 1")
-        _check(self.phase in KILL_PHASES, "phase", f"unknown phase {self.phase!r} (use {', '.join(KILL_PHASES)})")
-        _check(self.attempt >= 0, "attempt", "must be >= 0")
-
-
-@dataclass
-class GlobalFaultConfig:
-    """Make the global tier fail (like an S3 503) or slow down for ``seconds``."""
-
-    #: the window opens when this checkpoint (1-based, across modes) starts
-    checkpoint: int = 1
-    seconds: float = 10.0
-    #: "error": every request in the window fails with a transient error; "slow": each waits delay_s
-    kind: str = "error"
-    delay_s: float = 0.5
-
-    def __post_init__(self):
-        _check(self.checkpoint >= 1, "checkpoint", "must be >= 1")
-        _check(0 < self.seconds <= 86400, "seconds", "must be in (0, 86400]")
-        _check(self.kind in ("error", "slow"), "kind", "must be 'error' or 'slow'")
-        _check(0 <= self.delay_s <= 600, "delay_s", "must be between 0 and 600")
-
-
-@dataclass
-class CorruptConfig:
-    """Damage rank ``rank``'s file on ``tier`` once checkpoint ``checkpoint`` is complete there."""
-
-    checkpoint: int = 1
-    rank: int = 0
-    tier: str = "local"
-    #: flip (xor a byte in the middle), truncate (to half), delete (manifest lists a missing file)
-    how: str = "flip"
-
-    def __post_init__(self):
-        _check(self.checkpoint >= 1, "checkpoint", "must be >= 1")
-        _check(self.rank >= 0, "rank", "must be >= 0")
-        _check(self.tier in ("local", "global"), "tier", "must be 'local' or 'global'")
-        _check(self.how in ("flip", "truncate", "delete"), "how", "must be flip, truncate or delete")
-
-
-@dataclass
-class FailuresConfig:
-    """Injected faults (emulator/faults.py); every one fires only where and when it names."""
-
-    #: a node fails after this many checkpoints (1-based, counted across modes): checkpointing
-    #: stops, that node's local tier is lost (it was replaced), and the loads that follow recover
-    lose_local_after: Optional[int] = None
-    #: which node loses its local tier
-    lose_local_node: int = 0
-    #: SIGKILLs: a list of KillConfig mappings
-    kill: list = field(default_factory=list)
-    global_fault: Optional[GlobalFaultConfig] = None
-    corrupt: Optional[CorruptConfig] = None
-
-    def __post_init__(self):
-        if self.lose_local_after is not None:
-            _check(self.lose_local_after >= 1, "lose_local_after", "must be >= 1")
-        _check(self.lose_local_node >= 0, "lose_local_node", "must be >= 0")
-        kills = []
-        for i, k in enumerate(self.kill):
-            if isinstance(k, KillConfig):
-                kills.append(k)
-                continue
-            _check(isinstance(k, dict), f"kill[{i}]", f"expected a mapping (rank, checkpoint, phase), got {k!r}")
-            kills.append(_build(KillConfig, k, f"kill[{i}]"))
-        self.kill = kills
-
-    @property
-    def any(self) -> bool:
-        return bool(self.kill or self.global_fault or self.corrupt or self.lose_local_after)
-
-    def check_against(self, cfg: "Config") -> None:
-        """Checks that need the rest of the config (ranks, tiers); called by Config."""
-        ranks = cfg.parallelism.active_ranks
-        for i, k in enumerate(self.kill):
-            _check(k.rank < ranks, f"failures.kill[{i}].rank", f"rank {k.rank} does not exist (the run has {ranks} ranks)")
-            _check(k.phase != "drain" or cfg.tiers.local is not None, f"failures.kill[{i}].phase",
-                   "'drain' needs tiers.local (a run without a local tier has no drain)")
-        if self.corrupt is not None:
-            c = self.corrupt
-            _check(c.rank < ranks, "failures.corrupt.rank", f"rank {c.rank} does not exist (the run has {ranks} ranks)")
-            _check(c.tier != "local" or cfg.tiers.local is not None, "failures.corrupt.tier",
-                   "'local' but tiers.local is not configured")
-
-
-@dataclass
+@dataclass(frozen=True)
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     parallelism: ParallelismConfig = field(default_factory=ParallelismConfig)
@@ -374,113 +260,44 @@ class Config:
         self.failures.check_against(self)
 
     @property
+    def wall_step_seconds(self) -> float:
+        """What a run really waits per step: the full-size step time compressed by run.scale."""
+        return self.training.step_seconds * self.run.scale
+
+    @property
+    def run_modes(self) -> tuple:
+        """The modes a run goes through, in order: the no-checkpoint baseline first if enabled."""
+        return (("none",) if self.checkpoint.baseline else ()) + tuple(self.checkpoint.modes)
+
+    @property
     def steps_per_mode(self) -> int:
         if self.training.steps is not None:
             return self.training.steps
         return self.checkpoint.interval_steps * self.checkpoint.saves
 
     def to_dict(self) -> dict:
-        return _to_plain(self)
+        return to_plain(self)
+
+    def with_overrides(self, *assignments: str) -> "Config":
+        """A new, validated config: this one with ``a.b=c`` overrides applied (this one is frozen)."""
+        data = self.to_dict()
+        for assignment in assignments:
+            data = apply_override(data, assignment)
+        return from_mapping(data)
 
 
-# --------------------------------------------------------------------------- mapping
-
-_YAML_NAMES = {"global_": "global"}
-
-
-def _yaml_name(field_name: str) -> str:
-    return _YAML_NAMES.get(field_name, field_name)
-
-
-def _to_plain(obj):
-    if dataclasses.is_dataclass(obj):
-        return {_yaml_name(f.name): _to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, list):
-        return [_to_plain(v) for v in obj]
-    return obj
-
-
-def _type_name(tp) -> str:
-    return getattr(tp, "__name__", str(tp))
-
-
-def _coerce(value, tp, key: str):
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if value is None:
-            return None
-        return _coerce(value, args[0], key)
-    if dataclasses.is_dataclass(tp):
-        if value is None:
-            value = {}
-        if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__}")
-        return _build(tp, value, key)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key}: expected true or false, got {value!r}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{key}: expected a string, got {value!r}")
-        return value
-    if tp is list or origin is list:
-        if not isinstance(value, list):
-            raise ConfigError(f"{key}: expected a list, got {value!r}")
-        return list(value)
-    raise ConfigError(f"{key}: unsupported type {_type_name(tp)}")  # pragma: no cover
-
-
-def _build(cls, data: dict, prefix: str):
-    hints = typing.get_type_hints(cls)
-    by_yaml = {_yaml_name(f.name): f for f in dataclasses.fields(cls)}
-    kwargs = {}
-    for raw_key, value in data.items():
-        key = f"{prefix}.{raw_key}" if prefix else str(raw_key)
-        f = by_yaml.get(raw_key)
-        if f is None:
-            known = ", ".join(sorted(by_yaml))
-            raise ConfigError(f"{key}: unknown key (known keys here: {known})")
-        kwargs[f.name] = _coerce(value, hints[f.name], key)
-    try:
-        return cls(**kwargs)
-    except ConfigError as exc:  # __post_init__ names the field relative to its section
-        raise ConfigError(f"{prefix}.{exc}" if prefix else str(exc)) from None
-
+# --------------------------------------------------------------------------- loading
 
 def from_mapping(data: dict) -> Config:
     if not isinstance(data, dict):
         raise ConfigError("config: the top level must be a mapping of sections")
-    return _build(Config, data, "")
+    return build(Config, data, "")
 
 
 # --------------------------------------------------------------------------- loading
 
 def preset_names() -> list[str]:
-    return sorted(p.name[:-5] for p in resources.files("configs").iterdir() if p.name.endswith(".yaml"))
-
-
-def _read_yaml_text(text: str, origin: str) -> dict:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{origin}: not valid YAML{where}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{origin}: the top level must be a mapping of sections")
-    return data
+    return sorted(p.name[:-5] for p in resources.files(PRESETS_PACKAGE).iterdir() if p.name.endswith(".yaml"))
 
 
 def _load_source(source: str, seen: tuple = ()) -> dict:
@@ -495,14 +312,14 @@ def _load_source(source: str, seen: tuple = ()) -> dict:
             raise ConfigError(f"cannot read config {source}: {exc.strerror}") from None
         base_dir = path.parent
     else:
-        res = resources.files("configs").joinpath(f"{source}.yaml")
+        res = resources.files(PRESETS_PACKAGE).joinpath(f"{source}.yaml")
         if not res.is_file():
             raise ConfigError(f"unknown preset {source!r} (presets: {', '.join(preset_names())})")
         text = res.read_text()
         base_dir = None
     if source in seen:
         raise ConfigError(f"{source}: 'extends' loops back to itself")
-    data = _read_yaml_text(text, source)
+    data = read_yaml_text(text, source)
     parent = data.pop("extends", None)
     if parent is None:
         return data
@@ -511,42 +328,6 @@ def _load_source(source: str, seen: tuple = ()) -> dict:
     if base_dir is not None and (base_dir / parent).is_file():
         parent = str(base_dir / parent)
     return deep_merge(_load_source(parent, seen + (source,)), data)
-
-
-def deep_merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = deep_merge(out[k], v)
-        else:
-            out[k] = v
-    return out
-
-
-def apply_override(data: dict, assignment: str) -> dict:
-    """Apply one ``a.b.c=value`` override; the value is parsed as YAML (numbers, lists, null)."""
-    if "=" not in assignment:
-        raise ConfigError(f"--set {assignment!r}: expected KEY=VALUE, e.g. checkpoint.interval_steps=5")
-    dotted, raw = assignment.split("=", 1)
-    parts = dotted.strip().split(".")
-    if not all(parts):
-        raise ConfigError(f"--set {assignment!r}: bad key {dotted!r}")
-    try:
-        value: Any = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    data = dict(data)
-    node = data
-    for i, part in enumerate(parts[:-1]):
-        child = node.get(part)
-        if child is None:
-            child = {}
-        elif not isinstance(child, dict):
-            raise ConfigError(f"--set {dotted}: {'.'.join(parts[:i + 1])} is not a section")
-        node[part] = dict(child)
-        node = node[part]
-    node[parts[-1]] = value
-    return data
 
 
 def load_config(source: str | None = None, overrides: list[str] | tuple = ()) -> Config:

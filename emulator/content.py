@@ -4,7 +4,7 @@ A real optimizer state is high-entropy floating point that changes everywhere
 at every step: storage with inline dedup, compression or similarity reduction
 gets nothing out of it. Our bytes must behave the same, or a reducing array
 reports throughput the real job never gets. Generating fresh random numbers
-runs slower than the disk here (``torch.randint`` ~0.7 GiB/s, MEASURED.md), so:
+runs slower than a disk (docs/performance.md), so:
 
 * Each rank draws one random **pool** (4 MiB) once. Every tensor is cut into
   4 KiB **blocks**; block ``b`` starts as a copy of a pool block, then every
@@ -188,6 +188,23 @@ def sample_file(path, samples: int = 256, seed: int = 0) -> dict:
     joined = b"".join(blocks)
     return {"offsets": offsets, "digests": [d.hex() for d in block_digests(joined)],
             "zlib_ratio": compress_ratio(joined)}
+
+
+def audit_tiers(tiers, rank: int, loop) -> dict | None:
+    """Sample ``rank``'s files of the two newest checkpoints on the first tier that has files
+    (``tiers``: nearest first; ``loop``: a LoopThread). None where no tier has files (S3)."""
+    from .layout import read_manifest, valid_steps
+    for tier in tiers:
+        paths = []
+        for step in loop.run(valid_steps(tier))[0][-2:]:
+            manifest = loop.run(read_manifest(tier, step))
+            entry = manifest.entry_for_rank(rank) if manifest else None
+            path = tier.local_path(entry.key) if entry else None
+            if path is not None and path.is_file():
+                paths.append(path)
+        if paths:
+            return audit_files(paths)
+    return None
 
 
 def audit_files(paths_by_step: list) -> dict:

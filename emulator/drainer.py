@@ -25,9 +25,11 @@ from pathlib import Path
 
 from tiers.base import Tier
 
-from .faults import Abandoned, RetryPolicy, Tally, retrying
+from .retry import Abandoned, RetryPolicy, retrying
+from .tally import Tally
 from .integrity import crc_of_stream
 from .layout import FileEntry
+from .metrics import NULL_METRICS
 
 
 class DrainError(Exception):
@@ -54,19 +56,21 @@ class DrainResult:
 
 class Drainer:
     def __init__(self, source: Tier, dest: Tier, *, concurrency: int = 4, verify: str = "size",
-                 metrics=None, node: int = 0, policy: RetryPolicy | None = None, tally: Tally | None = None):
+                 metrics=NULL_METRICS, node: int = 0, policy: RetryPolicy | None = None, tally: Tally | None = None,
+                 spool_dir: str | None = None):
         self.source, self.dest = source, dest
         self.concurrency, self.verify = concurrency, verify
         self.metrics, self.node = metrics, node
         self.policy = policy or RetryPolicy()
         self.tally = tally or Tally()
+        self.spool_dir = spool_dir
+        self.in_flight_since: float | None = None  # when the drain now in progress began
 
     async def drain(self, entries: list[FileEntry], after_file=None) -> DrainResult:
         """Copy and verify every entry; ``after_file()`` runs after each file (fault injection)."""
         total = sum(e.size for e in entries)
-        start = time.time()
-        if self.metrics:
-            self.metrics.drain_started(total)
+        start = self.in_flight_since = time.time()
+        self.metrics.drain_started(total)
         sem = asyncio.Semaphore(self.concurrency)
         result = DrainResult(self.node, True, start, start, files=len(entries))
 
@@ -84,8 +88,7 @@ class Drainer:
                 await retrying(self.policy, f"drain of {entry.key}", lambda: copy_verified(entry), on_retry)
                 result.per_file.append((entry.key, time.perf_counter() - t))
                 result.bytes += entry.size
-                if self.metrics:
-                    self.metrics.drain_progress(entry.size)
+                self.metrics.drain_progress(entry.size)
                 if after_file is not None:
                     after_file()
 
@@ -101,10 +104,10 @@ class Drainer:
             if result.abandoned:
                 self.tally.count("drain_abandoned")
         result.end = time.time()
-        if self.metrics:
-            if not result.ok:
-                self.metrics.drain_progress(total - result.bytes)
-            self.metrics.drain_finished(result.seconds, ok=result.ok)
+        self.in_flight_since = None
+        if not result.ok:
+            self.metrics.drain_progress(total - result.bytes)
+        self.metrics.drain_finished(result.seconds, ok=result.ok)
         return result
 
     async def _copy(self, entry: FileEntry) -> None:
@@ -112,7 +115,7 @@ class Drainer:
         if path is not None and path.is_file():
             await self.dest.put_file(entry.key, path)
             return
-        with tempfile.TemporaryDirectory(prefix="ckpt-emu-drain-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="ckpt-emu-drain-", dir=self.spool_dir) as tmp:
             spool = Path(tmp) / "file"
             await self.source.get_file(entry.key, spool)
             await self.dest.put_file(entry.key, spool)

@@ -1,6 +1,6 @@
 """Checksums: CRC32C computed while bytes stream out, and verification of stored files.
 
-CRC32C runs at ~11 GiB/s here (hardware instruction) and releases the GIL, so
+CRC32C runs on a hardware instruction and releases the GIL, so
 it costs the save path little; it replaces ``torch.save``'s own zip CRC32,
 which is the main CPU cost of ``torch.save`` and is turned off by default.
 """

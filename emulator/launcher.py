@@ -7,6 +7,7 @@ terminates them.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -18,8 +19,9 @@ import time
 import uuid
 from pathlib import Path
 
+from . import outdir
 from .errors import UserError
-from .rank import STATUS_FILE, STOP_FILE
+from .lifeline import die_with_parent
 
 
 def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, nnodes: int = 1,
@@ -38,10 +40,11 @@ def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, n
 
 def prepare_out(out: Path, cfg_dict: dict) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    for stale in (STOP_FILE, STATUS_FILE, "results.json", "report.txt", "timeline.png"):
+    for stale in outdir.OUTPUTS:
         (out / stale).unlink(missing_ok=True)
-    shutil.rmtree(out / ".shared", ignore_errors=True)
-    path = out / "config.json"
+    shutil.rmtree(outdir.OutDir(out).shared_root, ignore_errors=True)
+    shutil.rmtree(outdir.OutDir(out).records_root, ignore_errors=True)  # a new run: its attempts start at 0
+    path = out / outdir.CONFIG
     tmp = out / f".config.{uuid.uuid4().hex[:8]}.json"
     tmp.write_text(json.dumps(cfg_dict, indent=1))
     os.replace(tmp, path)
@@ -63,19 +66,30 @@ def _first_error(log: Path) -> str | None:
     return None
 
 
-def launch(cmd: list[str], out: Path, *, threads: int, progress=None) -> int:
-    """Run torchrun, logging to out/torchrun.log; returns its exit status."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1")
-    log_path = out / "torchrun.log"
+def _warnings(log: Path) -> list[str]:
+    """The ranks' ``ckpt-emu: warning:`` lines, each once, in order."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return list(dict.fromkeys(line for line in lines if line.startswith("ckpt-emu: warning:")))
+
+
+def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str = "") -> int:
+    """Run torchrun, logging to the results folder's torchrun.log; returns its exit status."""
+    from .ownership import JOB_ENV
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1", **{JOB_ENV: job})
+    log_path = out / outdir.LOG
     interrupts = 0
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                preexec_fn=functools.partial(die_with_parent, os.getpid()))
 
         def on_sigint(signum, frame):
             nonlocal interrupts
             interrupts += 1
             if interrupts == 1:
-                (out / STOP_FILE).touch()
+                (out / outdir.STOP).touch()
                 print("\nckpt-emu: stopping after the current step (Ctrl-C again to abort)", file=sys.stderr)
             else:
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -85,7 +99,7 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None) -> int:
         try:
             while proc.poll() is None:
                 if progress:
-                    progress.update(out / STATUS_FILE)
+                    progress.update(out / outdir.STATUS)
                 time.sleep(0.25)
         finally:
             signal.signal(signal.SIGINT, old)
@@ -93,6 +107,8 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None) -> int:
             if progress:
                 progress.close()
     rc = proc.returncode
+    for line in _warnings(log_path):  # what the ranks said the user should know
+        print(line, file=sys.stderr)
     if rc != 0:
         reason = _first_error(log_path) or f"a rank failed (exit status {rc})"
         raise UserError(f"{reason} (full log: {log_path})")

@@ -39,19 +39,21 @@ tests inject their own registry.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import time
 from pathlib import Path
 
 PREFIX = "ckpt_emu_"
-MODES = ("sync", "async")
+MODES = ("none", "sync", "async")  # "none": the no-checkpoint baseline
 TIERS = ("local", "global")
-PHASES = ("snapshot", "local_write", "drain", "load", "manifest")
-BACKENDS = ("dir", "s3", "memory")
+PHASES = ("snapshot", "local_write", "drain", "load")
+#: a backend label is the backend class's own short name (tiers registry): no list to keep in step
+BACKEND_LABEL = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 OPS = ("save", "load")
 DIRECTIONS = ("write", "read")
-#: every kind ``emulator.faults.Tally.count`` is called with, plus "drain_failed"
+#: every kind ``emulator.tally.Tally.count`` is called with, plus "drain_failed"
 #: (counted here by ``drain_finished(ok=False)``: any drain that ended incomplete;
 #: "drain_abandoned" is the subset whose retries ran out).
 FAULT_KINDS = ("injected", "checksum_mismatch", "drain_abandoned", "drain_failed", "drain_retry",
@@ -71,7 +73,11 @@ _ENV = "PROMETHEUS_MULTIPROC_DIR"
 _GAUGES = {
     "drains_in_flight": ((), "livesum", "Drains of this node to the global tier now in progress."),
     "drain_backlog_bytes": ((), "livesum", "Bytes started draining to the global tier and not yet copied."),
-    "drain_overlap_ratio": (("mode",), "max", "Fraction of wall time with a drain in progress, as computed by the emulator (0..1); worst rank on the node."),
+    "drain_overlap_ratio": (("mode",), "max", "Drain time (the drain in flight included) over the mode's wall time so far, as computed by the emulator; worst rank on the node. Above 1: drains are falling behind."),
+    "baseline_step_seconds": ((), "max", "Wall time of one training step without checkpoints (the baseline mode 'none'); 0 until it ran."),
+    "slowdown_ratio": (("mode",), "max", "The mode's wall time per step over the baseline's, minus 1: what checkpointing costs the job end to end (stall and interference); worst rank on the node."),
+    "checkpoints_at_risk": (("mode",), "max", "Checkpoints of the mode not yet durable on the global tier when its training stopped."),
+    "last_durability_lag_seconds": ((), "mostrecent", "Durability lag (snapshot to complete on the global tier) of the newest durable checkpoint."),
     "last_complete_checkpoint_timestamp_seconds": (("tier",), "max", "Unix time when the newest checkpoint became complete (manifest written) on the tier."),
     "last_complete_checkpoint_step": (("tier",), "mostrecent", "Training step of the most recently completed checkpoint on the tier."),
     "checkpoint_interval_seconds": (("mode",), "max", "Configured wall time between checkpoints; alert thresholds are multiples of it."),
@@ -93,12 +99,19 @@ _HISTOGRAMS = {
     "checkpoint_stall_seconds": (("mode",), "Time one rank's training loop was blocked by one checkpoint, waits for a late drain included."),
     "phase_duration_seconds": (("phase", "tier", "backend"), "Duration of one checkpoint phase on one rank (or one drain on the node)."),
     "step_duration_seconds": (("mode",), "Wall time of one training step's compute."),
+    "durability_lag_seconds": (("mode",), "From a checkpoint's snapshot until it is complete on the global tier (local write + drain + manifest)."),
 }
 
 
 def _check(kind: str, value: str, allowed) -> str:
     if value not in allowed:
         raise ValueError(f"metrics: {kind} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _check_backend(value: str) -> str:
+    if not isinstance(value, str) or not BACKEND_LABEL.match(value):
+        raise ValueError(f"metrics: backend must be a short lowercase name (a Tier's ``backend``), got {value!r}")
     return value
 
 
@@ -160,14 +173,14 @@ class Metrics:
     def observe_stall(self, mode: str, seconds: float):
         self._h["checkpoint_stall_seconds"].labels(mode=_check("mode", mode, MODES)).observe(seconds)
 
-    def observe_phase(self, phase: str, tier: str, seconds: float, *, backend: str = "dir"):
+    def observe_phase(self, phase: str, tier: str, seconds: float, *, backend: str):
         self._h["phase_duration_seconds"].labels(
             phase=_check("phase", phase, PHASES), tier=_check("tier", tier, TIERS),
-            backend=_check("backend", backend, BACKENDS)).observe(seconds)
+            backend=_check_backend(backend)).observe(seconds)
 
-    def add_bytes(self, direction: str, tier: str, n: int, *, backend: str = "dir"):
+    def add_bytes(self, direction: str, tier: str, n: int, *, backend: str):
         name = "written_bytes" if _check("direction", direction, DIRECTIONS) == "write" else "read_bytes"
-        self._c[name].labels(tier=_check("tier", tier, TIERS), backend=_check("backend", backend, BACKENDS)).inc(n)
+        self._c[name].labels(tier=_check("tier", tier, TIERS), backend=_check_backend(backend)).inc(n)
 
     # The drain gauges are set from per-process tallies (not inc/dec) so that when the
     # last drain ends, whatever was not reported as progress (an abandoned drain) is
@@ -232,7 +245,21 @@ class Metrics:
         self._g["drain_backlog_bytes"].set(self._backlog)
 
     def set_drain_overlap(self, mode: str, ratio: float):
-        self._g["drain_overlap_ratio"].labels(mode=_check("mode", mode, MODES)).set(min(1.0, max(0.0, ratio)))
+        """Not capped at 1: a ratio above 1 says drains are falling behind."""
+        self._g["drain_overlap_ratio"].labels(mode=_check("mode", mode, MODES)).set(max(0.0, ratio))
+
+    def set_baseline_step(self, seconds: float):
+        self._g["baseline_step_seconds"].set(max(0.0, seconds))
+
+    def set_slowdown(self, mode: str, ratio: float):
+        self._g["slowdown_ratio"].labels(mode=_check("mode", mode, MODES)).set(ratio)
+
+    def set_at_risk(self, mode: str, count: int):
+        self._g["checkpoints_at_risk"].labels(mode=_check("mode", mode, MODES)).set(count)
+
+    def observe_durability_lag(self, mode: str, seconds: float):
+        self._h["durability_lag_seconds"].labels(mode=_check("mode", mode, MODES)).observe(seconds)
+        self._g["last_durability_lag_seconds"].set(seconds)
 
     def deadline_missed(self, mode: str):
         self._c["drain_deadline_misses"].labels(mode=_check("mode", mode, MODES)).inc()
@@ -302,3 +329,20 @@ def mark_process_dead(pid, *, path=None) -> None:
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(pid, None if path is None else str(path))
+
+
+class NullMetrics:
+    """What code records into when no metrics are wanted: every public ``Metrics`` method,
+    doing nothing (generated from ``Metrics``, so a new metric needs no second definition,
+    and a misspelt method still raises AttributeError)."""
+
+
+def _nothing(self, *args, **kwargs):
+    return None
+
+
+for _name, _member in vars(Metrics).items():
+    if callable(_member) and not _name.startswith("_"):
+        setattr(NullMetrics, _name, _nothing)
+
+NULL_METRICS = NullMetrics()

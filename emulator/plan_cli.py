@@ -31,6 +31,7 @@ _KEYS = {
     "stall_seconds": "stall_seconds",
     "drain_seconds": "drain_seconds",
     "async_stall_seconds": "async_stall_seconds",
+    "commit_seconds": "commit_seconds",
     "overlap_target": "overlap_target",
     "bandwidth": "bandwidth",
 }
@@ -128,6 +129,8 @@ def add_plan_parser(subparsers):
     a("--async-stall-seconds", metavar="S", help="measured async stall (default: "
       f"{planner.ASYNC_STALL_FRACTION:.0%} of the sync stall)")
     a("--drain-seconds", metavar="S", help="measured drain time (default: size/bandwidth, else the sync stall)")
+    a("--commit-seconds", metavar="S", help="measured async commit: from the end of the stall until durable on "
+      "the global tier, i.e. local write + drain + manifest (the report's durability lag; default: the drain time)")
     a("--bandwidth", metavar="BW", help="global storage write bandwidth, e.g. 200GB/s (sets sync stall and drain)")
     a("--overlap-target", metavar="F", help="largest drain overlap for async (default 0.10)")
     a("--config", metavar="FILE", dest="plan_config", help="YAML file with a plan: section using these names")

@@ -5,7 +5,7 @@ Pure math, no I/O, instant. ``ckpt-emu plan`` prints what :func:`plan` returns;
 ``async_stall_seconds``) into the same :class:`PlanInputs` and reads the
 predicted overhead, overlap and optimum back from the :class:`Plan`.
 
-Failure model (see shared/DOMAIN.md): a synchronous job of N accelerators stops
+Failure model (docs/choosing-an-interval.md): a synchronous job of N accelerators stops
 when any one fails, so with a per-accelerator MTTF ``m`` the cluster MTTF is
 ``M = m / N``. 50,000 h per accelerator reproduces Meta's Llama 3 rate
 (419 interruptions in 54 days on 16,384 GPUs, ~7.8 a day).
@@ -110,7 +110,10 @@ class PlanInputs:
       > the rule-of-thumb time budget (``overhead_budget`` x interval);
     - ``drain_seconds``: measured > ``checkpoint_bytes / bandwidth`` > C (the same
       bytes to the same global storage as a sync checkpoint);
-    - ``async_stall_seconds``: measured > ``ASYNC_STALL_FRACTION`` x C.
+    - ``async_stall_seconds``: measured > ``ASYNC_STALL_FRACTION`` x C;
+    - ``commit_seconds``: the async commit, from the end of the stall until the
+      checkpoint is durable (local write + drain + manifest, what ``tune`` measures
+      as the durability lag): measured > the drain time.
 
     ``bandwidth`` is the global tier's sustained write bandwidth in bytes/s.
     """
@@ -124,6 +127,7 @@ class PlanInputs:
     stall_seconds: Optional[float] = None
     drain_seconds: Optional[float] = None
     async_stall_seconds: Optional[float] = None
+    commit_seconds: Optional[float] = None
     overlap_target: float = 0.10
     bandwidth: Optional[float] = None
 
@@ -145,6 +149,7 @@ class PlanInputs:
         _number("drain_seconds", self.drain_seconds, positive=False, optional=True, at_most=MAX_SECONDS)
         _number("async_stall_seconds", self.async_stall_seconds, optional=True,
                 at_least=MIN_STALL_S, at_most=MAX_SECONDS)
+        _number("commit_seconds", self.commit_seconds, positive=False, optional=True, at_most=MAX_SECONDS)
         _number("bandwidth", self.bandwidth, optional=True, at_least=BANDWIDTH[0], at_most=BANDWIDTH[1])
         mttf = cluster_mttf_seconds(self.mttf_hours, a)
         if mttf < MIN_CLUSTER_MTTF_S:
@@ -240,6 +245,7 @@ class Costs:
     drain_s: float
     drain_source: str        # measured | bandwidth | sync-cost
     restart_s: float
+    commit_s: float = 0.0    # async: stall end to durable (the drain alone when not measured)
 
 
 def resolve_costs(inp: PlanInputs) -> Costs:
@@ -263,7 +269,8 @@ def resolve_costs(inp: PlanInputs) -> Costs:
         s, s_src = inp.async_stall_seconds, "measured"
     else:
         s, s_src = ASYNC_STALL_FRACTION * c, "assumed"
-    return Costs(c, c_src, s, s_src, d, d_src, inp.restart_seconds)
+    commit = inp.commit_seconds if inp.commit_seconds is not None else d
+    return Costs(c, c_src, s, s_src, d, d_src, inp.restart_seconds, commit)
 
 
 def mode_goodput(inp: PlanInputs, interval_s: float, mode: str, costs: Costs | None = None) -> float:
@@ -273,7 +280,7 @@ def mode_goodput(inp: PlanInputs, interval_s: float, mode: str, costs: Costs | N
     if mode == "sync":
         return goodput(interval_s, costs.sync_stall_s, mttf, costs.restart_s)
     if mode == "async":
-        return goodput(interval_s, costs.async_stall_s, mttf, costs.restart_s, costs.drain_s)
+        return goodput(interval_s, costs.async_stall_s, mttf, costs.restart_s, costs.commit_s)
     raise ValueError(f"unknown mode {mode!r} (use sync, async)")
 
 
@@ -283,7 +290,7 @@ def mode_optimum(inp: PlanInputs, mode: str, costs: Costs | None = None) -> floa
     if mode == "sync":
         return optimal_interval(costs.sync_stall_s, mttf, costs.restart_s)
     if mode == "async":
-        return optimal_interval(costs.async_stall_s, mttf, costs.restart_s, costs.drain_s)
+        return optimal_interval(costs.async_stall_s, mttf, costs.restart_s, costs.commit_s)
     raise ValueError(f"unknown mode {mode!r} (use sync, async)")
 
 

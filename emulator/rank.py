@@ -20,94 +20,99 @@ added to results.json under ``faults``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
-import time
-from collections import deque
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+from tiers.base import TierScope
+
+from . import outdir
 from .config import from_mapping
+from .outdir import OutDir
 from .errors import UserError
-from .faults import Faults, RetryPolicy, Tally, restart_attempt, unwrap
-
-STOP_FILE = "stop"  # created in the results folder by the CLI on Ctrl-C
-STATUS_FILE = "status.json"
-MAX_EVENTS = 4000  # timeline events kept per rank and kind of source
-
-
-def _compute(seconds: float, kind: str) -> None:
-    if seconds <= 0:
-        return
-    if kind == "sleep":
-        time.sleep(seconds)
-        return
-    end = time.perf_counter() + seconds  # "cpu": keep one core busy, to study interference
-    x = 1.0001
-    while time.perf_counter() < end:
-        for _ in range(2000):
-            x = x * 1.0000001 % 7.0
+from .faults import Faults, restart_attempt
+from .node_failure import NodeFailure
+from .records import RankResult
+from .retry import RetryPolicy, describe_error
+from .tally import Tally
 
 
-def _tier_scope(comm, out: Path, name: str) -> dict:
-    return {"rank": comm.rank, "local_rank": comm.local_rank, "node_id": comm.node, "nodes": comm.nodes,
-            "ranks_per_node": comm.local_world_size, "shared_dir": str(out / ".shared" / name)}
-
-
-def _sweep_dir_tier(tier) -> None:
-    """Remove a crash's partial files, then the step folders they leave empty."""
-    tier.sweep_partials()
-    for d in sorted(tier.root.glob("step_*/**/"), key=lambda p: len(p.parts), reverse=True):
-        try:
-            d.rmdir()  # only succeeds on an empty folder
-        except OSError:
-            pass
-
-
-def _node_path(cfg_tier, node: int):
-    if cfg_tier is not None and cfg_tier.path:
-        cfg_tier.path = cfg_tier.path.replace("{node}", str(node))
-    return cfg_tier
+def _tier_scope(comm, out: OutDir, name: str) -> TierScope:
+    return TierScope(rank=comm.rank, local_rank=comm.local_rank, node=comm.node, nodes=comm.nodes,
+                     ranks_per_node=comm.local_world_size, shared_dir=str(out.shared(name)),
+                     spool_dir=str(out.spool(comm.node)))
 
 
 class RankRun:
+    """One rank's whole run: set-up, resume/recovery, the modes, the loads, its RankResult."""
+
     def __init__(self, cfg, out: Path, duration: float | None):
         from .comm import DistComm
-        self.cfg, self.out, self.duration = cfg, out, duration
+        self.cfg, self.out, self.duration = cfg, OutDir(out), duration
         self.comm = DistComm()
         self.bg_comm = DistComm(dist.new_group(backend="gloo"))
+        self._build_tiers()
+        from .ownership import claim_tiers
+        self.claims = claim_tiers(self.comm, self.out.root, self.local, self.global_)  # before any write
         self.metrics = self._setup_metrics()
         self.attempt = restart_attempt()
         self.tally = Tally(self.metrics)
         self.faults = Faults.from_config(cfg.failures, self.comm.rank, self.attempt, self.tally)
+        self.global_ = self.faults.wrap_global(self.global_)
+        self.node_failure = NodeFailure(cfg.failures)
         self._setup_spool()
-        self._setup_tiers()
+        self._recover_tiers()
         from .state import RankState
         self.state = RankState.from_config(cfg, self.comm.rank)
-        from .checkpointer import Checkpointer
         p = cfg.parallelism
         self.meta = {"preset": cfg.model.name, "scale": cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
                      "zero_stage": p.zero_stage}
-        self.ckpt = Checkpointer(
-            self.state, self.local, self.global_, self.bg_comm, keep=cfg.checkpoint.keep,
-            drain_concurrency=cfg.drain.concurrency, drain_verify=cfg.drain.verify, metrics=self.metrics,
-            meta=dict(self.meta), on_local_full=cfg.checkpoint.on_local_full, on_failure=cfg.drain.on_failure,
-            policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally)
-        self.timeline_base = None
+        self.ckpt = self._checkpointer()
         self.modes = {}
         self.resumed, self.recovery = [], None
 
+    def _checkpointer(self):
+        from .checkpointer import Checkpointer
+        cfg = self.cfg
+        return Checkpointer(
+            self.state, self.local, self.global_, self.bg_comm, keep=cfg.checkpoint.keep,
+            drain_concurrency=cfg.drain.concurrency, drain_verify=cfg.drain.verify, metrics=self.metrics,
+            meta=dict(self.meta), on_local_full=cfg.checkpoint.on_local_full, on_failure=cfg.drain.on_failure,
+            policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally,
+            spool_dir=str(self.out.spool(self.comm.node)), on_record=self._keep_record)
+
+    def _keep_record(self, rec, event: str) -> None:
+        """Append a checkpoint's record, as it starts and once it is over, to this attempt's file:
+        what an attempt did survives a kill."""
+        path = self.out.records(self.comm.rank, self.attempt)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fh.write(json.dumps({"event": event, **rec.to_dict()}) + "\n")
+
+    def _earlier_attempts(self) -> list[dict]:
+        """This rank's records of the run's earlier torchrun attempts (killed ones included)."""
+        out = []
+        for attempt in range(self.attempt):
+            path = self.out.records(self.comm.rank, attempt)
+            lines = [json.loads(x) for x in (path.read_text().splitlines() if path.exists() else []) if x.strip()]
+            out.append({"attempt": attempt, "started": sum(x["event"] == "started" for x in lines),
+                        "records": [{k: v for k, v in x.items() if k != "event"}
+                                    for x in lines if x["event"] == "finished"]})
+        return out
+
     def _setup_metrics(self):
+        """No port: the null object. A port: multiprocess mode, the node leader serves the node."""
+        from . import metrics
         port = self.cfg.metrics.port
         if port is None:
-            from .metrics import Metrics
-            return Metrics()
-        mp_dir = self.out / ".metrics" / f"node{self.comm.node}"
+            return metrics.NULL_METRICS
+        mp_dir = self.out.metrics(self.comm.node)
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(mp_dir)
-        from . import metrics
         if self.comm.is_node_leader:
             metrics.prepare_multiprocess_dir(mp_dir)
         self.comm.barrier()
@@ -120,49 +125,51 @@ class RankRun:
         return m
 
     def _setup_spool(self) -> None:
-        """Temporary files (S3 upload spools, drain spools) go under the results folder, one folder
-        per node, which the node leader empties at start: what a SIGKILL left there is swept."""
+        """Spool files (S3 uploads, drains through tiers without files) go under the results
+        folder, one folder per node, which the node leader empties at start: what a SIGKILL
+        left there is swept. Tiers and the drainer are told the folder (TierScope.spool_dir)."""
         import shutil
-        import tempfile
-        spool = self.out / ".spool" / f"node{self.comm.node}"
+        spool = self.out.spool(self.comm.node)
         if self.comm.is_node_leader:
             shutil.rmtree(spool, ignore_errors=True)
             spool.mkdir(parents=True, exist_ok=True)
         self.comm.barrier()
-        tempfile.tempdir = str(spool)
 
-    def _setup_tiers(self):
+    def _build_tiers(self) -> None:
         from tiers import make_tier
-        from tiers.directory import DirTier
         tiers_cfg = self.cfg.tiers
         self.local = None
         if tiers_cfg.local is not None:
-            self.local = make_tier(_node_path(tiers_cfg.local, self.comm.node),
-                                   scope=_tier_scope(self.comm, self.out, "local"))
-        self.global_ = self.faults.wrap_global(
-            make_tier(tiers_cfg.global_, scope=_tier_scope(self.comm, self.out, "global")))
-        if self.comm.is_node_leader:  # clean up what a crashed run left behind
-            for tier in (self.local, self.global_):
-                if tier is None or (tier is self.global_ and self.comm.rank != 0):
-                    continue
-                inner = unwrap(tier)
-                if isinstance(inner, DirTier):
-                    _sweep_dir_tier(inner)
-                elif hasattr(inner, "abort_stale_uploads"):  # S3: multipart uploads of a crashed drain
-                    import asyncio
-                    asyncio.run(inner.abort_stale_uploads())
+            self.local = make_tier(tiers_cfg.local, scope=_tier_scope(self.comm, self.out, "local"))
+        self.global_ = make_tier(tiers_cfg.global_, scope=_tier_scope(self.comm, self.out, "global"))
 
-    def _cleanup_uploads(self) -> None:
-        """End of run: abort multipart uploads a failed drain could not abort (server was down).
+    def _recover_tiers(self) -> None:
+        """Node leaders clean up what a crashed run left on the tiers this run now owns.
+
+        Best effort: a tier that refuses (e.g. no s3:ListBucketMultipartUploads permission
+        under a least-privilege policy) gets one warning line, and the run goes on."""
+        if not self.comm.is_node_leader:
+            return
+        for name, tier in (("local", self.local), ("global", self.global_ if self.comm.rank == 0 else None)):
+            if tier is None:
+                continue
+            try:
+                asyncio.run(tier.recover_after_crash())
+            except Exception as exc:  # noqa: BLE001 - clean-up must never stop a run
+                self.tally.count("tier_error")
+                _warn(f"tiers.{name}: clean-up of an earlier crash skipped: {describe_error(exc)}")
+
+    def _clean_up_after_run(self) -> None:
+        """End of run: e.g. abort multipart uploads a failed drain could not abort (server was down).
 
         Safe here: every drain of every node ended inside the last checkpoint's collectives."""
         self.comm.barrier()
-        inner = unwrap(self.global_)
-        if self.comm.rank == 0 and hasattr(inner, "abort_stale_uploads"):
+        if self.comm.rank == 0:
             try:
-                self.ckpt.loop.run(inner.abort_stale_uploads())
-            except Exception:  # noqa: BLE001 - the next run's start cleans up too
+                self.ckpt.loop.run(self.global_.clean_up_after_run())
+            except Exception as exc:  # noqa: BLE001 - the next run's start cleans up too
                 self.tally.count("tier_error")
+                _warn(f"tiers.global: end-of-run clean-up skipped: {describe_error(exc)}")
 
     # ------------------------------------------------------------------ phases
 
@@ -178,80 +185,14 @@ class RankRun:
 
     @property
     def node_failed(self) -> bool:
-        """The emulated node failure (failures.lose_local_after) has happened."""
-        n = self.cfg.failures.lose_local_after
-        return n is not None and len(self.ckpt.records) >= n
-
-    def _should_stop(self, mode_start: float, mode_budget: float | None, step_in_mode: int) -> bool:
-        if self.node_failed:  # every rank counts the same checkpoints: a consistent decision
-            return True
-        stop = 0.0
-        if self.comm.rank == 0:
-            if (self.out / STOP_FILE).exists():
-                stop = 1.0
-            elif mode_budget is not None and time.time() - mode_start >= mode_budget:
-                stop = 1.0
-            elif mode_budget is None and step_in_mode >= self.cfg.steps_per_mode:
-                stop = 1.0
-        return self.comm.all_max(stop) > 0  # the per-step all-reduce of data-parallel training
-
-    def run_mode(self, mode: str, first_step: int, budget: float | None) -> int:
-        cfg, m = self.cfg, self.metrics
-        interval = cfg.checkpoint.interval_steps
-        if m:
-            m.set_interval(mode, interval * cfg.training.step_seconds)
-        self.comm.barrier()
-        start = time.time()
-        step, n = first_step, 0
-        compute_events = deque(maxlen=MAX_EVENTS)  # bounded: soak runs must not grow
-        last = start  # training seconds are added per step so rate() works live in a soak
-        while not self._should_stop(start, budget, n):
-            t = time.time()
-            self.state.mutate(step)  # the optimizer update: part of the step's time, not added to it
-            _compute(cfg.training.step_seconds - (time.time() - t), cfg.training.compute)
-            dt = time.time() - t
-            compute_events.append((t, t + dt))
-            if m:
-                m.observe_step(mode, dt)
-            if (n + 1) % interval == 0:
-                self.ckpt.checkpoint(step, mode)
-                self._write_status(mode, step, start)
-                if m and self.comm.is_node_leader:
-                    busy = sum(r.drain_s for r in self.ckpt.records if r.mode == mode)
-                    m.set_drain_overlap(mode, min(1.0, busy / max(time.time() - start, 1e-9)))
-            if m:
-                now = time.time()
-                m.add_training_seconds(mode, now - last)
-                last = now
-            step, n = step + 1, n + 1
-        train_end = time.time()
-        flush = self.ckpt.finish()
-        end = time.time()
-        if m:
-            m.add_training_seconds(mode, train_end - last)
-        self.modes[mode] = {"start": start, "train_end": train_end, "end": end, "steps": n,
-                            "flush_s": flush, "compute": list(compute_events)}
-        return step
-
-    def _write_status(self, mode: str, step: int, start: float) -> None:
-        if self.comm.rank != 0:
-            return
-        recs = self.ckpt.records
-        last = recs[-1]
-        status = {"mode": mode, "step": step, "elapsed_s": time.time() - start, "last_stall_s": last.stall_s,
-                  "checkpoints": len(recs), "misses": sum(r.missed for r in recs),
-                  "interval_s": self.cfg.checkpoint.interval_steps * self.cfg.training.step_seconds,
-                  "time": time.time()}
-        tmp = self.out / (STATUS_FILE + ".tmp")
-        tmp.write_text(json.dumps(status))
-        os.replace(tmp, self.out / STATUS_FILE)
+        return self.node_failure.happened(len(self.ckpt.records))
 
     def _restorer(self):
         from .restore import Restorer
         tiers = [(n, t) for n, t in (("local", self.local), ("global", self.global_)) if t is not None]
-        return Restorer(self.state, tiers, self.comm, scratch_dir=self.out / ".scratch",
+        return Restorer(self.state, tiers, self.comm, scratch_dir=self.out.scratch,
                         metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1],
-                        meta=self.meta, tally=self.tally)
+                        meta=self.meta, tally=self.tally, policy=RetryPolicy.from_config(self.cfg.drain))
 
     def _recover(self):
         """After a torchrun restart: restore the newest complete checkpoint and continue from it."""
@@ -277,75 +218,60 @@ class RankRun:
 
     def _stop_requested(self) -> bool:
         """Ctrl-C reached the CLI on any node (a collective, so every rank agrees)."""
-        return self.comm.all_max(1.0 if (self.out / STOP_FILE).exists() else 0.0) > 0
+        return self.comm.all_max(1.0 if (self.out / outdir.STOP).exists() else 0.0) > 0
 
-    def run(self) -> dict:
-        cfg = self.cfg
+    def _train(self, step: int) -> None:
+        from .training import ModeLoop
+        loop = ModeLoop(self.cfg, self.state, self.ckpt, self.comm, self.metrics, self.out, self.node_failure)
+        modes = list(self.cfg.run_modes)  # the no-checkpoint baseline first, if enabled
+        budget = self.duration / len(modes) if self.duration else None
+        for mode in modes:
+            if self.node_failed or self._stop_requested():
+                break
+            step, self.modes[mode] = loop.run(mode, step, budget)
+
+    def run(self) -> RankResult:
         step = self._first_step()
         self.ckpt.first_step = step
         self.resumed = self.ckpt.resume()
         if self.attempt > 0:
             self.recovery = self._recover()
-        modes = list(cfg.checkpoint.modes)
-        budget = self.duration / len(modes) if self.duration else None
-        for mode in modes:
-            if self.node_failed or self._stop_requested():
-                break
-            step = self.run_mode(mode, step, budget)
+        self._train(step)
         content_audit = self._audit_content()
-        failure = self._lose_local() if self.node_failed else None
+        failure = self.node_failure.lose_local(self.comm, self.local, self.ckpt.loop) if self.node_failed else None
         stopped_early = self._stop_requested()
         loads, dropped = ([], False) if stopped_early else self.run_loads()
         self.ckpt.finish()
-        self._cleanup_uploads()
+        self._clean_up_after_run()
         self.ckpt.close()
-        return {
-            "rank": self.comm.rank, "node": self.comm.node,
-            "state_bytes": self.state.nbytes, "emulated_bytes": self.state.emulated_bytes,
-            "records": [r.to_dict() for r in self.ckpt.records],
-            "loads": [r.to_dict() for r in loads], "page_cache_dropped": dropped,
-            "modes": self.modes,
-            "events": [(e.kind, e.start, e.end) for e in self.ckpt.events],
-            "local": self.local.describe() if self.local is not None else None,
-            "global": self.global_.describe(), "stopped_early": stopped_early, "failure": failure,
-            "attempt": self.attempt, "resume": [r.to_dict() for r in self.resumed],
-            "recovery": self.recovery.to_dict() if self.recovery is not None else None,
-            "fault_counts": dict(self.tally.counts),
-            "content": self.state.content.describe(), "content_audit": content_audit,
-            "peak_rss_bytes": _peak_rss_bytes(),
-        }
+        self.comm.barrier()  # every rank is done with the tiers before the claims go
+        from .ownership import release
+        release(self.claims)
+        return RankResult(
+            rank=self.comm.rank, node=self.comm.node, state_bytes=self.state.nbytes,
+            emulated_bytes=self.state.emulated_bytes, records=[r.to_dict() for r in self.ckpt.records],
+            loads=[r.to_dict() for r in loads], page_cache_dropped=dropped, modes=self.modes,
+            events=[(e.kind, e.start, e.end) for e in self.ckpt.events],
+            local=self.local.describe() if self.local is not None else None, global_=self.global_.describe(),
+            stopped_early=stopped_early, failure=failure, attempt=self.attempt,
+            resume=[r.to_dict() for r in self.resumed],
+            recovery=self.recovery.to_dict() if self.recovery is not None else None,
+            fault_counts=dict(self.tally.counts), content=self.state.content.describe(),
+            content_audit=content_audit, peak_rss_bytes=_peak_rss_bytes(),
+            earlier_attempts=self._earlier_attempts())
 
     def _audit_content(self) -> dict | None:
-        """Sample this rank's files of the two newest checkpoints on the nearest tier with files."""
-        from .content import audit_files
-        from .layout import read_manifest, valid_steps
-        for tier in (self.local, self.global_):
-            if tier is None:
-                continue
-            try:
-                paths = []
-                for step in self.ckpt.loop.run(valid_steps(tier))[0][-2:]:
-                    manifest = self.ckpt.loop.run(read_manifest(tier, step))
-                    entry = manifest.entry_for_rank(self.comm.rank) if manifest else None
-                    path = tier.local_path(entry.key) if entry else None
-                    if path is not None and path.is_file():
-                        paths.append(path)
-                if paths:
-                    return audit_files(paths)
-            except Exception:  # noqa: BLE001 - an audit must never fail a run
-                self.tally.count("tier_error")
-        return None
+        from .content import audit_tiers
+        try:
+            return audit_tiers([t for t in (self.local, self.global_) if t is not None], self.comm.rank,
+                               self.ckpt.loop)
+        except Exception:  # noqa: BLE001 - an audit must never fail a run
+            self.tally.count("tier_error")
+            return None
 
-    def _lose_local(self) -> dict:
-        """Emulate the node's replacement: its local tier comes back empty."""
-        from .layout import list_steps, delete_checkpoint
-        node = self.cfg.failures.lose_local_node
-        self.comm.barrier()
-        if self.local is not None and self.comm.node == node and self.comm.is_node_leader:
-            for step in self.ckpt.loop.run(list_steps(self.local))[1]:
-                self.ckpt.loop.run(delete_checkpoint(self.local, step))
-        self.comm.barrier()
-        return {"kind": "lose_local", "after_checkpoint": self.cfg.failures.lose_local_after, "node": node}
+
+def _warn(text: str) -> None:
+    print(f"ckpt-emu: warning: {' '.join(text.split())}", file=sys.stderr, flush=True)
 
 
 def _peak_rss_bytes() -> int:
@@ -390,6 +316,8 @@ def main(argv=None) -> int:
     ap.add_argument("--config", required=True, help="resolved config JSON written by `ckpt-emu run`")
     ap.add_argument("--duration", type=float, default=None, help="seconds of training (soak mode)")
     args = ap.parse_args(argv)
+    from .lifeline import watch_parent
+    watch_parent()  # the rank dies with its torchrun agent (and so with the CLI)
     raw = json.loads(Path(args.config).read_text())
     cfg = from_mapping(raw)
     out = Path(cfg.run.out)
@@ -405,7 +333,7 @@ def main(argv=None) -> int:
             raise UserError(f"launched {dist.get_world_size()} ranks but the config needs {expected}")
         run = RankRun(cfg, out, args.duration)
         result = run.run()
-        gathered = run.comm.all_gather(result)
+        gathered = run.comm.all_gather(result.to_dict())
         if run.comm.rank == 0:
             from .report import write_outputs
             write_outputs(cfg, gathered, out)

@@ -10,11 +10,10 @@ Content (``emulator/content.py``) is made once, before any timing, from a
 per-rank random pool keyed per 4 KiB block, so storage cannot dedup or
 compress it; each training step re-keys 1/interval of it, so consecutive
 checkpoints share no block either. Staging buffers are allocated and touched
-once and reused for every snapshot, because fresh pages are 10x slower to
-touch than pages in use. The snapshot copies each tensor's bytes with libc's
-memmove: for large blocks glibc uses non-temporal stores, which skip reading
-the destination into the cache first; torch's ``copy_`` on one thread (the
-rank's setting) does not, and ran at half the speed here. That copy is the whole async stall.
+once and reused for every snapshot, because fresh pages are far slower to
+touch than pages in use (docs/performance.md). The snapshot copies each tensor's bytes with libc's
+memmove (non-temporal stores for large blocks; never slower than torch's
+``copy_`` on one thread, figures in docs/performance.md). That copy is the whole async stall.
 """
 from __future__ import annotations
 
@@ -167,10 +166,10 @@ class RankState:
         """What torch.save writes: the staged tensors plus a little metadata."""
         return {"step": step, "rank": self.coords.rank, **self.staging}
 
-    def restore_from(self, loaded: dict) -> int:
-        """Copy a loaded checkpoint into the live tensors; returns bytes restored."""
+    def fill_staging(self, loaded: dict) -> int:
+        """Copy a loaded checkpoint into the staging buffers (``adopt_staging`` makes it live)."""
         n = 0
-        for g, ts in self.live.items():
+        for g, ts in self.staging.items():
             src = loaded[g]
             for k, t in ts.items():
                 t.copy_(src[k])

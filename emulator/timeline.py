@@ -1,7 +1,8 @@
 """Timeline picture of a run, so a user sees stalls and drain overlap without Grafana.
 
-One subplot per mode (sync on top, async below), one row per rank, bars for compute /
-stall / local_write; drains get their own row per draining rank (the node drainer runs
+One subplot per mode (the no-checkpoint baseline, then sync, then async), one row
+per rank, bars for compute / stall / local_write; steps whose compute took longer
+than the baseline's p99 are drawn in their own colour (interference); drains get their own row per draining rank (the node drainer runs
 in local rank 0), because in async mode they overlap that rank's compute. Within a
 rank row, compute and stall fill the lower band and local_write the upper band, since
 an async local write runs in the background while the rank computes.
@@ -18,13 +19,17 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-KINDS = ("compute", "stall", "local_write", "drain")
-COLOURS = {"compute": "#9ecae1", "stall": "#d62728", "local_write": "#ff7f0e", "drain": "#2ca02c"}
-LABELS = {"compute": "compute (training step)", "stall": "stall (training blocked by the checkpoint)",
+KINDS = ("compute", "slow_compute", "stall", "local_write", "drain")
+COLOURS = {"compute": "#9ecae1", "slow_compute": "#6a3d9a", "stall": "#d62728", "local_write": "#ff7f0e",
+           "drain": "#2ca02c"}
+LABELS = {"compute": "compute (training step)",
+          "slow_compute": "step slower than the baseline's p99 (interference)",
+          "stall": "stall (training blocked by the checkpoint)",
           "local_write": "local write (background in async)", "drain": "drain to the global tier (node)"}
 # (y offset, height) inside a row of height 1
-_BANDS = {"compute": (0.5, 0.4), "stall": (0.5, 0.4), "local_write": (0.1, 0.4), "drain": (0.1, 0.8)}
-_MODE_ORDER = ("sync", "async")
+_BANDS = {"compute": (0.5, 0.4), "slow_compute": (0.5, 0.4), "stall": (0.5, 0.4), "local_write": (0.1, 0.4),
+          "drain": (0.1, 0.8)}
+_MODE_ORDER = ("none", "sync", "async")
 
 
 def _rows(events):
@@ -35,6 +40,8 @@ def _rows(events):
 
 
 def _title(mode: str, summary: dict | None) -> str:
+    if mode == "none":
+        return "none: the same steps without checkpoints (the baseline)"
     if not summary:
         return mode
     parts = [f"{summary.get('checkpoints', 0)} checkpoints"]
@@ -44,6 +51,8 @@ def _title(mode: str, summary: dict | None) -> str:
         parts.append(f"overhead {summary['overhead_ratio']:.1%}")
     if "drain_overlap_ratio" in summary:
         parts.append(f"drain overlap {summary['drain_overlap_ratio']:.1%}")
+    if "slowdown_ratio" in summary:
+        parts.append(f"slowdown {summary['slowdown_ratio']:.1%}")
     if summary.get("deadline_misses"):
         parts.append(f"{summary['deadline_misses']} deadline misses")
     return f"{mode}: " + ", ".join(parts)
@@ -68,7 +77,7 @@ def _draw_mode(ax, mode, events, summary=None):
     for (row, kind), spans in bars.items():
         off, height = _BANDS.get(kind, (0.1, 0.8))
         colour = COLOURS.get(kind, "grey")
-        edge = {"linewidth": 0} if kind == "compute" else {"edgecolor": colour, "linewidth": 0.8}
+        edge = {"linewidth": 0} if kind == "compute" else {"edgecolor": colour, "linewidth": 0.8}  # short ones stay visible
         ax.broken_barh(spans, (row + off, height), facecolors=colour, **edge)
     step = max(1, len(rows) // 32)  # keep tick labels legible for many ranks
     ticks = list(range(0, len(rows), step))

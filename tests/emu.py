@@ -30,18 +30,22 @@ def small_config(tmp: Path, *, ranks: int = 2, local: bool = True, **sections) -
     """A tiny Llama-3 8B run (a few MiB per rank) with directory tiers under ``tmp``.
 
     Keyword arguments are config sections merged over the defaults, e.g.
-    ``checkpoint={"saves": 2}``."""
-    from emulator.config import deep_merge
+    ``checkpoint={"saves": 2}``. ``training.step_seconds`` given here is the test's wall time
+    per step; the config holds the full-size time (wall / run.scale), as a user's would.
+    The no-checkpoint baseline mode is off unless asked for (``checkpoint={"baseline": True}``),
+    so step numbers stay those of the checkpointing modes."""
+    from emulator.mapping import deep_merge
     data = {
         "extends": "llama3-8b",
         "parallelism": {"ranks": ranks},
         "run": {"scale": 0.0005, "out": str(tmp / "out")},
         "training": {"step_seconds": 0.05},
-        "checkpoint": {"interval_steps": 2, "saves": 3, "loads": 2, "keep": 2},
+        "checkpoint": {"interval_steps": 2, "saves": 3, "loads": 2, "keep": 2, "baseline": False},
         "tiers": {"local": {"backend": "dir", "path": str(tmp / "local" / "node{node}")} if local else None,
                   "global": {"backend": "dir", "path": str(tmp / "global")}},
     }
     data = deep_merge(data, sections)
+    data["training"] = {**data["training"], "step_seconds": data["training"]["step_seconds"] / data["run"]["scale"]}
     path = tmp / "run.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -54,15 +54,29 @@ def finite(result: list) -> bool:
     return False
 
 
+SHIPPED_CONFIG = ROOT / "grafana" / "prometheus.yml"
+
+
+def shipped_config(jobs: dict[str, list[str]]) -> dict:
+    """grafana/prometheus.yml as a user runs it (its global settings and rule files), with the
+    scrape job copied once per run under that run's name, pointed at its targets."""
+    config = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    config["rule_files"] = [str((SHIPPED_CONFIG.parent / f).resolve()) for f in config["rule_files"]]
+    (job,) = config["scrape_configs"]
+    config["scrape_configs"] = [{**job, "job_name": name, "static_configs": [{"targets": targets}]}
+                                for name, targets in jobs.items()]
+    return config
+
+
 class Prometheus:
-    def __init__(self, workdir: Path, *, rule_files=(RULES,), interval: str = "1s"):
+    def __init__(self, workdir: Path, *, rule_files=(RULES,), interval: str = "1s", config: dict | None = None):
         self.binary = require("prometheus")
         self.workdir = Path(workdir)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.targets_file = self.workdir / "targets.json"
         self.set_targets([])
-        config = {
+        config = config or {
             "global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": interval},
             "rule_files": [str(p) for p in rule_files],
             "scrape_configs": [{"job_name": JOB, "file_sd_configs": [

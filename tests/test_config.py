@@ -94,7 +94,7 @@ def test_no_traceback_from_real_process(tmp_path):
 def test_overrides_and_extends():
     cfg = load_config("llama3-405b-subset", ["checkpoint.modes=[async]", "run.scale=0.01"])
     assert cfg.parallelism.subset and cfg.parallelism.active_ranks == 8
-    assert cfg.checkpoint.modes == ["async"] and cfg.run.scale == 0.01
+    assert cfg.checkpoint.modes == ("async",) and cfg.run.scale == 0.01
     assert cfg.model.num_layers == 126
 
 

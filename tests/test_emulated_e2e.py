@@ -27,8 +27,9 @@ def pfs_run(tmp_path_factory):
         f"tiers.local.path={tmp}/nvme/node{{node}}", f"tiers.global.path={tmp}/pfs",
         f"tiers.global.emulate.write_gib_s={RATE_GIB_S}",
         "parallelism.ranks=2", "run.scale=0.0005",
-        # a 0.8 s interval: the ~0.35 s drain plus the local write fit in it
-        "training.step_seconds=0.2", "checkpoint.interval_steps=4", "checkpoint.saves=3", "checkpoint.loads=1",
+        # a 0.8 s interval here (0.2 s steps at scale 0.0005): the ~0.35 s drain plus the local write fit in it
+        "training.step_seconds=400", "checkpoint.interval_steps=4", "checkpoint.saves=3", "checkpoint.loads=1",
+        "checkpoint.baseline=false",
     ]
     args = ["run", "design-nvme-pfs", "--quiet", "--out", tmp / "out"]
     for s in sets:
@@ -100,34 +101,34 @@ def test_retention_is_not_part_of_the_sync_stall(tmp_path):
 def test_design_nvme_pfs_config():
     cfg = load_config("design-nvme-pfs")
     local, glob = cfg.tiers.local, cfg.tiers.global_
-    assert local.backend == "dir" and "{node}" in local.path
+    assert local.backend == "dir" and "{node}" in local.options.path
     assert local.emulate.write_gib_s and local.emulate.read_gib_s and local.emulate.shared_by == "node"
     assert glob.backend == "dir" and glob.emulate.shared_by == "job"
     assert glob.emulate.write_gib_s < local.emulate.write_gib_s and glob.emulate.latency_ms > 0
-    assert cfg.checkpoint.modes == ["sync", "async"] and cfg.parallelism.active_ranks == 8
+    assert cfg.checkpoint.modes == ("sync", "async") and cfg.parallelism.active_ranks == 8
 
 
 def test_design_nvme_s3_config_takes_endpoint_and_bucket_overrides():
     cfg = load_config("design-nvme-s3")
     glob = cfg.tiers.global_
-    assert glob.backend == "s3" and glob.bucket and glob.prefix and glob.endpoint_url is None
+    assert glob.backend == "s3" and glob.options.bucket and glob.options.prefix and glob.options.endpoint_url is None
     assert glob.emulate.latency_ms == 20 and glob.emulate.shared_by == "node"
     assert cfg.tiers.local.emulate is not None
     cfg = load_config("design-nvme-s3", ["tiers.global.bucket=my-bucket",
                                          "tiers.global.endpoint_url=http://127.0.0.1:9000"])
-    assert (cfg.tiers.global_.bucket, cfg.tiers.global_.endpoint_url) == ("my-bucket", "http://127.0.0.1:9000")
+    assert (cfg.tiers.global_.options.bucket, cfg.tiers.global_.options.endpoint_url) == ("my-bucket", "http://127.0.0.1:9000")
 
 
 def test_design_direct_pfs_config():
     cfg = load_config("design-direct-pfs")
     assert cfg.tiers.local is None
-    assert cfg.checkpoint.modes == ["sync"]
+    assert cfg.checkpoint.modes == ("sync",)
     assert cfg.tiers.global_.backend == "dir" and cfg.tiers.global_.emulate.shared_by == "job"
 
 
 @pytest.mark.parametrize("name", ["design-nvme-pfs", "design-nvme-s3", "design-direct-pfs"])
 def test_design_configs_explain_themselves(name):
     from importlib import resources
-    text = resources.files("configs").joinpath(f"{name}.yaml").read_text()
+    text = resources.files("emulator.presets").joinpath(f"{name}.yaml").read_text()
     header = [line for line in text.splitlines() if line.startswith("#")]
     assert len(header) >= 10 and any("matter" in line for line in header)

@@ -28,7 +28,10 @@ from emulator.checkpointer import CheckpointFailed, Checkpointer
 from emulator.cli import main
 from emulator.comm import SoloComm
 from emulator.config import load_config
-from emulator.faults import FaultyTier, RetryPolicy, Tally, damage
+from emulator.faults import damage
+from emulator.retry import RetryPolicy
+from emulator.tally import Tally
+from tiers.faulty import FaultyTier, TransientFault
 from emulator.layout import Manifest, manifest_key, step_dir
 from emulator.restore import Restorer
 from emulator.state import RankState
@@ -85,10 +88,11 @@ class Flaky(FaultyTier):
         super().__init__(inner)
         self.left = n
 
-    async def _gate(self, what):
+    def request_error(self, what):
         if self.left > 0:
             self.left -= 1
-            raise self._fault(what)
+            return TransientFault(f"flaky: {what}: 503 Service Unavailable")
+        return None
 
 
 def test_transient_errors_are_retried_and_the_checkpoint_completes(cfg, tmp_path):
@@ -271,7 +275,7 @@ def _s3_tier(bucket, url):
     from tiers.s3 import S3Tier
     # one try per request: the proxy's outage reaches our retry loop instead of botocore's
     return S3Tier(bucket, endpoint_url=url, part_size=5 * MIB, max_concurrency=2,
-                  max_attempts=1, part_attempts=1, connect_timeout=2, read_timeout=10)
+                  connect_timeout=2, read_timeout=10)
 
 
 def _uploads(endpoint, bucket) -> list:

@@ -14,7 +14,7 @@ import time
 import yaml
 
 from emu import results, small_config
-from emulator.rank import STOP_FILE
+from emulator.outdir import STOP as STOP_FILE
 from prom import ROOT, finite, free_port, http_get, prometheus, require  # noqa: F401 - fixture
 
 GRAFANA = ROOT / "grafana"
@@ -137,7 +137,8 @@ def test_live_run_feeds_every_panel_and_rule(tmp_path, prometheus):
     every panel query and every recording rule returns data while it runs."""
     port = free_port()
     cfg = small_config(tmp_path, ranks=2, training={"step_seconds": 0.25},
-                       checkpoint={"interval_steps": 4, "modes": ["sync", "async"], "loads": 1, "keep": 2})
+                       checkpoint={"interval_steps": 4, "modes": ["sync", "async"], "loads": 1, "keep": 2,
+                                   "baseline": True})
     out = tmp_path / "out"
     queries = {f"panel {p['title']!r} {t['refId']}": substitute(t["expr"]) for p, t in targets(dashboard())}
     queries.update({f"rule {r['record']}": r["record"] for r in recording_rules()})
@@ -200,6 +201,6 @@ def test_live_run_feeds_every_panel_and_rule(tmp_path, prometheus):
 
     # the run's own timeline picture, and one drawn again from its results.json
     res = results(out)
-    assert set(res["timeline"]) == {"sync", "async"} and all(res["timeline"].values())
+    assert set(res["timeline"]) == {"none", "sync", "async"} and all(res["timeline"].values())
     from test_timeline import assert_png_shows_kinds
     assert_png_shows_kinds(out / "timeline.png")

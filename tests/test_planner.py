@@ -360,7 +360,7 @@ def test_plan_json_through_the_real_cli():
     assert set(d["intervals"]) == {"rule_of_thumb", "young", "daly", "optimal_sync", "optimal_async"}
     assert all(set(e) == ESTIMATE_KEYS for e in d["intervals"].values())
     assert set(d["costs"]) == {"sync_stall_s", "sync_stall_source", "async_stall_s", "async_stall_source",
-                               "drain_s", "drain_source", "restart_s"}
+                               "drain_s", "drain_source", "restart_s", "commit_s"}
     assert d["size_from"] == "llama3-405b"
     assert near(d["checkpoints_per_day"], 155) and near(d["sync_budget_s"], 28)
     assert near(d["sync_bandwidth_bytes_per_s"] / 1e9, 202, 0.01)

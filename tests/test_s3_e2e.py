@@ -179,8 +179,9 @@ def test_design_nvme_s3_restores_from_s3_after_local_loss(s3_endpoint, tmp_path)
         f"tiers.global.bucket={bucket}", f"tiers.global.endpoint_url={s3_endpoint}",
         f"tiers.global.prefix={prefix}", "tiers.global.part_size_mib=5",
         f"tiers.local.path={tmp_path}/nvme/node{{node}}", f"run.out={tmp_path}/out",
-        f"parallelism.ranks={RANKS}", "run.scale=0.0005", "training.step_seconds=0.05",
+        f"parallelism.ranks={RANKS}", "run.scale=0.0005", "training.step_seconds=100",  # 0.05 s here
         "checkpoint.interval_steps=2", "checkpoint.saves=3", "checkpoint.loads=2", "checkpoint.modes=[sync]",
+        "checkpoint.baseline=false",
     ]
     args = ["run", "design-nvme-s3", "--quiet", "--lose-local-after", "2"]
     for o in overrides:
@@ -228,3 +229,24 @@ def test_endpoint_userinfo_never_written(s3_endpoint, tmp_path):
              if p.is_file() and password in p.read_bytes().decode("utf-8", "replace")]
     leaks += [name for name, text in (("stdout", proc.stdout), ("stderr", proc.stderr)) if password in text]
     assert leaks == []
+
+
+def test_without_permission_to_list_uploads_a_run_warns_and_goes_on(s3_endpoint, tmp_path):
+    """Least-privilege policies often lack s3:ListBucketMultipartUploads: crash clean-up is skipped
+    with one warning line, never a traceback."""
+    from httpfaults import Rule, S3FaultProxy
+    proxy = S3FaultProxy(s3_endpoint)
+    proxy.rules.append(Rule("GET", "uploads", 403, "AccessDenied", "Access Denied"))
+    bucket = make_bucket(s3_endpoint)
+    try:
+        cfg_path = small_config(tmp_path, ranks=1, checkpoint={"saves": 1, "loads": 1},
+                                tiers={"global": {"backend": "s3", "bucket": bucket, "prefix": PREFIX,
+                                                  "endpoint_url": proxy.url, "part_size_mib": 5}})
+        proc = check(run_cli("run", cfg_path, "--quiet"))
+    finally:
+        proxy.close()
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("ckpt-emu: warning:")]
+    assert len(warnings) >= 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "clean-up of an earlier crash skipped" in warnings[0] and "access denied" in warnings[0]
+    res = results(tmp_path / "out")
+    assert all(m["incomplete"] == 0 for m in res["modes"].values()) and res["load"]["ok"]

@@ -35,3 +35,24 @@ class TestDirTier(TierContract):
     def test_local_path_is_the_object(self, tier):
         asyncio.run(tier.put("p/q", b"bytes"))
         assert tier.local_path("p/q").read_bytes() == b"bytes"
+
+
+class TestFaultyTier(TierContract):
+    """Between outages, the fault-injection wrapper is a tier like any other."""
+
+    @pytest.fixture
+    def tier(self, tmp_path):
+        from tiers.faulty import FaultyTier
+        return FaultyTier(DirTier(tmp_path / "tier"))
+
+    def test_an_outage_fails_every_door_and_leaves_nothing(self, tier):
+        from tiers.faulty import TransientFault
+        tier.activate(60)
+        with pytest.raises(TransientFault):
+            asyncio.run(tier.put("k", b"x"))
+        with pytest.raises(TransientFault):
+            with tier.open_write("s/obj") as sink:
+                sink.write(b"abc")  # bytes pass; the commit is refused and the sink aborts
+        with pytest.raises(TransientFault):
+            tier.open_read("k")
+        assert not any(f for _, _, f in os.walk(tier.inner.root) if f)

@@ -11,9 +11,10 @@ import time
 import pytest
 
 from tier_contract import TierContract
-from tiers.base import Sink
+from tiers.base import Sink, TierScope
 from tiers.directory import DirTier
-from tiers.emulated import GIB, MIB, EmulatedTier, FileTokenBucket, TokenBucket
+from tiers.emulated import GIB, MIB, EmulatedTier
+from tiers.pacing import FileTokenBucket, TokenBucket
 from tiers.memory import MemoryTier
 
 
@@ -60,13 +61,13 @@ class TestEmulatedDirTier(TierContract):
     def tier(self, tmp_path):
         return EmulatedTier(DirTier(tmp_path / "tier"), write_bps=FAST, read_bps=FAST,
                             shared_by="node", capacity_bytes=GIB,
-                            scope={"shared_dir": str(tmp_path / "shared"), "node_id": 0})
+                            scope=TierScope(shared_dir=str(tmp_path / "shared"), node=0))
 
-    def test_extras_pass_through(self, tier):
+    def test_backend_hooks_pass_through(self, tier):
         sink = tier.inner.open_write("x")
-        sink.write(b"1")
-        assert tier.sweep_partials() == 1  # DirTier's own method, reached through the wrapper
-        assert tier.backend == "dir"
+        sink.write(b"1")  # a crash here leaves a partial file
+        assert run(tier.recover_after_crash()) == "removed 1 partial file(s), 0 empty folder(s)"
+        assert tier.backend == "dir" and tier.local_path("x") == tier.inner.local_path("x")
 
 
 # ---------------------------------------------------------------- token bucket on a fake clock
@@ -209,16 +210,16 @@ def test_wrapper_paces_every_bulk_path(op, tmp_path):
 
 
 def test_shared_node_without_dir_divides_the_rate():
-    tier, _ = fake_tier(write_bps=8 * RATE, shared_by="node", scope={"ranks_per_node": 8})
+    tier, _ = fake_tier(write_bps=8 * RATE, shared_by="node", scope=TierScope(ranks_per_node=8))
     assert tier._writes.bucket().rate == RATE
-    tier, _ = fake_tier(write_bps=8 * RATE, shared_by="job", scope={"ranks_per_node": 4, "nodes": 2})
+    tier, _ = fake_tier(write_bps=8 * RATE, shared_by="job", scope=TierScope(ranks_per_node=4, nodes=2))
     assert tier._writes.bucket().rate == RATE
 
 
 def test_shared_bucket_files_per_node_and_job(tmp_path):
     def path(shared_by, node_id):
         tier = EmulatedTier(MemoryTier(), write_bps=RATE, shared_by=shared_by,
-                            scope={"shared_dir": str(tmp_path), "node_id": node_id})
+                            scope=TierScope(shared_dir=str(tmp_path), node=node_id))
         return tier._writes.bucket().path
     assert path("node", 0) != path("node", 1)
     assert path("job", 0) == path("job", 1)
@@ -229,7 +230,7 @@ def test_from_config_and_describe():
     from emulator.config import EmulateConfig
 
     cfg = EmulateConfig(write_gib_s=0.5, latency_ms=20, shared_by="rank", capacity_gib=2)
-    tier = EmulatedTier.from_config(MemoryTier(), cfg, scope={"rank": 3})
+    tier = EmulatedTier.from_config(MemoryTier(), cfg, scope=TierScope(rank=3))
     assert tier.write_bps == GIB / 2 and tier.read_bps is None and tier.latency_s == 0.02
     assert tier.backend == "memory"
     assert tier.describe() == "memory (emulated: write 0.5 GiB/s, 20 ms, shared by rank, capacity 2 GiB)"
@@ -303,7 +304,7 @@ def test_real_transfer_takes_bytes_over_rate():
 
 def _node_rank(shared_dir, barrier, results, nbytes):
     tier = EmulatedTier(NullTier(), write_bps=64 * MIB, shared_by="node",
-                        scope={"shared_dir": shared_dir, "node_id": 0, "ranks_per_node": 2})
+                        scope=TierScope(shared_dir=shared_dir, node=0, ranks_per_node=2))
     chunk = bytes(MIB)
     barrier.wait()
     t0 = time.time()
@@ -331,7 +332,7 @@ def test_node_bucket_shared_by_two_processes(tmp_path):
 
 def test_capacity_shared_by_processes_on_one_storage(tmp_path):
     """Two ranks' wrappers over one node directory count each other's bytes (via shared_dir)."""
-    scope = {"shared_dir": str(tmp_path / "shared")}
+    scope = TierScope(shared_dir=str(tmp_path / "shared"))
     rank0 = EmulatedTier(DirTier(tmp_path / "nvme"), capacity_bytes=MIB, scope=scope)
     rank1 = EmulatedTier(DirTier(tmp_path / "nvme"), capacity_bytes=MIB, scope=scope)
     other = EmulatedTier(DirTier(tmp_path / "other"), capacity_bytes=MIB, scope=scope)
@@ -345,3 +346,34 @@ def test_capacity_shared_by_processes_on_one_storage(tmp_path):
     with rank1.open_write("b") as sink:
         sink.write(b"b" * 600_000)
     assert run(rank0.list()) == ["b"]
+
+
+class _CommitFails(MemoryTier):
+    """A backend whose next commit fails (a server that refuses the upload at the end)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fail_next = True
+
+    def open_write(self, key):
+        sink = super().open_write(key)
+        real_commit = sink.commit
+
+        def commit():
+            if self.fail_next:
+                self.fail_next = False
+                raise OSError(errno.EIO, "injected: commit refused")
+            real_commit()
+        sink.commit = commit
+        return sink
+
+
+def test_a_failed_commit_gives_its_capacity_back():
+    """Before, the reserved bytes leaked and the next write failed with a spurious ENOSPC."""
+    tier = EmulatedTier(_CommitFails(), capacity_bytes=MIB)
+    with pytest.raises(OSError, match="commit refused"):
+        with tier.open_write("a") as sink:
+            sink.write(b"x" * (MIB - 10))
+    with tier.open_write("b") as sink:  # the whole capacity is free again
+        sink.write(b"y" * (MIB - 10))
+    assert run(tier.list()) == ["b"]

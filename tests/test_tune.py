@@ -11,14 +11,17 @@ def test_tune_end_to_end(tmp_path):
     r = json.loads(proc.stdout)
     m, rec, c = r["measured"], r["recommended"], r["confirmation"]
     assert m["sync_stall_s"] > m["async_stall_s"] > 0 and m["drain_s"] > 0
+    # times are full size: the async commit (durability lag) holds the local write and the drain
+    assert m["scale"] == 0.0005 and m["commit_s"] >= m["local_write_s"] + m["drain_s"] * 0.9
     assert rec["mode"] == "async" and rec["goodput"] >= rec["goodput_other_mode"]
     # the confirmation ran at the (compressed) recommended interval and every drain beat the next checkpoint
     assert 0 < c["compression"] <= 1
-    assert abs(c["interval_s"] - rec["interval_s"] * c["compression"]) <= 0.05 + 1e-9
+    step_full = 0.05 / 0.0005  # small_config's 50 ms steps, at full size
+    assert abs(c["interval_s"] - rec["interval_s"] * c["compression"]) <= step_full / 2 + 1e-9
     assert c["checkpoints"] == 3 and c["drains_beat_next_checkpoint"]
-    # measured overhead and overlap are of the predicted order (same measured costs, noisy machine)
-    assert c["measured_overhead"] < 5 * c["predicted_overhead"] + 0.01
-    assert c["measured_overlap"] < 5 * c["predicted_overlap"] + 0.01
+    # the prediction holds: a 2x error either way fails (same measured costs; a noisy machine)
+    assert 0.55 < c["measured_overhead"] / c["predicted_overhead"] < 1.8, c
+    assert 0.55 < c["measured_overlap"] / c["predicted_overlap"] < 1.8, c
     assert r["global_bandwidth"]["headroom"] > 1
 
 

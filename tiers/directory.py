@@ -3,17 +3,25 @@
 Every object is a file under ``root``; writes go to a hidden ``.partial``
 sibling, are fsynced, renamed into place and the directory fsynced, so a crash
 leaves either the old object or the new one, plus partials that
-``sweep_partials`` removes.
+``recover_after_crash`` removes. Small objects (manifests) go through aiofiles
+on the caller's event loop; bulk bytes through the kernel (``tiers.fileops``).
 """
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Optional
 
-from .base import Sink, Tier, TierError, validate_key, validate_prefix
-from .fileops import copy_file_durable, is_partial, make_dirs, partial_path, publish, remove_file, write_all
+import aiofiles
+import aiofiles.os
+
+from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
+from .locking import INTERNAL_FILES, claim_dir, join_dir
+from .fileops import (copy_file_durable, is_partial, make_dirs, partial_path, publish, remove_empty_dirs,
+                      remove_file, write_all)
 
 
 class DirSink(Sink):
@@ -55,8 +63,33 @@ class DirSink(Sink):
         self._tmp.unlink(missing_ok=True)
 
 
+@dataclass(frozen=True)
+class DirOptions:
+    #: the directory; "{node}" expands to the node's index (per-node folders on a shared machine)
+    path: Optional[str] = None
+
+    def __post_init__(self):
+        if not self.path:
+            raise OptionError("path: a dir tier needs a path")
+
+    def for_node(self, node: int) -> str:
+        return self.path.replace("{node}", str(node))
+
+
 class DirTier(Tier):
     backend = "dir"
+    Options = DirOptions
+
+    @classmethod
+    def from_options(cls, options: DirOptions, *, scope: TierScope) -> "DirTier":
+        return cls(options.for_node(scope.node))
+
+    @classmethod
+    def preflight(cls, options: DirOptions, *, need_bytes: int) -> None:
+        tier = cls(options.for_node(0))
+        free = shutil.disk_usage(tier.root).free
+        if free < need_bytes:
+            raise TierError(f"{tier.root} has {free / 2**30:.2f} GiB free, needs about {need_bytes / 2**30:.2f} GiB")
 
     def __init__(self, root: str | Path):
         self.root = Path(root).expanduser().resolve()
@@ -71,14 +104,21 @@ class DirTier(Tier):
         return self.root / validate_key(key)
 
     async def put(self, key, data) -> None:
-        await asyncio.to_thread(self._put_sync, key, data)
-
-    def _put_sync(self, key, data) -> None:
-        with self.open_write(key) as sink:
-            sink.write(data)
+        final = self._path(key)
+        await aiofiles.os.wrap(make_dirs)(final.parent)
+        tmp = partial_path(final)
+        try:
+            async with aiofiles.open(tmp, "xb") as fh:
+                await fh.write(data)  # a buffered file: writes every byte
+                await fh.flush()
+                await aiofiles.os.wrap(publish)(tmp, final, fh.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
     async def get(self, key) -> bytes:
-        return await asyncio.to_thread(self._path(key).read_bytes)
+        async with aiofiles.open(self._path(key), "rb") as fh:
+            return await fh.read()
 
     async def put_file(self, key, src) -> None:
         await asyncio.to_thread(copy_file_durable, Path(src), self._path(key))
@@ -107,7 +147,7 @@ class DirTier(Tier):
         for dirpath, _dirs, files in os.walk(base):
             rel = os.path.relpath(dirpath, self.root)
             for name in files:
-                if is_partial(name):
+                if is_partial(name) or (rel == "." and name in INTERNAL_FILES):
                     continue
                 key = name if rel == "." else f"{rel}/{name}"
                 if key.startswith(prefix):
@@ -131,6 +171,22 @@ class DirTier(Tier):
 
     def local_path(self, key) -> Path | None:
         return self._path(key)
+
+    def claim(self, holder) -> Claim:
+        return claim_dir(self.root, holder, what=f"dir tier {self.root}")
+
+    def join(self) -> Claim:
+        return join_dir(self.root, what=f"dir tier {self.root}")
+
+    async def recover_after_crash(self) -> str:
+        partials = await asyncio.to_thread(self.sweep_partials)
+        folders = await asyncio.to_thread(self._remove_empty_folders)
+        return f"removed {partials} partial file(s), {folders} empty folder(s)" if partials or folders else ""
+
+    def _remove_empty_folders(self) -> int:
+        """Folders a crash left empty (deepest first, so emptied parents go too)."""
+        folders = sorted((Path(d) for d, _, _ in os.walk(self.root)), key=lambda p: len(p.parts), reverse=True)
+        return sum(remove_empty_dirs(f, stop_at=self.root) for f in folders if f.is_dir())
 
     def sweep_partials(self) -> int:
         """Remove ``.partial`` files left by a crash; returns how many were removed."""

@@ -5,11 +5,9 @@ node 0.5 GiB/s at 20 ms?"), so the wrapper must be accurate (a transfer of B
 bytes at R B/s takes B/R, within a few percent, even for short transfers) and
 cheap (it computes each wait and sleeps once; it never spins).
 
-How bandwidth is paced: every transfer books its bytes in a ``TokenBucket``
-*after* doing the real I/O, anchored at the moment it started, then sleeps
-until its booked finish time. The real I/O therefore overlaps the emulated
-time instead of adding to it, and transfers that share a bucket queue behind
-each other, so N streams on one bucket get R/N each and R in total.
+How bandwidth is paced: see ``tiers/pacing.py`` (a transfer books its bytes
+after its real I/O, so the I/O overlaps the emulated time). Capacity:
+``tiers/capacity.py``.
 
 Who shares a bucket (``shared_by``):
 
@@ -17,7 +15,7 @@ Who shares a bucket (``shared_by``):
 * ``rank``: one bucket per EmulatedTier, i.e. per rank process.
 * ``node``/``job``: one bucket for all processes of the node / of the job.
   Ranks are separate OS processes, so the bucket is a small state file in
-  ``scope["shared_dir"]`` updated under ``fcntl.flock`` (all processes must
+  ``scope.shared_dir`` updated under ``fcntl.flock`` (all processes must
   see that directory and share a wall clock: one machine, as in our tests).
   Without ``shared_dir`` each process falls back to its own bucket at
   rate / ranks_per_node (node) or rate / (ranks_per_node * nodes) (job),
@@ -33,203 +31,46 @@ shared through ``shared_dir`` by every process writing to the same storage
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures as cf
-import errno
-import fcntl
 import hashlib
-import math
 import os
 import random
-import struct
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO, Callable, Optional
 
-from .base import Sink, Tier, validate_key
+from .base import OptionError, Sink, Tier, TierScope, TierWrapper, WrappedSink, validate_key
+from .capacity import Capacity, _run_sync
+from .pacing import FileTokenBucket, TokenBucket
 
 GIB = 1 << 30
 MIB = 1 << 20
+SHARED_BY = ("none", "rank", "node", "job")
 
 
-def default_burst(rate: float) -> float:
-    """1/20 s of bandwidth, at most 8 MiB: enough to absorb the caller's own pauses."""
-    return min(rate / 20, 8 * MIB)
+@dataclass(frozen=True)
+class EmulateOptions:
+    """Make a tier behave like a slower or farther one (GiB = 2**30 bytes)."""
 
+    write_gib_s: Optional[float] = None
+    read_gib_s: Optional[float] = None
+    latency_ms: float = 0.0
+    jitter_ms: float = 0.0
+    #: who shares the bandwidth: "none" (each stream gets it), "rank", "node" or "job"
+    shared_by: str = "none"
+    #: emulated capacity; writes past it fail with ENOSPC
+    capacity_gib: Optional[float] = None
 
-class TokenBucket:
-    """Paces bytes at ``rate`` B/s; thread-safe, one lock-protected update per request.
-
-    Implemented as virtual finish times (GCRA): ``reserve(n, start)`` books
-    n/rate seconds after the later of the previous booking and ``start``, and
-    returns that finish time. An idle bucket grants no head start, so a
-    transfer from idle takes B/rate, not (B - burst)/rate; ``burst`` only lets
-    a busy stream reclaim gaps of up to burst/rate between its requests (the
-    time its own I/O took), so pacing does not add to that I/O time.
-    ``clock`` and ``sleep`` are injectable so tests run on a fake clock.
-    """
-
-    def __init__(self, rate: float, burst: float | None = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
-        if not rate > 0:
-            raise ValueError(f"rate must be > 0 bytes/s, got {rate!r}")
-        self.rate = float(rate)
-        self.burst = default_burst(self.rate) if burst is None else float(burst)
-        self.clock, self.sleep = clock, sleep
-        self._slack = self.burst / self.rate
-        self._lock = threading.Lock()
-        self._tat = -math.inf  # virtual time at which everything booked so far is done
-
-    def _book(self, tat: float, n: int, start: float) -> float:
-        base = tat if tat >= start - self._slack else start
-        return base + n / self.rate
-
-    def reserve(self, n: int, start: float | None = None) -> float:
-        """Book ``n`` bytes for a transfer that began at ``start``; returns when it may finish."""
-        now = self.clock()
-        start = now if start is None else min(start, now)
-        with self._lock:
-            self._tat = self._book(self._tat, n, start)
-            return self._tat
-
-    def wait_until(self, deadline: float) -> float:
-        """Sleep (once) until ``deadline``; returns the time slept."""
-        delay = deadline - self.clock()
-        if delay > 0:
-            self.sleep(delay)
-            return delay
-        return 0.0
-
-    def acquire(self, n: int, start: float | None = None) -> float:
-        """Book ``n`` bytes and sleep until they are due; returns the time slept."""
-        return self.wait_until(self.reserve(n, start))
-
-
-class FileTokenBucket(TokenBucket):
-    """A TokenBucket whose state (one double) lives in a file shared by processes.
-
-    Each booking takes ``flock`` on the file, reads the finish time, writes the
-    new one and unlocks: two syscalls' worth of work per request, so several
-    processes can pace against one aggregate rate. Uses the wall clock
-    (``time.time``), the clock that processes can share.
-    """
-
-    _FMT = "<d"
-
-    def __init__(self, rate: float, path: str | Path, burst: float | None = None,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
-        super().__init__(rate, burst, clock, sleep)
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = None
-        self._pid = -1
-
-    def _file(self) -> int:
-        # flock belongs to the open file, which a forked child would share: reopen per process
-        if self._fd is None or self._pid != os.getpid():
-            self._fd, self._pid = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644), os.getpid()
-        return self._fd
-
-    def reserve(self, n: int, start: float | None = None) -> float:
-        now = self.clock()
-        start = now if start is None else min(start, now)
-        with self._lock:  # threads of this process share one open file, which flock cannot tell apart
-            fd = self._file()
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                raw = os.pread(fd, 8, 0)
-                tat = struct.unpack(self._FMT, raw)[0] if len(raw) == 8 else -math.inf
-                tat = self._book(tat, n, start)
-                os.pwrite(fd, struct.pack(self._FMT, tat), 0)
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            return tat
-
-    def __del__(self):
-        if self._fd is not None and self._pid == os.getpid():
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
-
-
-def _enospc(what: str) -> OSError:
-    return OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (emulated capacity): {what}")
-
-
-def _run_sync(coro):
-    """Run a coroutine to completion from sync code, whether or not this thread runs a loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with cf.ThreadPoolExecutor(1) as ex:  # a loop thread: use a private loop elsewhere
-        return ex.submit(asyncio.run, coro).result()
-
-
-class _Capacity:
-    """Bytes used on the inner tier (stored plus being written) against a limit.
-
-    With a ``shared_dir`` the count is one integer in a file under ``flock``,
-    keyed by the inner tier's location, so every process writing to the same
-    storage (a node's ranks on its NVMe, all ranks on global storage) sees the
-    others' bytes. Otherwise it is this process's own view. The first user
-    counts what the inner tier already holds.
-    """
-
-    def __init__(self, limit: int, inner: Tier, path: Path | None = None):
-        self.limit, self._inner, self._path = limit, inner, path
-        self._lock = threading.Lock()
-        self._used: int | None = None  # in-process count, once scanned
-        self._fd, self._pid = None, -1
-
-    def _scan(self) -> int:
-        async def scan():
-            return sum([(await self._inner.size(k)) or 0 for k in await self._inner.list()])
-        return _run_sync(scan())
-
-    def _update(self, fn, scan: bool = True):
-        """Apply ``fn(used) -> (new_used, result)`` atomically across threads (and processes).
-
-        Before the first count exists, ``scan=False`` does nothing: the scan
-        that creates the count will see the change anyway.
-        """
-        with self._lock:
-            if self._path is None:
-                if self._used is None:
-                    if not scan:
-                        return None
-                    self._used = self._scan()
-                self._used, result = fn(self._used)
-                return result
-            if self._fd is None or self._pid != os.getpid():
-                self._path.parent.mkdir(parents=True, exist_ok=True)
-                self._fd, self._pid = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644), os.getpid()
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
-                raw = os.pread(self._fd, 8, 0)
-                if len(raw) != 8 and not scan:
-                    return None
-                used = struct.unpack("<q", raw)[0] if len(raw) == 8 else self._scan()
-                used, result = fn(used)
-                os.pwrite(self._fd, struct.pack("<q", used), 0)
-                return result
-            finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    def reserve(self, n: int, what: str) -> None:
-        """Claim ``n`` bytes or raise ENOSPC (claiming nothing)."""
-        def claim(used):
-            if used + n > self.limit:
-                raise _enospc(f"{what} needs {n} bytes, {max(0, self.limit - used)} free")
-            return used + n, None
-        self._update(claim)
-
-    def free(self, n: int | None) -> None:
-        """Give back ``n`` bytes: an aborted write, a deleted or replaced object."""
-        if n:
-            self._update(lambda used: (max(0, used - n), None), scan=False)
+    def __post_init__(self):
+        for name in ("write_gib_s", "read_gib_s", "capacity_gib"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise OptionError(f"{name}: must be > 0")
+        if self.latency_ms < 0 or self.jitter_ms < 0:
+            raise OptionError(f"{'latency_ms' if self.latency_ms < 0 else 'jitter_ms'}: must be >= 0")
+        if self.shared_by not in SHARED_BY:
+            raise OptionError("shared_by: must be none, rank, node or job")
 
 
 class _Pacer:
@@ -249,22 +90,20 @@ class _Pacer:
                 await self.tier._async_sleep(delay)
 
 
-class _ThrottledSink(Sink):
+class _ThrottledSink(WrappedSink):
+    """Paces each write and claims capacity before it; the commit pays latency (WrappedSink)."""
+
     def __init__(self, tier: "EmulatedTier", key: str, inner: Sink):
-        self._tier, self._key, self._inner = tier, key, inner
+        super().__init__(tier, key, inner)
         self._bucket = tier._writes.bucket() if tier._writes.bucket else None
         self._reserved = 0
-        self._done = False
-
-    @property
-    def bytes_written(self) -> int:
-        return self._inner.bytes_written
 
     def write(self, data) -> int:
         n = memoryview(data).nbytes
-        if self._tier._capacity is not None:
+        capacity = self._tier._capacity
+        if capacity is not None:
             try:
-                self._tier._capacity.reserve(n, f"write to {self._key}")
+                capacity.reserve(n, f"write to {self._key}")
             except OSError:
                 self.abort()  # nothing half-written may linger, whatever the caller does next
                 raise
@@ -274,25 +113,17 @@ class _ThrottledSink(Sink):
         self._tier._writes.finish_sync(self._bucket, n, start)
         return written
 
-    def flush(self) -> None:
-        self._inner.flush()
-
     def commit(self) -> None:
-        if self._done:
-            return
-        self._tier._latency_sync()
         capacity = self._tier._capacity
-        replaced = _run_sync(self._tier.inner.size(self._key)) if capacity is not None else None
-        self._inner.commit()
-        self._done = True
+        replaced = _run_sync(self._tier.inner.size(self._key)) if capacity is not None and not self._done else None
+        super().commit()  # latency, then the inner commit; aborts (freeing what it claimed) on failure
         if capacity is not None:
             capacity.free(replaced)
 
     def abort(self) -> None:
         if self._done:
             return
-        self._done = True
-        self._inner.abort()
+        super().abort()
         if self._tier._capacity is not None:
             self._tier._capacity.free(self._reserved)
 
@@ -336,39 +167,36 @@ class _ThrottledReader:
         return getattr(self._inner, name)
 
 
-class EmulatedTier(Tier):
+class EmulatedTier(TierWrapper):
     """Wraps ``inner`` and paces it; rates in bytes/s, times in seconds."""
 
     def __init__(self, inner: Tier, write_bps: float | None = None, read_bps: float | None = None,
                  latency_s: float = 0.0, jitter_s: float = 0.0, shared_by: str = "none",
-                 capacity_bytes: int | None = None, scope: dict | None = None, seed: int | None = None,
+                 capacity_bytes: int | None = None, scope: TierScope | None = None, seed: int | None = None,
                  clock: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
                  async_sleep: Callable | None = None):
-        if shared_by not in ("none", "rank", "node", "job"):
+        if shared_by not in SHARED_BY:
             raise ValueError(f"shared_by must be none, rank, node or job, got {shared_by!r}")
-        self.inner = inner
+        super().__init__(inner, sleep=sleep or time.sleep, async_sleep=async_sleep)
         self.write_bps, self.read_bps = write_bps, read_bps
         self.latency_s, self.jitter_s = latency_s, jitter_s
         self.shared_by = shared_by
-        self.scope = dict(scope or {})
-        self._clock, self._sleep = clock, sleep or time.sleep
-        if async_sleep is None:
-            async_sleep = asyncio.sleep if sleep is None else _as_async(sleep)
-        self._async_sleep = async_sleep
-        self._rng = random.Random(self.scope.get("rank", 0) if seed is None else seed)
+        self.scope = scope or TierScope()
+        self._clock = clock
+        self._rng = random.Random(self.scope.rank if seed is None else seed)
         self._rng_lock = threading.Lock()
         self._capacity = None
         if capacity_bytes is not None:
-            shared_dir = self.scope.get("shared_dir")
             where = hashlib.sha1(inner.describe().encode()).hexdigest()[:16]
+            shared_dir = self.scope.shared_dir
             path = Path(shared_dir) / f"capacity-{where}" if shared_dir else None
-            self._capacity = _Capacity(int(capacity_bytes), inner, path)
+            self._capacity = Capacity(int(capacity_bytes), inner, path)
         self._writes = _Pacer(self, self._bucket_source(write_bps, "write"))
         self._reads = _Pacer(self, self._bucket_source(read_bps, "read"))
 
     @classmethod
-    def from_config(cls, inner: Tier, emulate_cfg, scope: dict | None = None) -> "EmulatedTier":
-        """Build from an ``emulator.config.EmulateConfig`` (GiB = 2**30 bytes, ms)."""
+    def from_config(cls, inner: Tier, emulate_cfg: EmulateOptions, scope: TierScope | None = None) -> "EmulatedTier":
+        """Build from ``EmulateOptions`` (a config's ``emulate:`` section; GiB = 2**30 bytes, ms)."""
         c = emulate_cfg
         gib = lambda v: None if v is None else v * GIB  # noqa: E731
         return cls(inner, write_bps=gib(c.write_gib_s), read_bps=gib(c.read_gib_s),
@@ -389,39 +217,30 @@ class EmulatedTier(Tier):
         if self.shared_by == "rank":
             bucket = TokenBucket(rate, **kw)
             return lambda: bucket
-        shared_dir = self.scope.get("shared_dir")
+        shared_dir = self.scope.shared_dir
         if shared_dir:
-            name = f"node{self.scope.get('node_id', 0)}" if self.shared_by == "node" else "job"
+            name = f"node{self.scope.node}" if self.shared_by == "node" else "job"
             bucket = FileTokenBucket(rate, Path(shared_dir) / f"{name}-{direction}.bucket", **kw)
         else:
-            sharers = int(self.scope.get("ranks_per_node", 1))
+            sharers = self.scope.ranks_per_node
             if self.shared_by == "job":
-                sharers *= int(self.scope.get("nodes", 1))
+                sharers *= self.scope.nodes
             bucket = TokenBucket(rate / max(1, sharers), **kw)
         return lambda: bucket
 
-    def _latency(self) -> float:
+    def request_delay(self, what: str) -> float:
+        """Every request pays the latency plus a uniform extra in [0, jitter]."""
         if not self.jitter_s:
             return self.latency_s
         with self._rng_lock:
             return self.latency_s + self._rng.uniform(0, self.jitter_s)
-
-    def _latency_sync(self) -> None:
-        delay = self._latency()
-        if delay > 0:
-            self._sleep(delay)
-
-    async def _latency_async(self) -> None:
-        delay = self._latency()
-        if delay > 0:
-            await self._async_sleep(delay)
 
     async def _paced(self, pacer: _Pacer, op, nbytes):
         """Latency, then ``op()``, then wait out the rest of n/rate from its start.
 
         ``nbytes`` is a count, or a function of op's result (for reads).
         """
-        await self._latency_async()
+        await self.before("request")
         bucket = pacer.bucket() if pacer.bucket else None
         start = bucket.clock() if bucket else 0.0
         result = await op()
@@ -448,10 +267,6 @@ class EmulatedTier(Tier):
 
     # ------------------------------------------------------------------ Tier API
 
-    @property
-    def backend(self) -> str:  # metrics label the real backend
-        return self.inner.backend
-
     async def put(self, key, data) -> None:
         await self._write_whole(key, memoryview(data).nbytes, lambda: self.inner.put(key, data))
 
@@ -465,16 +280,8 @@ class EmulatedTier(Tier):
         await self._paced(self._reads, lambda: self.inner.get_file(key, dest),
                           lambda _: os.stat(dest).st_size)
 
-    async def size(self, key) -> int | None:
-        await self._latency_async()
-        return await self.inner.size(key)
-
-    async def list(self, prefix: str = "") -> list[str]:
-        await self._latency_async()
-        return await self.inner.list(prefix)
-
     async def delete(self, key) -> None:
-        await self._latency_async()
+        await self.before(f"delete {key}")
         size = await self.inner.size(key) if self._capacity is not None else None
         await self.inner.delete(key)
         if self._capacity is not None:
@@ -484,14 +291,8 @@ class EmulatedTier(Tier):
         return _ThrottledSink(self, key, self.inner.open_write(key))
 
     def open_read(self, key) -> BinaryIO:
-        self._latency_sync()
+        self.before_sync(f"get {key}")
         return _ThrottledReader(self.inner.open_read(key), self._reads)  # type: ignore[return-value]
-
-    def local_path(self, key) -> Path | None:
-        return self.inner.local_path(key)
-
-    async def close(self) -> None:
-        await self.inner.close()
 
     def describe(self) -> str:
         bits = []
@@ -507,14 +308,3 @@ class EmulatedTier(Tier):
             bits.append(f"capacity {self._capacity.limit / GIB:g} GiB")
         return f"{self.inner.describe()} (emulated: {', '.join(bits) or 'pass-through'})"
 
-    def __getattr__(self, name):
-        """Backend extras (``check``, ``abort_stale_uploads``, ``sweep_partials``) pass through."""
-        if name == "inner":  # not set yet (during construction): avoid recursing
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-
-def _as_async(sleep: Callable[[float], None]):
-    async def async_sleep(delay: float) -> None:
-        sleep(delay)
-    return async_sleep

@@ -1,6 +1,6 @@
 """Filesystem primitives shared by the tiers: complete writes, durable folders, copies that copy.
 
-Three traps at real checkpoint sizes shape this module (MEASURED.md):
+Three traps at real checkpoint sizes shape this module (docs/performance.md):
 
 * One ``write()`` moves at most 2,147,479,552 bytes on Linux, and an
   unbuffered Python file returns the short count. ``write_all`` loops until
@@ -10,8 +10,8 @@ Three traps at real checkpoint sizes shape this module (MEASURED.md):
   folder after the rename, ``remove_file`` after the unlink. That is what
   lets "manifest last, deleted first" survive a power cut, not only SIGKILL.
 * ``os.copy_file_range`` within one XFS (reflink is the mkfs default), btrfs
-  or ZFS filesystem clones extents instead of copying: a 1 GiB "drain" took
-  3 ms and used no space. ``copy_fd`` uses it only between filesystems that
+  or ZFS filesystem clones extents instead of copying: a "drain" then takes
+  milliseconds and uses no space. ``copy_fd`` uses it only between filesystems that
   cannot share extents (ext2/3/4, tmpfs), where it is the fastest real copy;
   everywhere else it uses ``sendfile``, which always moves the bytes.
 """
@@ -99,19 +99,27 @@ def remove_file(path: Path, *, stop_at: Path | None = None) -> None:
 
     A missing file is not an error, and its empty folders still go (an aborted write
     leaves a step folder with nothing in it)."""
-    parent = path.parent
     try:
         path.unlink()
-        fsync_dir(parent)
+        fsync_dir(path.parent)
     except FileNotFoundError:
         pass
-    while stop_at is not None and parent != stop_at and stop_at in parent.parents:
+    if stop_at is not None:
+        remove_empty_dirs(path.parent, stop_at=stop_at)
+
+
+def remove_empty_dirs(folder: Path, *, stop_at: Path) -> int:
+    """rmdir ``folder`` and then each parent below ``stop_at`` while they are empty (each durably)."""
+    removed = 0
+    while folder != stop_at and stop_at in folder.parents:
         try:
-            parent.rmdir()
-        except OSError:
+            folder.rmdir()
+        except OSError:  # not empty (or already gone): stop here
             break
-        fsync_dir(parent.parent)
-        parent = parent.parent
+        fsync_dir(folder.parent)
+        removed += 1
+        folder = folder.parent
+    return removed
 
 
 # --------------------------------------------------------------------------- copies

@@ -12,7 +12,7 @@ Why the transfers are hand-written rather than boto3's transfer manager:
 * ``get_file`` uses one GET for objects up to ``single_get_threshold`` and
   parallel ranged GETs above it. The default threshold is high (4 parts,
   256 MiB) because some servers re-read the whole object for every range
-  (moto does; see MEASURED.md), while ranges pay off on real S3 for the
+  (moto does), while ranges pay off on real S3 for the
   multi-GiB files checkpoints are made of.
 
 Integrity: each request body carries a CRC32C (``x-amz-checksum-crc32c``),
@@ -20,7 +20,7 @@ computed with the ``crc32c`` package because botocore only computes CRC32C
 with the optional ``awscrt`` dependency. AWS and MinIO verify it and reject
 corrupted bytes; moto 5.2.1 accepts and stores it but does not verify it.
 CRC32C is also what our manifests use, and it costs ~0.1 s of CPU per GiB
-here, against ~2.3 s/GiB for Content-MD5. Pass ``checksum=None`` for an old
+here, against ~2.3 s/GiB for Content-MD5 (docs/performance.md). Pass ``checksum=None`` for an old
 server that rejects the header.
 
 The blocking boto3 calls run in threads: ``asyncio.to_thread`` for single
@@ -31,44 +31,33 @@ more than ``max_concurrency * part_size`` bytes however many files move at once.
 from __future__ import annotations
 
 import asyncio
-import base64
 import concurrent.futures as cf
 import logging
-import math
 import os
-import random
 import tempfile
 import threading
-import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Optional
 from urllib.parse import urlsplit
 
 import boto3
 import botocore.loaders
 import botocore.session
-import crc32c
 from botocore.config import Config
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    ParamValidationError,
-    ReadTimeoutError,
-)
+from botocore.exceptions import BotoCoreError, ClientError
 
-from .base import Sink, Tier, TierError, validate_key, validate_prefix
-from .fileops import as_bytes, make_dirs, partial_path, publish
+from . import s3_errors
+from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
+from .fileops import as_bytes
+from .s3_errors import is_not_found, retryable
+from .s3_transfer import Transfers, crc32c_b64
 
 log = logging.getLogger(__name__)
 
 MIB = 1 << 20
-MAX_PARTS = 10_000  # S3's limit on parts per upload
-STREAM_CHUNK = 8 * MIB  # how much of a GET body is held at once
-NOT_FOUND = ("404", "NoSuchKey", "NotFound")
+LEASE_KEY = ".ckpt-emu.lease"  # tiers/s3_lease.py: never listed as an object
 
 
 _LOADER = None
@@ -88,51 +77,6 @@ def _new_session() -> boto3.session.Session:
         core = botocore.session.get_session()
         core.register_component("data_loader", _LOADER)
     return boto3.session.Session(botocore_session=core)
-
-
-class _Cancelled(Exception):
-    """Another part failed; this one stops without touching the server."""
-
-
-def crc32c_b64(data) -> str:
-    """The base64 big-endian CRC32C that S3's ``x-amz-checksum-crc32c`` header carries."""
-    return base64.b64encode(crc32c.crc32c(data).to_bytes(4, "big")).decode()
-
-
-def _pread_exact(fd: int, n: int, offset: int):
-    """``n`` bytes at ``offset`` (Linux returns at most ~2 GiB per pread, parts may be larger)."""
-    data = os.pread(fd, n, offset)
-    if len(data) == n:
-        return data
-    buf = bytearray(data)
-    while len(buf) < n:
-        chunk = os.pread(fd, n - len(buf), offset + len(buf))
-        if not chunk:
-            break
-        buf += chunk
-    return buf
-
-
-def _status(exc: ClientError) -> int:
-    return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", _status(exc)))
-
-
-def _is_not_found(exc: BaseException) -> bool:
-    return isinstance(exc, ClientError) and (_code(exc) in NOT_FOUND or _status(exc) == 404) \
-        and _code(exc) != "NoSuchBucket"
-
-
-def _retryable(exc: BaseException) -> bool:
-    """Worth another try at our level (after botocore's own retries): 5xx, throttling, I/O."""
-    if isinstance(exc, ClientError):
-        return _status(exc) >= 500 or _status(exc) in (408, 429) or \
-            _code(exc) in ("RequestTimeout", "SlowDown", "Throttling", "InternalError")
-    return isinstance(exc, Exception) and not isinstance(
-        exc, (TierError, _Cancelled, NoCredentialsError, ParamValidationError, FileNotFoundError))
 
 
 class S3Sink(Sink):
@@ -172,14 +116,68 @@ class S3Sink(Sink):
         self._path.unlink(missing_ok=True)
 
 
-class S3Tier(Tier):
+@dataclass(frozen=True)
+class S3Options:
+    #: bucket, key prefix, endpoint (None: AWS), region; credentials come from boto3's chain only
+    bucket: Optional[str] = None
+    prefix: str = ""
+    endpoint_url: Optional[str] = None
+    region: Optional[str] = None
+    #: multipart part size and parts/ranges in flight per process
+    part_size_mib: int = 64
+    max_concurrency: int = 8
+
+    def __post_init__(self):
+        if not self.bucket:
+            raise OptionError("bucket: an s3 tier needs a bucket")
+        if not 5 <= self.part_size_mib <= 5120:
+            raise OptionError("part_size_mib: must be between 5 and 5120 (S3 limits)")
+        if not 1 <= self.max_concurrency <= 64:
+            raise OptionError("max_concurrency: must be between 1 and 64")
+        if self.endpoint_url:  # the resolved config is written to config.json and results.json
+            parts = urlsplit(self.endpoint_url)
+            if parts.username is not None or parts.password is not None:
+                raise OptionError("endpoint_url: must not carry user:password@ "
+                                  "(credentials come from the environment or a profile)")
+
+
+class S3Tier(Transfers, Tier):
     backend = "s3"
+    Options = S3Options
+
+    @classmethod
+    def from_options(cls, options: S3Options, *, scope: TierScope) -> "S3Tier":
+        return cls(options.bucket, prefix=options.prefix or "", endpoint_url=options.endpoint_url,
+                   region=options.region, part_size=options.part_size_mib * MIB,
+                   max_concurrency=options.max_concurrency, spool_dir=scope.spool_dir)
+
+    @classmethod
+    def preflight(cls, options: S3Options, *, need_bytes: int) -> None:
+        """The bucket answers a HEAD with these credentials (an object store has no free-space figure)."""
+        import asyncio as _asyncio
+        tier = cls.from_options(options, scope=TierScope())
+        try:
+            _asyncio.run(tier.check())
+        finally:
+            _asyncio.run(tier.close())
+
+    def claim(self, holder) -> Claim:
+        from .s3_lease import S3Lease
+        return S3Lease(self, holder).acquire()
+
+    async def recover_after_crash(self) -> str:
+        count = await self.abort_stale_uploads()
+        return f"aborted {count} multipart upload(s) left by a crash" if count else ""
+
+    async def clean_up_after_run(self) -> str:
+        count = await self.abort_stale_uploads()
+        return f"aborted {count} multipart upload(s) whose abort had failed" if count else ""
 
     def __init__(self, bucket: str, prefix: str = "", endpoint_url: str | None = None,
                  region: str | None = None, part_size: int = 64 * MIB, max_concurrency: int = 8,
                  client=None, *, single_get_threshold: int | None = None,
                  spool_dir: str | Path | None = None, checksum: str | None = "crc32c",
-                 part_attempts: int = 3, retry_backoff: float = 0.5, max_attempts: int = 5,
+                 max_attempts: int = 1,
                  connect_timeout: float = 10.0, read_timeout: float = 120.0):
         if part_size < 5 * MIB:
             raise TierError(f"s3 tier s3://{bucket}: part size must be at least 5 MiB (S3 limit)")
@@ -194,8 +192,6 @@ class S3Tier(Tier):
         self.single_get_threshold = 4 * part_size if single_get_threshold is None else single_get_threshold
         self.spool_dir = str(spool_dir) if spool_dir is not None else None
         self.checksum = checksum
-        self.part_attempts = max(1, part_attempts)
-        self.retry_backoff = retry_backoff
         self._timeouts = (connect_timeout, read_timeout)
         self._session = None
         if client is None:
@@ -205,13 +201,6 @@ class S3Tier(Tier):
         self._probe_client = None if self._session else client
         self._pool: cf.ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
-
-    @classmethod
-    def from_config(cls, cfg) -> "S3Tier":
-        """Build from an ``emulator.config.TierConfig`` with ``backend: s3``."""
-        return cls(cfg.bucket, prefix=cfg.prefix or "", endpoint_url=cfg.endpoint_url,
-                   region=cfg.region, part_size=cfg.part_size_mib * MIB,
-                   max_concurrency=cfg.max_concurrency)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -228,7 +217,9 @@ class S3Tier(Tier):
         # resolve bucket.host names. Checksums: we send our own CRC32C, so botocore
         # need not hash every body with CRC32 too (and old servers reject that).
         cfg = Config(
-            retries={"total_max_attempts": max_attempts, "mode": "standard"},  # incl. the first try
+            # one attempt per request by default: the caller's retry policy (emulator.retry) is the
+            # only layer that retries, so a persistent 5xx costs (retries + 1) requests per part
+            retries={"total_max_attempts": max_attempts, "mode": "standard"},
             connect_timeout=self._timeouts[0], read_timeout=self._timeouts[1],
             max_pool_connections=self.max_concurrency + 16,
             s3={"addressing_style": "path"} if self.endpoint_url else None,
@@ -254,13 +245,6 @@ class S3Tier(Tier):
             where += f" at {host}:{parts.port}" if parts.port else f" at {host}"
         return where
 
-    def _endpoint_text(self) -> str:
-        if not self.endpoint_url:
-            return "the AWS S3 endpoint"
-        parts = urlsplit(self.endpoint_url)  # never echo user:password@ from a URL
-        netloc = parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else ""
-        return f"{parts.scheme}://{netloc}" if netloc else "the endpoint"
-
     def _secrets(self) -> list[str]:
         try:
             creds = self._session.get_credentials() if self._session else \
@@ -274,52 +258,10 @@ class S3Tier(Tier):
 
     def _reason(self, exc: BaseException) -> str:
         """One short line for an exception, with any credential scrubbed out."""
-        if isinstance(exc, ClientError):
-            code, status = _code(exc), _status(exc)
-            msg = exc.response.get("Error", {}).get("Message", "")
-            if code == "NoSuchBucket":
-                text = "bucket does not exist"
-            elif code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
-                          "InvalidToken", "TokenRefreshRequired"):
-                text = f"credentials rejected ({code})"
-            elif code in ("AccessDenied", "403", "Forbidden"):
-                text = "access denied (check credentials and bucket permissions)"
-            elif code in ("PermanentRedirect", "301", "AuthorizationHeaderMalformed"):
-                region = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("x-amz-bucket-region")
-                text = f"bucket is in another region{f' ({region})' if region else ''}: set region"
-            else:
-                text = f"{code}: {msg}" if msg else f"{code} (HTTP {status})"
-        elif isinstance(exc, (EndpointConnectionError, ConnectTimeoutError)):
-            text = f"cannot reach endpoint {self._endpoint_text()}: {self._socket_reason(exc)}"
-        elif isinstance(exc, ReadTimeoutError):
-            text = f"endpoint {self._endpoint_text()} did not answer in time (read timeout)"
-        elif isinstance(exc, NoCredentialsError):
-            text = "no credentials found (boto3 chain: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...)"
-        elif isinstance(exc, BotoCoreError):
-            text = str(exc)
-        else:
-            text = f"{type(exc).__name__}: {exc}"
-        text = " ".join(text.split())
-        for secret in self._secrets():
-            text = text.replace(secret, "***")
-        return text
-
-    @staticmethod
-    def _socket_reason(exc: BaseException) -> str:
-        seen, e = set(), exc
-        while e is not None and id(e) not in seen:
-            seen.add(id(e))
-            if isinstance(e, ConnectionRefusedError):
-                return "connection refused"
-            if isinstance(e, (TimeoutError, ConnectTimeoutError)):
-                return "connection timed out"
-            if type(e).__name__ == "gaierror" or "Name or service not known" in str(e):
-                return "host name not found"
-            e = getattr(e, "kwargs", {}).get("error") or e.__cause__ or e.__context__
-        return "connection failed"
+        return s3_errors.reason(exc, self.endpoint_url, self._secrets())
 
     def _error(self, what: str, exc: BaseException) -> TierError:
-        return TierError(f"s3 tier {self.describe()}: {what}: {self._reason(exc)}")
+        return TierError(f"s3 tier {self.describe()}: {what}: {self._reason(exc)}", transient=retryable(exc))
 
     def _call(self, what: str, fn, /, *args, **kwargs):
         """Run one boto3 call, mapping failures to TierError (FileNotFoundError passes through)."""
@@ -329,23 +271,6 @@ class S3Tier(Tier):
             raise
         except Exception as exc:  # noqa: BLE001 - boto3 and I/O failures become one clear line
             raise self._error(what, exc) from exc
-
-    def _retry(self, what: str, fn):
-        """Call ``fn`` up to ``part_attempts`` times with exponential backoff and jitter.
-
-        botocore already retries single requests; this covers what it cannot,
-        such as a body stream that breaks mid-transfer.
-        """
-        for attempt in range(1, self.part_attempts + 1):
-            try:
-                return fn()
-            except Exception as exc:  # noqa: BLE001 - classified below
-                if attempt == self.part_attempts or not _retryable(exc):
-                    raise
-                delay = self.retry_backoff * 2 ** (attempt - 1) * (0.5 + random.random() / 2)
-                log.warning("s3 %s failed (attempt %d/%d, retrying in %.2fs): %s",
-                            what, attempt, self.part_attempts, delay, self._reason(exc))
-                time.sleep(delay)
 
     # ------------------------------------------------------------------ small objects
 
@@ -375,7 +300,7 @@ class S3Tier(Tier):
         try:
             return self._client.get_object(Bucket=self.bucket, Key=full, **kwargs)["Body"]
         except ClientError as exc:
-            if _is_not_found(exc):
+            if is_not_found(exc):
                 raise FileNotFoundError(key) from None
             raise self._error(f"get {key}", exc) from exc
         except BotoCoreError as exc:
@@ -391,7 +316,7 @@ class S3Tier(Tier):
             return self._client.head_object(Bucket=self.bucket, Key=full)
         except ClientError as exc:
             # HEAD has no body, so a missing bucket also reads as 404: check() tells them apart
-            if _is_not_found(exc):
+            if is_not_found(exc):
                 return None
             raise self._error(f"head {key}", exc) from exc
         except BotoCoreError as exc:
@@ -406,7 +331,8 @@ class S3Tier(Tier):
             paginator = self._client.get_paginator("list_objects_v2")
             keys = []
             for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
-                keys.extend(obj["Key"][len(self.prefix):] for obj in page.get("Contents", ()))
+                keys.extend(obj["Key"][len(self.prefix):] for obj in page.get("Contents", ())
+                            if obj["Key"] != self.prefix + LEASE_KEY)
             return keys
         return sorted(self._call(f"list {prefix or '(all)'}", pages))
 
@@ -421,82 +347,6 @@ class S3Tier(Tier):
         validate_key(key)
         await asyncio.to_thread(self._upload_file, key, Path(src))
 
-    def _upload_file(self, key: str, src: Path) -> None:
-        """Upload a local file: one PUT up to one part, else a multipart upload."""
-        full = self._full(key)
-        fd = os.open(src, os.O_RDONLY)
-        try:
-            size = os.fstat(fd).st_size
-            if size <= self.part_size:
-                self._put_bytes(full, _pread_exact(fd, size, 0) if size else b"", key)
-            else:
-                self._multipart(lambda off, n: _pread_exact(fd, n, off), size, full, key)
-        finally:
-            os.close(fd)
-
-    def _multipart(self, read_part, size: int, full: str, key: str) -> None:
-        """Multipart upload of ``size`` bytes; ``read_part(offset, length)`` gives one part's bytes."""
-        part_size = self.part_size
-        if math.ceil(size / part_size) > MAX_PARTS:  # grow parts, in whole MiB, to stay under 10,000
-            part_size = math.ceil(size / MAX_PARTS / MIB) * MIB
-        offsets = range(0, size, part_size)
-        extra = {"ChecksumAlgorithm": "CRC32C"} if self.checksum else {}
-        upload_id = self._call(f"upload {key}", self._client.create_multipart_upload,
-                               Bucket=self.bucket, Key=full, **extra)["UploadId"]
-        cancel = threading.Event()
-        pool = self._pool_get()
-        futures = {pool.submit(self._upload_part, read_part, full, upload_id, n, off,
-                               min(part_size, size - off), cancel): n
-                   for n, off in enumerate(offsets, 1)}
-        try:
-            done, _ = cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
-            for fut in done:
-                if fut.exception() is not None:
-                    raise _PartFailed(futures[fut], len(futures), fut.exception())
-            parts = sorted((f.result() for f in futures), key=lambda p: p["PartNumber"])
-            self._call(f"upload {key}", self._retry, "complete upload",
-                       lambda: self._client.complete_multipart_upload(
-                           Bucket=self.bucket, Key=full, UploadId=upload_id,
-                           MultipartUpload={"Parts": parts}))
-        except BaseException as exc:
-            cancel.set()
-            for fut in futures:
-                fut.cancel()
-            cf.wait(futures)  # no part may land after the abort
-            aborted = self._abort_upload(full, upload_id)
-            if not isinstance(exc, Exception):
-                raise
-            note = "upload aborted" if aborted else "abort failed too: run abort_stale_uploads()"
-            if isinstance(exc, _PartFailed):
-                raise TierError(f"s3 tier {self.describe()}: upload of {key} failed on part "
-                                f"{exc.number} of {exc.total}: {self._reason(exc.cause)}; {note}") from exc.cause
-            if isinstance(exc, TierError):
-                raise TierError(f"{exc}; {note}") from exc
-            raise TierError(f"s3 tier {self.describe()}: upload of {key} failed: "
-                            f"{self._reason(exc)}; {note}") from exc
-
-    def _upload_part(self, read_part, full: str, upload_id: str, number: int, offset: int,
-                     length: int, cancel: threading.Event) -> dict:
-        def once():
-            if cancel.is_set():
-                raise _Cancelled()
-            data = read_part(offset, length)  # only this part in memory, not the object
-            if len(data) != length:
-                raise TierError(f"source file shrank while uploading part {number}")
-            extra = {"ChecksumCRC32C": crc32c_b64(data)} if self.checksum else {}
-            resp = self._client.upload_part(Bucket=self.bucket, Key=full, UploadId=upload_id,
-                                            PartNumber=number, Body=data, **extra)
-            return {"PartNumber": number, "ETag": resp["ETag"], **extra}
-        return self._retry(f"part {number}", once)
-
-    def _abort_upload(self, full: str, upload_id: str) -> bool:
-        try:
-            self._client.abort_multipart_upload(Bucket=self.bucket, Key=full, UploadId=upload_id)
-            return True
-        except Exception as exc:  # noqa: BLE001 - reported by the caller's message
-            log.warning("s3 abort of upload to %s failed: %s", full, self._reason(exc))
-            return False
-
     def open_write(self, key) -> Sink:
         return S3Sink(self, validate_key(key))
 
@@ -505,73 +355,6 @@ class S3Tier(Tier):
     async def get_file(self, key, dest) -> None:
         full = self._full(key)
         await asyncio.to_thread(self._download_file, full, key, Path(dest))
-
-    def _download_file(self, full: str, key: str, dest: Path) -> None:
-        head = self._head(full, key)
-        if head is None:
-            raise FileNotFoundError(key)
-        size, etag = head["ContentLength"], head.get("ETag")
-        make_dirs(dest.parent)
-        tmp = partial_path(dest)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            if size <= self.single_get_threshold:
-                self._retry(f"get {key}", lambda: self._get_range(fd, full, key, 0, size, etag))
-            else:
-                self._ranged_download(fd, full, key, size, etag)
-            publish(tmp, dest, fd)
-        except BaseException as exc:
-            tmp.unlink(missing_ok=True)
-            if isinstance(exc, (TierError, FileNotFoundError)) or not isinstance(exc, Exception):
-                raise
-            raise self._error(f"download of {key}", exc) from exc
-        finally:
-            os.close(fd)
-
-    def _ranged_download(self, fd: int, full: str, key: str, size: int, etag: str | None) -> None:
-        try:
-            os.posix_fallocate(fd, 0, size)
-        except OSError:  # filesystems without fallocate: a sparse file is fine
-            os.ftruncate(fd, size)
-        cancel = threading.Event()
-
-        def fetch(off: int, length: int):
-            if cancel.is_set():
-                raise _Cancelled()
-            return self._retry(f"range {off}-{off + length - 1} of {key}",
-                               lambda: self._get_range(fd, full, key, off, length, etag, ranged=True))
-        pool = self._pool_get()
-        futures = [pool.submit(fetch, off, min(self.part_size, size - off))
-                   for off in range(0, size, self.part_size)]
-        done, _ = cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
-        failed = next((f for f in done if f.exception() is not None), None)
-        if failed is not None:
-            cancel.set()
-            for fut in futures:
-                fut.cancel()
-            cf.wait(futures)
-            failed.result()  # re-raise the first failure
-
-    def _get_range(self, fd: int, full: str, key: str, offset: int, length: int,
-                   etag: str | None, ranged: bool = False) -> None:
-        """GET bytes [offset, offset+length) into ``fd`` at ``offset``, a chunk at a time.
-
-        ``IfMatch`` pins every range to the version we sized, so an object
-        replaced mid-download fails instead of mixing two versions.
-        """
-        extra = {"IfMatch": etag} if etag else {}
-        if ranged:
-            extra["Range"] = f"bytes={offset}-{offset + length - 1}"
-        body = self._get_object(full, key, **extra)
-        pos = offset
-        with body:
-            for chunk in body.iter_chunks(STREAM_CHUNK):
-                view = memoryview(chunk)
-                while view:
-                    n = os.pwrite(fd, view, pos)
-                    view, pos = view[n:], pos + n
-        if pos - offset != length:
-            raise IOError(f"short read of {key}: {pos - offset} of {length} bytes")
 
     def open_read(self, key) -> BinaryIO:
         full = self._full(key)
@@ -589,7 +372,7 @@ class S3Tier(Tier):
         try:
             self._probe_client.head_bucket(Bucket=self.bucket)
         except ClientError as exc:  # HEAD answers have no body: the status says it all
-            reason = "bucket does not exist" if _status(exc) == 404 else self._reason(exc)
+            reason = "bucket does not exist" if s3_errors.status(exc) == 404 else self._reason(exc)
             raise TierError(f"s3 tier {self.describe()}: {reason}") from None
         except BotoCoreError as exc:
             raise TierError(f"s3 tier {self.describe()}: {self._reason(exc)}") from None
@@ -630,9 +413,3 @@ class S3Tier(Tier):
             close = getattr(client, "close", None)
             if close is not None:
                 close()
-
-
-class _PartFailed(Exception):
-    def __init__(self, number: int, total: int, cause: BaseException):
-        super().__init__(number, total)
-        self.number, self.total, self.cause = number, total, cause

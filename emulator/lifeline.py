@@ -1,0 +1,60 @@
+"""Processes that die with their parent: a run cannot outlive its launcher.
+
+torchrun starts every rank in a session of its own, so killing the ``ckpt-emu``
+process or the torchrun agent (``kill -9``, an OOM kill, a closed terminal)
+used to leave the ranks running as orphans, still checkpointing into tiers a
+rerun then shared with them. Two links close that:
+
+* the CLI starts torchrun with ``PR_SET_PDEATHSIG(SIGKILL)`` set between fork
+  and exec (``die_with_parent`` as ``preexec_fn``): torchrun dies with the CLI;
+* each rank sets the same on itself at start, so it dies with torchrun.
+
+``prctl`` cannot cover a parent that died before it was called, so
+``watch_parent`` also starts a thread that checks once a second whether the
+process was reparented, and ends the process if so (SIGKILL: a crash, which
+the next run cleans up after, as after any crash). Ctrl-C and SIGTERM are
+unchanged: the CLI asks the ranks to stop and they finish cleanly.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import threading
+import time
+
+PR_SET_PDEATHSIG = 1
+
+
+def _prctl_pdeathsig(sig: int) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # not Linux
+        return False
+
+
+def die_with_parent(parent_pid: int | None = None) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies; if the parent is already
+    gone (``parent_pid`` given and no longer the parent), die now. Safe as a ``preexec_fn``."""
+    _prctl_pdeathsig(signal.SIGKILL)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def watch_parent(interval_s: float = 1.0) -> threading.Thread:
+    """``die_with_parent`` for this process, plus a daemon thread that SIGKILLs it if it is
+    ever reparented (the parent died before prctl, or prctl is unavailable)."""
+    parent = os.getppid()
+    die_with_parent()
+    if parent == 1:  # already an orphan: the parent died before we could ask
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def watch():
+        while True:
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(interval_s)
+    thread = threading.Thread(target=watch, name="ckpt-emu-lifeline", daemon=True)
+    thread.start()
+    return thread

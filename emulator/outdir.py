@@ -1,0 +1,63 @@
+"""The results folder (``run.out``): every file and folder a run keeps there, by name.
+
+One owner for these names, so the CLI, the launcher, the ranks and the report
+agree without importing each other (the launcher must not import torch).
+
+Visible files are the run's outputs; dot-folders are working state that the
+next run in the same place sweeps: ``.spool/node<N>`` (S3 upload and drain
+spools), ``.shared/<tier>`` (emulated bandwidth and capacity shared by the
+processes of a node or job), ``.metrics/node<N>`` (Prometheus multiprocess
+files), ``.scratch`` (restores from tiers without files), ``.records`` (each
+rank's checkpoint records, appended as they finish, one file per torchrun
+attempt, so results.json covers attempts that were killed).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+CONFIG = "config.json"      # the resolved config the ranks read
+RESULTS = "results.json"    # every figure, per-rank records, the timeline
+REPORT = "report.txt"       # the summary table
+TIMELINE = "timeline.png"
+LOG = "torchrun.log"        # everything the ranks printed
+STOP = "stop"               # created by the CLI on Ctrl-C; rank 0 polls it every step
+STATUS = "status.json"      # rank 0's progress, for the live display
+
+#: outputs of a previous run, removed before a new one starts
+OUTPUTS = (STOP, STATUS, RESULTS, REPORT, TIMELINE)
+
+
+@dataclass(frozen=True)
+class OutDir:
+    root: Path
+
+    def __post_init__(self):
+        object.__setattr__(self, "root", Path(self.root))
+
+    def __truediv__(self, name: str) -> Path:
+        return self.root / name
+
+    def spool(self, node: int) -> Path:
+        return self.root / ".spool" / f"node{node}"
+
+    def shared(self, tier: str) -> Path:
+        return self.root / ".shared" / tier
+
+    @property
+    def shared_root(self) -> Path:
+        return self.root / ".shared"
+
+    def metrics(self, node: int) -> Path:
+        return self.root / ".metrics" / f"node{node}"
+
+    @property
+    def scratch(self) -> Path:
+        return self.root / ".scratch"
+
+    @property
+    def records_root(self) -> Path:
+        return self.root / ".records"
+
+    def records(self, rank: int, attempt: int) -> Path:
+        return self.records_root / f"rank{rank:05d}.attempt{attempt}.jsonl"

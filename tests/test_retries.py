@@ -1,0 +1,58 @@
+"""One layer owns the retry budget for global-tier work (emulator/retry.py): botocore and the S3
+tier make each request once, so a persistent 5xx costs exactly drain.retries + 1 requests per
+part, as docs/faults.md states, counted here on the wire by an HTTP proxy in front of moto."""
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from emulator.drainer import Drainer
+from emulator.layout import FileEntry
+from emulator.retry import RetryPolicy
+from httpfaults import Rule, S3FaultProxy
+from s3server import raw_client, s3_bucket, s3_endpoint  # noqa: F401 - pytest fixtures
+from tiers.directory import DirTier
+from tiers.s3 import S3Tier
+
+MIB = 1 << 20
+PARTS = 3
+
+
+@pytest.fixture
+def proxy(s3_endpoint):
+    p = S3FaultProxy(s3_endpoint)
+    yield p
+    p.close()
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_a_persistent_5xx_costs_retries_plus_one_requests_per_part(proxy, s3_bucket, tmp_path, retries):
+    proxy.rules.append(Rule("PUT", "partNumber", 503, "SlowDown", "Please reduce your request rate."))
+    tier = S3Tier(s3_bucket, endpoint_url=proxy.url, part_size=5 * MIB, max_concurrency=1)
+    local = DirTier(tmp_path / "local")
+    asyncio.run(local.put("f.pt", os.urandom(PARTS * 5 * MIB)))
+    result = asyncio.run(Drainer(local, tier, policy=RetryPolicy(retries=retries, backoff_s=0.01))
+                         .drain([FileEntry("f.pt", 0, PARTS * 5 * MIB, "")]))
+    assert not result.ok and result.abandoned and "SlowDown" in result.error
+    attempts = retries + 1
+    # the first failing part cancels the others of its attempt: part 1 is tried once per attempt
+    assert proxy.count("PUT", "partNumber", "1") == attempts
+    assert all(proxy.count("PUT", "partNumber", str(n)) <= attempts for n in range(1, PARTS + 1))
+    assert proxy.count("POST", "uploads") == attempts  # one CreateMultipartUpload per attempt
+    assert proxy.count("DELETE", "uploadId") == attempts  # and every one aborted
+    assert raw_client(proxy.url).list_multipart_uploads(Bucket=s3_bucket).get("Uploads", []) == []
+    asyncio.run(tier.close())
+
+
+def test_a_permanent_error_is_not_retried(proxy, s3_bucket, tmp_path):
+    proxy.rules.append(Rule("PUT", None, 403, "AccessDenied", "Access Denied"))
+    tier = S3Tier(s3_bucket, endpoint_url=proxy.url, part_size=5 * MIB)
+    local = DirTier(tmp_path / "local")
+    asyncio.run(local.put("m.json", b"{}"))
+    result = asyncio.run(Drainer(local, tier, policy=RetryPolicy(retries=3, backoff_s=0.01))
+                         .drain([FileEntry("m.json", 0, 2, "")]))
+    assert not result.ok and result.retries == 0 and "access denied" in result.error
+    assert sum(1 for m, _, _ in proxy.requests if m == "PUT") == 1
+    asyncio.run(tier.close())

@@ -1,0 +1,56 @@
+"""One config, one design, at any ``--scale``: time follows the bytes, so the embedded default at
+two scales gives the same ratios (within run-to-run spread, measured here), where before the
+fixed wall-clock interval made overhead and overlap grow with the scale.
+
+The default's tiers are plain directories: their durations are this host's, whose throughput is
+not proportional to the bytes (here a drain ran at 1.2 GiB/s for 105 MiB and 0.5 GiB/s for
+420 MiB), and the report says so. So the test gives them a design's rates that this host
+sustains at both sizes (an NVMe share of 0.4 GiB/s per node, a PFS share of 0.2 GiB/s for the
+job) and a checkpoint every 16 steps; then every duration is the design's, and so every ratio."""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from emu import ckpt_emu
+
+pytestmark = pytest.mark.large
+
+RATIOS = ("drain_overlap_ratio", "overhead_ratio")
+
+
+def _default_at(tmp: Path, scale: float) -> dict:
+    tmp.mkdir(parents=True)
+    design = ["tiers.local.emulate={write_gib_s: 0.4, shared_by: node}",
+              "tiers.global.emulate={write_gib_s: 0.2, shared_by: job}", "checkpoint.interval_steps=16"]
+    args = ["run", "--quiet", "--scale", scale, "--out", tmp / "out"]
+    for s in [f"tiers.local.path={tmp}/local", f"tiers.global.path={tmp}/global", "checkpoint.loads=0",
+              "checkpoint.baseline=false", *design]:
+        args += ["--set", s]
+    ckpt_emu(*args, check=True, timeout=900)
+    return json.loads((tmp / "out" / "results.json").read_text())
+
+
+def test_the_default_gives_the_same_ratios_at_two_scales(tmp_path):
+    small = [_default_at(tmp_path / f"small{i}", 0.002) for i in range(2)]
+    large = _default_at(tmp_path / "large", 0.008)
+    assert large["step_seconds"]["full_size"] == small[0]["step_seconds"]["full_size"] == 62.5
+    assert large["step_seconds"]["here"] == pytest.approx(4 * small[0]["step_seconds"]["here"])
+    for mode in ("sync", "async"):
+        for key in RATIOS:
+            runs = [r["modes"][mode][key] for r in small]
+            spread = abs(runs[0] - runs[1])
+            got = large["modes"][mode][key]
+            # within three run-to-run spreads of the small runs, or 2 points for ratios near 0
+            assert abs(got - statistics.mean(runs)) <= max(3 * spread, 0.02 + 0.25 * statistics.mean(runs)), \
+                (mode, key, runs, got)
+        misses = [r["modes"][mode]["deadline_misses"] for r in small]
+        assert large["modes"][mode]["deadline_misses"] <= max(misses) + 1, (mode, misses)
+    for r in (*small, large):
+        assert not [n for n in r["notes"] if "this host" in n], r["notes"]  # the design's figures throughout
+    for r in (*small, large):  # the full-size figures are the measured ones over the scale
+        m = r["modes"]["sync"]
+        assert m["full_size"]["stall_mean_s"] == pytest.approx(m["stall_mean_s"] / r["scale"])

@@ -1,0 +1,151 @@
+"""One run owns an S3 prefix: a lease object with an owner and an expiry, renewed while the run lives.
+
+An object store has no lock that dies with a process, so the owner writes
+``<prefix>/.ckpt-emu.lease`` ({job, pid, host, started, expires}) with a
+conditional create (``If-None-Match: *``), renews it every ``ttl/3`` with a
+conditional replace (``If-Match`` its own ETag) and deletes it at the end. A
+second run finds a live lease and fails with one line naming the holder; a
+lease may be taken over (again with ``If-Match``, so two takers cannot both
+win) once it has expired, or at once when its holder ran on this host and
+that process is gone.
+
+Limits (docs/faults.md): it needs conditional writes (AWS S3 since 2024,
+MinIO, Ceph RGW Reef and later, moto; without them a plain write and a read
+back are used, which two runs starting in the same second can both pass);
+expiry compares the holder's clock with the reader's, so clocks must agree to
+well within ``ttl``; after a crash on another host a rerun waits up to ``ttl``;
+and a holder that stalls longer than ``ttl`` loses the lease (it says so once).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import asdict
+
+from botocore.exceptions import ClientError
+
+from .base import Claim, TierError
+from .locking import Holder, TierBusy
+
+LEASE_KEY = ".ckpt-emu.lease"
+TTL_S = 60.0
+_CONFLICT = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
+
+
+def process_alive(pid: int, started: float) -> bool:
+    """Whether the process ``pid`` that started at ``started`` (unix time) still runs on this host."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        boot = next(float(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime"))
+    except (OSError, StopIteration, IndexError, ValueError):
+        return False
+    if fields[0] == "Z":
+        return False
+    began = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return began <= started + 2.0  # a later start: the pid was reused by another process
+
+
+class S3Lease(Claim):
+    def __init__(self, tier, holder: Holder, ttl_s: float = TTL_S):
+        self._tier, self.holder, self.ttl_s = tier, holder, ttl_s
+        self._key = tier.prefix + LEASE_KEY
+        self._etag: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ requests
+
+    def _body(self) -> bytes:
+        return json.dumps({**asdict(self.holder), "expires": time.time() + self.ttl_s}).encode()
+
+    def _put(self, **condition) -> str:
+        c = self._tier._client
+        return c.put_object(Bucket=self._tier.bucket, Key=self._key, Body=self._body(), **condition)["ETag"]
+
+    def _read(self) -> tuple[dict, str] | None:
+        try:
+            resp = self._tier._client.get_object(Bucket=self._tier.bucket, Key=self._key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise
+        with resp["Body"] as body:
+            return json.loads(body.read()), resp["ETag"]
+
+    # ------------------------------------------------------------------ taking it
+
+    def acquire(self) -> "S3Lease":
+        try:
+            self._etag = self._create_or_take()
+        except ClientError as exc:
+            raise TierError(f"s3 tier {self._tier.describe()}: lease: {self._tier._reason(exc)}") from None
+        self._thread = threading.Thread(target=self._renew, name="ckpt-emu-s3-lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def _create_or_take(self) -> str:
+        for _ in range(3):  # a lease that vanished between our create and read: try again
+            try:
+                return self._put(IfNoneMatch="*")
+            except ClientError as exc:
+                if _code(exc) not in _CONFLICT:
+                    raise
+            found = self._read()
+            if found is None:
+                continue
+            record, etag = found
+            self._check_takeover(record)
+            try:
+                return self._put(IfMatch=etag)
+            except ClientError as exc:
+                if _code(exc) in _CONFLICT:
+                    raise TierBusy(f"{self._where()} was just taken by another run") from None
+                raise
+        raise TierBusy(f"{self._where()}: could not create its lease object")
+
+    def _check_takeover(self, record: dict) -> None:
+        """Raise TierBusy unless the lease in ``record`` has expired or its holder is gone."""
+        expires = float(record.get("expires", 0))
+        holder = Holder(**{k: record[k] for k in ("job", "pid", "host", "started") if k in record})
+        if expires < time.time():
+            return
+        if holder.host == self.holder.host and not process_alive(holder.pid, holder.started):
+            return
+        raise TierBusy(f"{self._where()} is in use by another run: {holder.describe()} "
+                       f"(its lease expires in {expires - time.time():.0f} s)")
+
+    def _where(self) -> str:
+        return f"s3 tier {self._tier.describe()}"
+
+    # ------------------------------------------------------------------ keeping and giving back
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.ttl_s / 3):
+            try:
+                self._etag = self._put(IfMatch=self._etag)
+            except ClientError as exc:
+                if _code(exc) in _CONFLICT:
+                    print(f"ckpt-emu: warning: {self._where()}: lost its lease (another run took it over "
+                          f"after this one stalled for more than {self.ttl_s:.0f} s)", file=sys.stderr, flush=True)
+                    return
+            except Exception:  # noqa: BLE001 - a blip: the next renewal (ttl/3 later) tries again
+                pass
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        try:
+            found = self._read()
+            if found is not None and found[1] == self._etag:
+                self._tier._client.delete_object(Bucket=self._tier.bucket, Key=self._key)
+        except Exception:  # noqa: BLE001 - an expired lease frees the prefix anyway
+            pass
+
+
+def _code(exc: ClientError) -> str:
+    err = exc.response.get("Error", {})
+    return str(err.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
