@@ -12,6 +12,17 @@ run measured beyond bytes and requests per checkpoint (collectives, manifests,
 the host) is a fixed cost per checkpoint. Byte-proportional costs scale
 linearly to full size; latencies and fixed costs do not. The notes say what
 was measured, what it became, and how it was extrapolated.
+
+Scale: a run at ``run.scale`` F moves F of the bytes, and its time follows the
+bytes (steps last ``step_seconds`` x F; results.json's ``full_size`` figures
+are measured / F). A rate is bytes over seconds *of the same run*, so it is the
+full-size design's rate as it stands: the records' durations (at F) go with
+the records' bytes (at F), never with the ``full_size`` figures. What a rate
+gives for full-size bytes is then the run's ``full_size`` figure, except for
+the requests' latency and the fixed cost, which do not shrink with F
+(emulator/scale_notes.py) and so are counted once, not / F
+(tests/test_simulate.py checks this against a real run). Only ``--as-run``
+simulates at F, with the run's own step time.
 """
 from __future__ import annotations
 
@@ -54,8 +65,10 @@ class RunFigures:
     nodes: int
     ranks: int
     records: list
-    mode_steps: dict                # mode -> (training_wall_s, stall_total_s, steps)
+    mode_steps: dict                # mode -> (training_wall_s, stall_total_s, steps), at the run's scale
     recovery_s: dict                # tier -> mean seconds of one rank's load
+    #: the run's step time followed run.scale (results.json has ``step_seconds``; runs before that did not)
+    time_scaled: bool = True
 
 
 def read_results(path: str) -> RunFigures:
@@ -68,7 +81,10 @@ def read_results(path: str) -> RunFigures:
     every ``per_rank[].records[]``'s ``mode``, ``step``, ``rank``, ``node``,
     ``stall_s``, ``wait_s``, ``snapshot_s``, ``local_write_s``, ``drain_s``,
     ``complete_s``, ``file_bytes``, ``written_to``, ``missed``,
-    ``global_complete`` and ``error``. Durations are at the run's scale (``config.run.scale``).
+    ``global_complete`` and ``error``; whether it has ``step_seconds`` (its step time followed
+    the scale). Durations are at the run's scale (``config.run.scale``), as its bytes are: the
+    ``full_size`` figures are not read (see the module docstring). Modes without checkpoints
+    (the baseline ``none``) have no records and calibrate nothing.
     """
     where = f"--calibrate {path}"
     try:
@@ -85,9 +101,10 @@ def read_results(path: str) -> RunFigures:
                              str(r["written_to"]), bool(r["missed"]), bool(r["global_complete"]) and not r["error"])
                    for pr in raw["per_rank"] for r in pr["records"]]
         steps = {m: (float(v["training_wall_s"]), float(v["stall_total_s"]), int(v["steps"]))
-                 for m, v in raw["modes"].items()}
+                 for m, v in raw["modes"].items() if m != "none"}
         recovery = {str(k): float(v) for k, v in (raw["load"].get("recovery_mean_s_by_tier") or {}).items()}
-        return RunFigures(str(path), cfg, int(raw["nodes"]), int(raw["ranks"]), records, steps, recovery)
+        return RunFigures(str(path), cfg, int(raw["nodes"]), int(raw["ranks"]), records, steps, recovery,
+                          time_scaled="step_seconds" in raw)
     except ConfigError as exc:
         raise UserError(f"{where}: its config does not load: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -261,8 +278,12 @@ def calibrate(cfg, fig: RunFigures, mode: str | None = None) -> Calibration:
     sizes = {"file": max(files), "node": st.node_bytes(st.steps[0]), "job": sum(files)}
     cal.notes.append(f"calibrated by {fig.source} ({st.mode or 'all'} checkpoints: {len(st.steps)}): "
                      f"{fig.ranks} ranks on {fig.nodes} node(s) at run.scale {run.run.scale:g}, "
-                     f"{sizes['node'] / 2 ** 20:.2f} MiB per node per checkpoint; byte-proportional costs "
-                     f"scale linearly with the bytes simulated, requests and per-checkpoint costs do not")
+                     f"{sizes['node'] / 2 ** 20:.2f} MiB per node per checkpoint; rates are its bytes over its "
+                     f"seconds, so byte-proportional costs scale linearly with the bytes simulated (at full size "
+                     f"the run's durations / {run.run.scale:g}), requests and per-checkpoint costs do not")
+    if not fig.time_scaled:
+        cal.notes.append("the run predates time following run.scale (no step_seconds in its results.json): "
+                         "its rates hold, its step time is its own (only --as-run uses it)")
     stage = st.mean(_Steps.staging)
     if stage and stage > 0:
         cal.snapshot_bps = sizes["file"] / stage

@@ -31,7 +31,7 @@ def add_simulate_parser(subparsers):
     a("--days", default="30", metavar="D", help="simulated wall time in days (default 30)")
     a("--interval", default="config", metavar="T",
       help="training time between checkpoints: a time (500, 9m, 1.5h), 'config' (interval_steps x "
-           "step_seconds / run.scale, the default) or 'planner' (the planner's best for each mode)")
+           "step_seconds, at full size, the default) or 'planner' (the planner's best for each mode)")
     a("--calibrate", metavar="RESULTS_JSON", help="take costs from this emulation run's results.json")
     a("--mttf-hours", default="50000", metavar="H", help="MTTF of one accelerator (default 50000)")
     a("--failures", metavar="TRACE_CSV", help="failure trace (TIME[,KIND] rows) instead of Poisson arrivals")
@@ -96,7 +96,7 @@ def _intervals(args, cfg, study: Study, cals: dict) -> None:
     for mode in study.modes:
         cal = cals[mode]
         if args.as_run:
-            step = (cal.step_s.get(mode) if cal is not None else None) or cfg.training.step_seconds
+            step = (cal.step_s.get(mode) if cal is not None else None) or cfg.wall_step_seconds
             study.intervals[mode] = cfg.checkpoint.interval_steps * step
             study.interval_sources[mode] = (f"{cfg.checkpoint.interval_steps} steps of {step * 1000:.1f} ms"
                                             + (" (measured)" if cal is not None and mode in cal.step_s else ""))
@@ -104,9 +104,9 @@ def _intervals(args, cfg, study: Study, cals: dict) -> None:
             base = cfg.checkpoint.interval_steps * cfg.training.step_seconds
             if base <= 0:
                 raise UserError("--interval config: training.step_seconds is 0; give --interval T")
-            study.intervals[mode] = base / cfg.run.scale
+            study.intervals[mode] = base
             study.interval_sources[mode] = (f"config: {cfg.checkpoint.interval_steps} x "
-                                            f"{cfg.training.step_seconds:g} s / run.scale {cfg.run.scale:g}")
+                                            f"{cfg.training.step_seconds:g} s (full size)")
             if study.intervals[mode] < 60:
                 study.designs[mode].notes.append(
                     f"{mode}: the config's interval stands for only {study.intervals[mode]:g} s at full size; "

@@ -49,7 +49,8 @@ class Options:
     nodes: int
     accelerators_per_node: int = 8
     as_run: bool = False
-    #: every node writes what the emulated run's node wrote, at its scale (what ``tune`` measured)
+    #: every node writes what the emulated run's node wrote, at full size (what ``tune`` measured,
+    #: divided by run.scale as tune's figures are)
     replicate: bool = False
     snapshot_gib_s: float = DEFAULT_SNAPSHOT_GIB_S
     global_gib_s: float | None = None  # aggregate global write bandwidth (overrides the config)
@@ -238,9 +239,12 @@ def _groups(cfg, opts: Options, cal) -> tuple[tuple, float]:
     file_bytes = cal.rank_file_bytes if cal is not None else None
     if opts.as_run:
         return as_run_groups(cfg, opts.nodes, file_bytes), cfg.run.scale
-    if opts.replicate:
+    if opts.replicate:  # the run's files at full size: bytes / run.scale
         run_nodes = cal.nodes if cal is not None else 1
-        return replicated_groups(as_run_groups(cfg, run_nodes, file_bytes), opts.nodes), cfg.run.scale
+        run_files = as_run_groups(cfg, run_nodes, file_bytes)
+        full = tuple(NodeGroup(g.nodes, round(g.node_bytes / cfg.run.scale), round(g.file_bytes / cfg.run.scale),
+                               g.files) for g in run_files)
+        return replicated_groups(full, opts.nodes), 1.0
     return full_size_groups(cfg, opts.nodes, opts.accelerators_per_node), 1.0
 
 

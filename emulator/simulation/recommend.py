@@ -3,8 +3,9 @@
 The planner assumes every checkpoint costs what the measured one did; at
 many nodes the shared global tier makes drains of all nodes queue behind
 each other, which only the simulation sees. Here every one of ``nodes``
-nodes writes what the measured node wrote (at the config's scale, like the
-rest of ``tune``), costs come from the measurement run's results.json, and
+nodes writes what the measured node wrote, at full size (its bytes / run.scale,
+like the rest of ``tune``), costs come from the measurement run's results.json
+(rates, which apply at any size), intervals are full-size seconds, and
 the interval is chosen by simulating a grid around the planner's optimum and
 fitting the best of it (sweep.fit_optimum), for each mode.
 """
