@@ -81,7 +81,7 @@ def two_node_runs(tmp_path_factory):
 
 
 def _drain_union_overlap(res: dict, mode: str) -> float:
-    """Share of the mode's wall time with a drain in progress on some node (shared/DOMAIN.md).
+    """Share of the mode's wall time with a drain in progress on some node (README.md, "drain overlap").
 
     The report's drain_overlap_ratio is the busiest node's own drain time; the two agree for one
     node. With nodes sharing a job-wide bucket they do not: the emulated tier books a drained file

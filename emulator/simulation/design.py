@@ -28,7 +28,7 @@ from .sharing import LinkLimits, limits, node_load
 
 GIB = 1 << 30
 #: GPU-to-host snapshot rate per accelerator without a calibration: device-to-host into
-#: reused pinned buffers on one H100, measured at 48.6 GiB/s (shared/MEASURED.md)
+#: reused pinned buffers on one H100, measured at 48.6 GiB/s (the project's measurement notes)
 DEFAULT_SNAPSHOT_GIB_S = 48.0
 
 
