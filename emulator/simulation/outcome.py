@@ -1,12 +1,12 @@
 """What one simulation measured (:class:`Tally`, while it runs) and reports (:class:`Outcome`).
 
-The words are the emulator's (README.md, "What the rows mean"): **stall**
-is wall time the job is blocked at one checkpoint; **overhead** total stall over wall time; **drain** a node's copy to the
-global tier until its size checks pass (the job's drain: the slowest
-node's); **drain overlap** the fraction of wall time during which a drain
-is in progress on some node; a **deadline miss** a checkpoint that began
-before the previous one was complete; a checkpoint is **complete** once its
-global manifest is written.
+The words are the emulator's (README.md, "What the rows mean"): **stall** is
+wall time the job is blocked at one checkpoint; **overhead** total stall over
+wall time; **drain** a node's copy to the global tier until its size checks
+pass (the job's drain: the slowest node's); **drain overlap** the fraction of
+wall time during which a drain is in progress on some node; a **deadline
+miss** a checkpoint that began before the previous one was complete; a
+checkpoint is **complete** once its global manifest is written.
 On top: **goodput** (surviving training time over wall time) and **failure
 overhead** (lost work, restarts and restores over wall time), so that
 goodput + checkpoint overhead + failure overhead = 1.
