@@ -302,7 +302,7 @@ def test_tune_recommends_by_simulation_past_one_node(one_node_runs):
     assert 0 < rec["goodput"] < 1 and rec["goodput"] >= rec["goodput_other_mode"]
 
 
-def test_calibrated_costs_at_full_size_are_the_runs_full_size_figures(one_node_runs):
+def test_calibrated_costs_at_full_size_are_the_runs_full_size_figures(one_node_runs, tmp_path):
     """Calibrated rates applied to full-size bytes give the run's ``full_size`` figures (measured /
     run.scale), except the requests' latency, which does not shrink with the scale: the model counts
     it once where results.json divides it by the scale too."""
@@ -323,6 +323,12 @@ def test_calibrated_costs_at_full_size_are_the_runs_full_size_figures(one_node_r
         assert o.drain_mean_s > 1000 * res["modes"]["sync"]["drain_mean_s"]  # full size, not the run's
         want = full["local_write_mean_s"]  # the local tier has no latency
         assert o.local_write_mean_s == pytest.approx(want, rel=0.05), (o.local_write_mean_s, want)
+    # a results.json from before time followed the scale (no step_seconds): the same rates, and a note
+    raw = results(one_node_runs[-1].parent / "out")  # the run the loop calibrated last (cfg, cal)
+    del raw["step_seconds"]
+    (tmp_path / "old.json").write_text(json.dumps(raw))
+    old = load_calibration(cfg, str(tmp_path / "old.json"), ["sync"])["sync"]
+    assert old.drain_bps == cal.drain_bps and any("predates" in n for n in old.notes)
 
 
 def test_bench_sim_keeps_its_shape():
