@@ -118,7 +118,8 @@ def cmd_tune(args) -> int:
     from .tune import tune, format_tune
     cfg = _load(args)
     result = tune(cfg, accelerators=args.accelerators, mttf_hours=args.mttf_hours,
-                  confirm_seconds=args.confirm_seconds, measure_checkpoints=args.measure_checkpoints)
+                  confirm_seconds=args.confirm_seconds, measure_checkpoints=args.measure_checkpoints,
+                  nodes=args.nodes)
     print(json.dumps(result, indent=1) if args.json else format_tune(result), end="" if not args.json else "\n")
     return 0
 
@@ -179,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .plan_cli import add_plan_parser
     add_plan_parser(sub)
+    from .simulation.cli import add_simulate_parser
+    add_simulate_parser(sub)
 
     tune = sub.add_parser("tune", help="measure costs by emulation, plan the interval, confirm it by emulation")
     common(tune)
@@ -188,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--confirm-seconds", type=float, default=20.0,
                       help="longest training time of the confirmation run; longer intervals are time-compressed")
     tune.add_argument("--measure-checkpoints", type=int, default=3, help="checkpoints per mode when measuring")
+    tune.add_argument("--nodes", type=int, help="nodes of the target cluster; more than one: recommend by simulation")
     tune.add_argument("--json", action="store_true", help="one JSON object")
     tune.set_defaults(func=cmd_tune)
     return ap

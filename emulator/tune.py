@@ -6,6 +6,9 @@
    full size (measured / run.scale): the planner reasons about the real job.
 2. Plan: those costs go into the planner (emulator/planner.py) for the target
    cluster; the recommendation is the mode and interval with the best goodput.
+   With ``--nodes`` above what one machine emulates, the simulator recommends
+   instead (emulator/simulation/recommend.py): every node writes what the
+   measured one did, and drains queue on the shared global tier.
 3. Confirm: one more run, async or sync as recommended, checkpointing every
    ``round(T / step_seconds)`` steps (full-size step time). A recommended interval longer than the
    confirmation budget allows is time-compressed by a factor c < 1 (the run uses
@@ -38,10 +41,13 @@ def _run(cfg, out: Path, *, modes: list[str], saves: int, interval_steps: int) -
 
 
 def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_seconds: float = 20.0,
-         measure_checkpoints: int = 3, overlap_target: float = 0.10) -> dict:
-    """Measure, plan, confirm; every time in the result is at full size (measured / run.scale)."""
+         measure_checkpoints: int = 3, overlap_target: float = 0.10, nodes: int | None = None) -> dict:
+    """Measure, plan, confirm; every time in the result is at full size (measured / run.scale).
+    With ``nodes`` above what one machine emulates, the simulator recommends (emulator/simulation)."""
+    from .simulation import recommend as sim
     if accelerators < 1:
         raise UserError("--accelerators: must be >= 1")
+    sim.check_nodes(accelerators, nodes)
     if confirm_seconds <= 0 or measure_checkpoints < 1:
         raise UserError("--confirm-seconds must be > 0 and --measure-checkpoints >= 1")
     if cfg.training.step_seconds <= 0:
@@ -53,17 +59,24 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
     best = {m: plan.intervals[f"optimal_{m}"] for m in ("sync", "async")}
     goodput = {"sync": best["sync"].sync_goodput, "async": best["async"].async_goodput}
     mode = "async" if cfg.tiers.local is not None and goodput["async"] >= goodput["sync"] else "sync"
-    confirmation = _confirm(cfg, base / "tune-confirm", inputs, mode, best[mode].interval_s,
+    interval, simulated = best[mode].interval_s, None
+    if sim.needs_simulation(nodes):  # more nodes than one machine emulates: queueing on the global tier
+        simulated = sim.recommend(cfg, str(base / "tune-measure" / outdir.RESULTS), accelerators=accelerators,
+                                  nodes=nodes, mttf_hours=mttf_hours)
+        mode, interval = simulated["mode"], simulated["interval_s"]
+        goodput = {m: v["goodput"] for m, v in simulated["per_mode"].items()}
+    confirmation = _confirm(cfg, base / "tune-confirm", inputs, mode, interval,
                             max(3, measure_checkpoints), confirm_seconds)
     return {
         "accelerators": accelerators, "cluster_mttf_s": plan.cluster_mttf_s, "measured": measured,
         "recommended": {
-            "mode": mode, "interval_s": best[mode].interval_s, "goodput": goodput[mode],
-            "goodput_other_mode": goodput["sync" if mode == "async" else "async"],
+            "mode": mode, "interval_s": interval, "goodput": goodput[mode],
+            "goodput_other_mode": goodput.get("sync" if mode == "async" else "async", math.nan),
+            "source": "simulator" if simulated else "planner", "simulation": simulated,
             "young_s": plan.young_interval_s, "daly_s": plan.daly_interval_s,
         },
         "confirmation": confirmation,
-        "global_bandwidth": _bandwidth(measured, best[mode].interval_s, overlap_target),
+        "global_bandwidth": _bandwidth(measured, interval, overlap_target),
         "runs": {"measure": str(base / "tune-measure"), "confirm": str(base / "tune-confirm")},
     }
 
@@ -139,6 +152,8 @@ def format_tune(r: dict) -> str:
         f"  recommended: {rec['mode']} every {_s(rec['interval_s'])} (goodput {rec['goodput'] * 100:.2f} %, "
         f"other mode at its best {rec['goodput_other_mode'] * 100:.2f} %; Young {_s(rec['young_s'])}, "
         f"Daly {_s(rec['daly_s'])})",
+        *([f"    by simulation: {rec['simulation']['nodes']:,} nodes, each writing what the measured one did, "
+           f"{rec['simulation']['days_simulated']:.0f} days per interval tried"] if rec.get("simulation") else []),
         f"  confirmation run: every {_s(c['interval_s'])} at full size ({c['interval_steps']} steps"
         + (f", time-compressed x{c['compression']:.3g}" if c["compression"] < 1 else "") + f"), "
         f"{c['checkpoints']} checkpoints",

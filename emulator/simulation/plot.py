@@ -1,0 +1,86 @@
+"""Pictures: where the wall time went (simulate) and goodput over the design grid (sweep)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import UserError
+from ..plan_cli import fmt_duration
+
+PARTS = (("useful", "useful_s", "tab:green"), ("checkpoint stall", "stall_s", "tab:blue"),
+         ("lost work", "lost_work_s", "tab:red"), ("restarts", "restart_s", "tab:orange"),
+         ("restores", "recovery_s", "tab:purple"))
+
+
+def _figure(**kw):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = Figure(**kw)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: Path) -> Path:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, format="png")
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror}") from None
+    return path
+
+
+def breakdown_figure(title: str, outcomes: dict):
+    """One horizontal bar per mode: the wall time split into useful work and each overhead."""
+    fig = _figure(figsize=(8, 1.6 + 0.9 * len(outcomes)), dpi=100)
+    ax = fig.add_subplot()
+    modes = list(outcomes)
+    for y, mode in enumerate(modes):
+        o, left = outcomes[mode], 0.0
+        for label, attr, color in PARTS:
+            w = getattr(o, attr) / o.wall_s * 100
+            ax.barh(y, w, left=left, color=color, label=label if y == 0 else None)
+            left += w
+        ax.text(101, y, f"goodput {o.goodput * 100:.1f} %\nevery {fmt_duration(o.interval_s)}",
+                va="center", fontsize=8)
+    ax.set_yticks(range(len(modes)), modes)
+    ax.set_xlim(0, 125)
+    ax.set_xlabel("share of wall time (%)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.45, -0.35 if len(modes) < 2 else -0.2))
+    fig.tight_layout()
+    return fig
+
+
+def write_breakdown(path: Path, title: str, outcomes: dict) -> Path:
+    return _save(breakdown_figure(title, outcomes), Path(path))
+
+
+def heatmap_figure(title: str, sweep: dict):
+    """Goodput per (interval, global bandwidth) cell, one panel per mode, the best cell starred."""
+    modes = list(sweep["modes"])
+    rows = sweep["global_gib_s"]
+    fig = _figure(figsize=(4 + 3.2 * len(modes), 1.8 + 0.45 * len(rows)), dpi=100)
+    for k, mode in enumerate(modes):
+        m = sweep["modes"][mode]
+        cols, grid = m["intervals_s"], [[g * 100 for g in r] for r in m["goodput"]]
+        ax = fig.add_subplot(1, len(modes), k + 1)
+        im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+        ax.set_xticks(range(len(cols)), [fmt_duration(c) for c in cols], rotation=60, fontsize=7)
+        ax.set_yticks(range(len(rows)), ["config" if r is None else f"{r:g}" for r in rows], fontsize=7)
+        ax.set_xlabel("interval (training between checkpoints)")
+        ax.set_ylabel("global write bandwidth (GiB/s)")
+        b = m["best"]
+        bi, bj = rows.index(b["global_gib_s"]), cols.index(b["interval_s"])
+        ax.plot([bj], [bi], marker="*", markersize=16, color="white", markeredgecolor="black")
+        if len(cols) * len(rows) <= 120:
+            for i, r in enumerate(grid):
+                for j, v in enumerate(r):
+                    ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=6, color="white")
+        ax.set_title(f"{mode}: best {b['goodput'] * 100:.2f} % every {fmt_duration(b['interval_s'])}", fontsize=9)
+        fig.colorbar(im, ax=ax, label="goodput (%)")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def write_heatmap(path: Path, title: str, sweep: dict) -> Path:
+    return _save(heatmap_figure(title, sweep), Path(path))

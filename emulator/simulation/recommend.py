@@ -1,0 +1,77 @@
+"""What ``ckpt-emu tune`` recommends when the cluster has more nodes than this machine can emulate.
+
+The planner assumes every checkpoint costs what the measured one did; at
+many nodes the shared global tier makes drains of all nodes queue behind
+each other, which only the simulation sees. Here every one of ``nodes``
+nodes writes what the measured node wrote, at full size (its bytes / run.scale,
+like the rest of ``tune``), costs come from the measurement run's results.json
+(rates, which apply at any size), intervals are full-size seconds, and
+the interval is chosen by simulating a grid around the planner's optimum and
+fitting the best of it (sweep.fit_optimum), for each mode.
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import UserError
+from .calibrate import load_calibration
+from .design import Options, build_design
+from .study import Study, planner_interval
+from .sweep import fit_optimum
+
+#: one machine emulates one node (``ckpt-emu run`` starts one torchrun agent per node)
+MAX_EMULATED_NODES = 1
+#: failures to simulate per grid point (enough to place the optimum within a few percent), unless
+#: that takes more than MAX_CHECKPOINTS_PER_POINT checkpoints (tiny async intervals): tune stays quick
+FAILURES_PER_POINT = 400
+MAX_CHECKPOINTS_PER_POINT = 10_000
+GRID = [0.35 * (8.0 ** (i / 6)) for i in range(7)]  # 0.35x .. 2.8x the planner's interval
+
+
+def check_nodes(accelerators: int, nodes: int | None) -> None:
+    """``--nodes`` must split ``--accelerators`` evenly; raises UserError otherwise."""
+    if nodes is None:
+        return
+    if nodes < 1:
+        raise UserError(f"--nodes: must be >= 1, got {nodes}")
+    if accelerators % nodes:
+        raise UserError(f"--nodes: {accelerators:,} accelerators do not split evenly over {nodes:,} nodes")
+
+
+def needs_simulation(nodes: int | None) -> bool:
+    return nodes is not None and nodes > MAX_EMULATED_NODES
+
+
+def _best_interval(study: Study, mode: str) -> tuple[float, float]:
+    centre = planner_interval(study, mode)
+    failures_days = FAILURES_PER_POINT * study.cluster_mttf_s / 86400
+    study.days = min(3650.0, failures_days, max(1.0, MAX_CHECKPOINTS_PER_POINT * centre / 86400))
+    xs = [centre * f for f in GRID]
+    ys = [study.run(mode, interval_s=x).goodput for x in xs]
+    fitted = fit_optimum(xs, ys)
+    if fitted is None:
+        k = max(range(len(ys)), key=ys.__getitem__)
+        return xs[k], ys[k]
+    return fitted, study.run(mode, interval_s=fitted).goodput
+
+
+def recommend(cfg, results_path: str, *, accelerators: int, nodes: int, mttf_hours: float,
+              seed: int = 0) -> dict:
+    """The best mode and interval (training time between checkpoints) by simulation."""
+    modes = ["sync"] + (["async"] if cfg.tiers.local is not None else [])
+    cals = load_calibration(cfg, results_path, modes)
+    designs = {m: build_design(cfg, Options(nodes=nodes, accelerators_per_node=accelerators // nodes,
+                                            replicate=True), cals[m]) for m in modes}
+    best, days = {}, {}
+    for m in modes:  # one study per mode: each simulates its own span
+        study = Study(cfg, designs, modes, 1.0, {}, accelerators=accelerators, mttf_hours=mttf_hours, seed=seed)
+        best[m] = _best_interval(study, m)
+        days[m] = study.days
+    mode = max(modes, key=lambda m: best[m][1])
+    other = [m for m in modes if m != mode]
+    return {
+        "source": "simulator", "nodes": nodes, "days_simulated": days[mode], "mode": mode,
+        "interval_s": best[mode][0], "goodput": best[mode][1],
+        "goodput_other_mode": best[other[0]][1] if other else math.nan,
+        "per_mode": {m: {"interval_s": t, "goodput": g} for m, (t, g) in best.items()},
+    }

@@ -1,0 +1,89 @@
+"""How a tier's ``shared_by`` turns one configured rate into the simulator's link limits, and back.
+
+Mirrors tiers/emulated.py (see its module docstring) phase by phase:
+
+- **writes and reads** (every rank streams its own file): ``none`` and ``rank``
+  give each stream the full rate, so a node moves ``rate x files`` at once;
+  ``node`` caps the node at ``rate``; ``job`` makes ``rate`` the aggregate.
+- **drains** (only the node leader copies, ``drain.concurrency`` files at a
+  time through ``put_file``): ``none`` gives each file its own rate, so
+  ``rate x min(concurrency, files)``; ``rank`` is the leader's one bucket and
+  ``node`` the node's, both ``rate``; ``job`` is the aggregate.
+
+Calibration runs the same mapping backwards: a measured duration and the
+bytes that shared the bucket give the rate the config would have needed to
+produce it (:func:`rate_from`). Tests check that one inverts the other.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+SHARINGS = ("none", "rank", "node", "job")
+
+
+@dataclass(frozen=True)
+class LinkLimits:
+    """Limits of one shared link: aggregate over the job and cap per node, bytes/s (inf: none)."""
+
+    aggregate_bps: float = math.inf
+    node_bps: float = math.inf
+
+    def node_rate(self, active_nodes: int) -> float:
+        """What each node gets when ``active_nodes`` transfer at once (fair share)."""
+        return min(self.node_bps, self.aggregate_bps / max(1, active_nodes))
+
+
+def streams(kind: str, files: int, concurrency: int) -> int:
+    """Streams of one node that each get the full rate under ``shared_by: none``."""
+    return max(1, min(concurrency, files)) if kind == "drain" else max(1, files)
+
+
+def limits(shared_by: str, rate_bps: float, *, kind: str, files: int, concurrency: int = 1) -> LinkLimits:
+    """Link limits for ``kind`` ("write", "read" or "drain") at a configured ``rate_bps``."""
+    if shared_by not in SHARINGS:
+        raise ValueError(f"shared_by must be one of {SHARINGS}, got {shared_by!r}")
+    if shared_by == "job":
+        return LinkLimits(aggregate_bps=rate_bps)
+    if shared_by == "node" or (shared_by == "rank" and kind == "drain"):
+        return LinkLimits(node_bps=rate_bps)
+    return LinkLimits(node_bps=rate_bps * streams(kind, files, concurrency))
+
+
+def _per_stream(shared_by: str, kind: str) -> bool:
+    return shared_by == "none" or (shared_by == "rank" and kind != "drain")
+
+
+def node_load(shared_by: str, *, kind: str, file_bytes: float, node_bytes: float, files: int) -> float:
+    """Bytes per node to put on the link so that its time is the slowest stream's.
+
+    With a rate per stream (writes and reads under ``none``/``rank``) the node is
+    done when its largest file is: ``file_bytes`` at ``rate``, i.e. ``file_bytes
+    x files`` at the node cap of ``rate x files``. Otherwise the node's bytes.
+    """
+    if _per_stream(shared_by, kind) and kind != "drain":
+        return file_bytes * max(1, files)
+    return node_bytes
+
+
+def bytes_sharing(shared_by: str, *, kind: str, file_bytes: float, node_bytes: float, job_bytes: float,
+                  files: int, concurrency: int = 1) -> float:
+    """Bytes that went through one bucket in a phase, for :func:`rate_from`.
+
+    ``file_bytes``: the slowest (largest) stream's file; ``node_bytes``: one
+    node's bytes; ``job_bytes``: every node's bytes in that phase.
+    """
+    if shared_by == "job":
+        return job_bytes
+    if not _per_stream(shared_by, kind):
+        return node_bytes
+    if kind == "drain":
+        return node_bytes / streams(kind, files, concurrency)
+    return file_bytes
+
+
+def rate_from(seconds: float, shared_bytes: float) -> float | None:
+    """The configured rate that moves ``shared_bytes`` through one bucket in ``seconds``."""
+    if seconds <= 0 or shared_bytes <= 0:
+        return None
+    return shared_bytes / seconds
