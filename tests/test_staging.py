@@ -1,0 +1,180 @@
+"""Staging on any device (emulator/staging.py): the bucket plan, the pinned budget, and the order of
+copies, waits and fences, checked on the CPU with a copier that behaves like a GPU's: its copies
+only happen when the host waits for them, reading the bytes as they are then."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from emulator.staging import CpuCopier, Stager, byte_view, plan_buckets
+
+
+class LazyCopier(CpuCopier):
+    """A stand-in device, at either end of what a GPU may do: lazy, its copies run only when the
+    host waits on a later event (a stager that reads a slot before waiting gets old bytes);
+    eager, they run at once (a stager that refills a slot before emptying it loses a bucket)."""
+
+    device_copies = True
+    wants_pinned = True
+
+    def __init__(self, eager=False):
+        self.queue, self.done, self.log, self.pinned, self.eager = [], 0, [], 0, eager
+
+    def host_empty(self, shape, dtype, pinned):
+        t = torch.empty(shape, dtype=dtype)
+        self.pinned += t.numel() * t.element_size() if pinned else 0
+        return t
+
+    def begin(self):
+        self.log.append(("begin",))
+
+    def copy(self, dst, src):
+        self.queue.append((dst, src))
+        self.log.append(("copy",))
+        if self.eager:
+            self.wait(len(self.queue))
+            self.log.pop()
+
+    def record(self):
+        self.log.append(("record", len(self.queue)))
+        return len(self.queue)
+
+    def wait(self, event):
+        while self.done < event:
+            dst, src = self.queue[self.done]
+            dst.copy_(src)
+            self.done += 1
+        self.log.append(("wait", event))
+
+    def fence(self, event):
+        self.log.append(("fence", event))
+
+    def flush(self):
+        self.wait(len(self.queue))
+
+
+def tensors(sizes, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, 256, (n,), dtype=torch.uint8, generator=gen) for n in sizes]
+
+
+SIZES = [5000, 17, 0, 12000, 3000, 1]
+
+
+@given(st.lists(st.integers(0, 5000), max_size=12), st.integers(1, 3000))
+@settings(max_examples=200, deadline=None)
+def test_buckets_cover_every_byte_once_in_order_within_the_bucket_size(sizes, bucket):
+    buckets = plan_buckets(sizes, bucket)
+    pieces = [p for b in buckets for p in b]
+    assert all(sum(p.length for p in b) <= bucket for b in buckets)
+    assert all(sum(p.length for p in b) == bucket for b in buckets[:-1])  # only the last one is short
+    assert all(p.length > 0 for p in pieces)
+    expected = [(i, off) for i, n in enumerate(sizes) for off in range(0, n, 1)]
+    covered = [(p.tensor, p.offset + k) for p in pieces for k in range(p.length)]
+    assert covered == expected
+
+
+def test_cpu_copies_directly_and_pins_nothing():
+    live = tensors(SIZES)
+    stager = Stager([t.numel() for t in live], CpuCopier(), pinned_budget=1)
+    host = stager.host_buffers(live)
+    assert all(torch.equal(h, t) for h, t in zip(host, live))
+    d = stager.describe()
+    assert not d["bucketed"] and d["pinned_bytes"] == 0 and d["buckets"] == 1 and not d["device_copies"]
+    live[0][:10] = 7
+    timing = stager.to_host(live, host)
+    assert torch.equal(host[0], live[0]) and timing.device_s == 0 and timing.bytes == sum(SIZES)
+
+
+@pytest.mark.parametrize("budget", [None, 1 << 20])
+def test_within_the_budget_one_pinned_copy_one_event(budget):
+    live, copier = tensors(SIZES), LazyCopier()
+    stager = Stager([t.numel() for t in live], copier, pinned_budget=budget)
+    host = stager.host_buffers(live)
+    assert all(torch.equal(h, t) for h, t in zip(host, live))
+    assert not stager.bucketed and copier.pinned == sum(SIZES) == stager.pinned_bytes
+    assert [x[0] for x in copier.log].count("record") == 1
+
+
+@pytest.fixture(params=[False, True], ids=["lazy", "eager"])
+def eager(request):
+    return request.param
+
+
+def _bucketed(budget=4096, eager=False):
+    live, copier = tensors(SIZES), LazyCopier(eager)
+    stager = Stager([t.numel() for t in live], copier, pinned_budget=budget, min_bucket=1)
+    return live, copier, stager
+
+
+def test_over_the_budget_stages_in_buckets_through_pinned_slots_within_it(eager):
+    live, copier, stager = _bucketed(eager=eager)
+    host = stager.host_buffers(live)
+    assert stager.bucketed and stager.bucket_bytes == 2048
+    assert len(stager.buckets) == -(-sum(SIZES) // 2048)
+    assert copier.pinned == stager.pinned_bytes == 4096  # only the slots are pinned, within the budget
+    assert all(torch.equal(h, t) for h, t in zip(host, live))  # the one staging copy is pageable
+    assert stager.describe()["buckets"] == len(stager.buckets)
+
+
+def test_a_snapshot_is_complete_when_it_returns_and_the_next_update_cannot_race_it(eager):
+    live, copier, stager = _bucketed(eager=eager)
+    host = stager.host_buffers(live)
+    for t in live:
+        t.add_(1)
+    before = [t.clone() for t in live]
+    copier.log.clear()
+    timing = stager.to_host(live, host)
+    assert copier.done == len(copier.queue)  # nothing left in flight: the stall covered every copy
+    for t in live:  # the next training step
+        t.add_(1)
+    copier.flush()
+    assert all(torch.equal(h, b) for h, b in zip(host, before))
+    kinds = [x[0] for x in copier.log]
+    assert kinds[0] == "begin"  # after what the loop did before
+    fences = [x for x in copier.log if x[0] == "fence"]
+    assert fences == [("fence", len(copier.queue))]  # the loop waits for the last copy
+    assert timing.buckets == len(stager.buckets) and timing.device_s > 0
+
+
+def test_slots_are_emptied_before_they_are_refilled():
+    """Every wait for bucket k comes before the copy of bucket k + SLOTS into the same slot."""
+    live, copier, stager = _bucketed()
+    host = stager.host_buffers(live)
+    copier.log.clear()
+    stager.to_host(live, host)
+    log = copier.log
+    records = [i for i, x in enumerate(log) if x[0] == "record"]
+    assert len(records) == len(stager.buckets) >= 4
+    for k in range(len(records) - 2):
+        waited = log.index(("wait", log[records[k]][1]))
+        refill = log.index(("copy",), records[k + 1])  # the first copy of bucket k + 2, into bucket k's slot
+        assert waited < refill
+
+
+def test_restore_goes_host_to_device_in_buckets(eager):
+    live, copier, stager = _bucketed(eager=eager)
+    host = stager.host_buffers(live)
+    saved = [h.clone() for h in host]
+    for t in live:
+        t.zero_()
+    timing = stager.to_device(host, live)
+    assert copier.done == len(copier.queue)
+    assert all(torch.equal(t, s) for t, s in zip(live, saved))
+    assert timing.bytes == sum(SIZES) and timing.device_s > 0
+
+
+def test_direct_restore_with_a_device():
+    live, copier = tensors(SIZES), LazyCopier()
+    stager = Stager([t.numel() for t in live], copier)
+    host = stager.host_buffers(live)
+    for t in live:
+        t.zero_()
+    stager.to_device(host, live)
+    assert all(torch.equal(t, h) for t, h in zip(live, host))
+
+
+def test_byte_view_of_any_dtype():
+    t = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)
+    assert byte_view(t).numel() == 12 and byte_view(t).dtype == torch.uint8
