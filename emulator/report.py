@@ -97,7 +97,7 @@ def _device_lines(results: dict) -> list[str]:
     share = d["ranks_per_gpu"]
     lines = [f"  device: state on {d['gpus']} GPU(s) ({', '.join(d['names']) or 'cuda'}), "
              + (f"{share} ranks share each GPU and its PCIe link: device-to-host rates are shared, "
-                "not a real node's (one rank per GPU)" if share > 1 else "one rank per GPU")]
+                "unlike a real node's (one GPU per rank)" if share > 1 else "one rank per GPU")]
     if d["bucketed_ranks"]:
         lines.append(f"  staging: over the pinned budget ({d['budget_bytes'] / GIB:.2f} GiB < the state): "
                      f"staged in {d['buckets_max']} buckets of {d['bucket_bytes'] / GIB:.3f} GiB through "
