@@ -178,3 +178,69 @@ def test_direct_restore_with_a_device():
 def test_byte_view_of_any_dtype():
     t = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)
     assert byte_view(t).numel() == 12 and byte_view(t).dtype == torch.uint8
+
+
+class _FakeCuda:
+    """torch.cuda's stream and event calls as a log: enough to run CudaCopier on the CPU."""
+
+    def __init__(self):
+        self.log = []
+
+    def install(self, monkeypatch):
+        import contextlib
+        fake = self
+
+        class Stream:
+            def __init__(self, device=None, name="side"):
+                self.name = name
+
+            def wait_stream(self, other):
+                fake.log.append(("wait_stream", self.name, other.name))
+
+            def wait_event(self, event):
+                fake.log.append(("wait_event", self.name, event.id))
+
+        class Event:
+            count = 0
+
+            def record(self, stream):
+                Event.count += 1
+                self.id = Event.count
+                fake.log.append(("record", stream.name, self.id))
+
+            def synchronize(self):
+                fake.log.append(("synchronize", self.id))
+
+        @contextlib.contextmanager
+        def stream(s):
+            fake.log.append(("on", s.name))
+            yield
+
+        monkeypatch.setattr(torch.cuda, "Stream", Stream)
+        monkeypatch.setattr(torch.cuda, "Event", Event)
+        monkeypatch.setattr(torch.cuda, "stream", stream)
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream(name="train"))
+
+
+def test_cuda_copier_orders_side_stream_copies_between_the_training_stream(monkeypatch):
+    from emulator.staging import CudaCopier
+    fake = _FakeCuda()
+    fake.install(monkeypatch)
+
+    class Copier(CudaCopier):
+        def host_empty(self, shape, dtype, pinned):  # pinned memory needs a GPU build
+            return torch.empty(shape, dtype=dtype)
+
+        def copy(self, dst, src):
+            super().copy(dst, src)
+            fake.log.append(("copied",))
+
+    live = tensors(SIZES)
+    stager = Stager([t.numel() for t in live], Copier("cpu"))
+    host = stager.host_buffers(live)
+    assert all(torch.equal(h, t) for h, t in zip(host, live))
+    fake.log.clear()
+    stager.to_host(live, host)
+    copies = sum(1 for n in SIZES if n)
+    assert fake.log == [("wait_stream", "side", "train")] + [("on", "side"), ("copied",)] * copies + [
+        ("record", "side", 2), ("wait_event", "train", 2), ("synchronize", 2)]
