@@ -121,3 +121,19 @@ def test_a_run_on_the_gpu_reports_d2h(tmp_path):
     assert res["modes"]["async"]["d2h_mean_s"] > 0 and res["modes"]["async"]["d2h_gib_s"] > 0
     assert res["load"]["ok"] and res["load"]["h2d_gib_s"] > 0
     assert "device-to-host rate" in proc.stdout and "device: state on" in proc.stdout
+
+
+def test_the_gpu_bench_runs_and_reports_its_four_figures(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "bench.gpu", "--json", "--rank-gib", "0.05", "--pairs", "1",
+                           "--warmup", "1", "--workdir", str(tmp_path / "w")], cwd=root, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout)
+    assert set(res) == {"gpu_async_stall_vs_floor", "gpu_async_stall_vs_dcp_pinned",
+                        "gpu_async_stall_vs_dcp_default", "gpu_restore_h2d_vs_floor"}
+    assert all(r["ratio"] > 0 and r["pairs"] == 1 for r in res.values())
