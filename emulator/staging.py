@@ -14,7 +14,9 @@ drives the copier, so the CPU path and the GPU path run the same code:
 
 Host memory: always exactly one staging copy of the state (the bytes ``torch.save``
 writes). On a GPU it is pinned when it fits ``state.pinned_budget_gib`` (default: the
-state's size), so device-to-host copies run at full speed straight into it. Over the
+state's size), so device-to-host copies run at full speed straight into it; pinned
+buffers are packed per dtype into one allocation of their own size and locked with
+``cudaHostRegister`` (``pin_memory=True`` rounds up to a power of two). Over the
 budget the staging copy is pageable and the copies go through pinned bucket slots
 (the budget split in two, reused): bucket k's device copy runs while bucket k-1 is
 moved from its slot into the staging copy; a slot is refilled only after its previous
@@ -25,14 +27,21 @@ from __future__ import annotations
 
 import ctypes
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 
 import torch
 
+from .errors import UserError
+
 #: slots a bucketed stager cycles through: one filling on the device while one empties on the host
 SLOTS = 2
 MIN_BUCKET = 1 << 20
+#: page size: the unit cudaHostRegister locks
+PAGE = 4096
+#: each tensor's start inside a packed buffer (small gaps, aligned copies)
+TENSOR_ALIGN = 64
 
 
 def nbytes(t: torch.Tensor) -> int:
@@ -88,8 +97,9 @@ class CpuCopier:
     device_copies = False  # no device: nothing to report as device-to-host time
     wants_pinned = False
 
-    def host_empty(self, shape, dtype, pinned: bool) -> torch.Tensor:
-        return torch.empty(shape, dtype=dtype)
+    def host_tensors(self, specs: list[tuple], pinned: bool) -> list[torch.Tensor]:
+        """Host tensors of these (shape, dtype)s; ``pinned``: page-locked (where a device needs it)."""
+        return [torch.empty(shape, dtype=dtype) for shape, dtype in specs]
 
     def begin(self) -> None:
         """Order the copies after everything the training loop did so far."""
@@ -118,8 +128,22 @@ class CudaCopier(CpuCopier):
         self.device = torch.device(device)
         self.stream = torch.cuda.Stream(self.device)
 
-    def host_empty(self, shape, dtype, pinned: bool) -> torch.Tensor:
-        return torch.empty(shape, dtype=dtype, pin_memory=pinned)
+    def host_tensors(self, specs: list[tuple], pinned: bool) -> list[torch.Tensor]:
+        """Pinned: per dtype, views packed into one allocation of their size, page-locked with
+        ``cudaHostRegister`` (``pin_memory=True`` rounds every allocation up to a power of two:
+        up to twice the pinned memory asked for). One storage per dtype, because ``torch.save``
+        refuses views of one storage as different dtypes."""
+        if not pinned:
+            return super().host_tensors(specs, pinned)
+        buffers, views = packed_by_dtype(specs)
+        for flat, start, size in buffers:
+            ptr = flat.data_ptr() + start
+            err = torch.cuda.cudart().cudaHostRegister(ptr, size, 0)
+            if int(err) != 0:
+                raise UserError(f"pinning {size / (1 << 30):.2f} GiB of host memory failed (cudaHostRegister "
+                                f"error {int(err)}): lower state.pinned_budget_gib or raise the locked-memory limit")
+            weakref.finalize(self, _unregister, ptr, flat)  # holds the buffer until it is unlocked
+        return views
 
     def begin(self) -> None:
         self.stream.wait_stream(torch.cuda.current_stream(self.device))
@@ -138,6 +162,45 @@ class CudaCopier(CpuCopier):
 
     def fence(self, event) -> None:
         torch.cuda.current_stream(self.device).wait_event(event)
+
+
+def packed_by_dtype(specs: list[tuple]) -> tuple[list[tuple], list[torch.Tensor]]:
+    """Tensors of ``specs`` packed per dtype (``_packed``): ([(buffer, start, bytes)], views in order)."""
+    buffers, views = [], [None] * len(specs)
+    for dtype in dict.fromkeys(d for _, d in specs):
+        group = [i for i, (_, d) in enumerate(specs) if d == dtype]
+        flat, start, size, packed = _packed([specs[i] for i in group])
+        buffers.append((flat, start, size))
+        for i, v in zip(group, packed):
+            views[i] = v
+    return buffers, views
+
+
+def _packed(specs: list[tuple]) -> tuple[torch.Tensor, int, int, list[torch.Tensor]]:
+    """Tensors of ``specs`` (one dtype) packed from a page boundary inside one new buffer, each
+    at a multiple of TENSOR_ALIGN bytes, so the pages to lock hold nothing else:
+    (buffer, start, pages' bytes, views)."""
+    dtype = specs[0][1]
+    item = torch.empty((), dtype=dtype).element_size()
+    step = max(1, TENSOR_ALIGN // item)
+    offsets, at = [], 0
+    for shape, _ in specs:
+        offsets.append(at)
+        at += -(-torch.Size(shape).numel() // step) * step
+    size = -(-max(1, at * item) // PAGE) * PAGE
+    flat = torch.zeros(size + PAGE, dtype=torch.uint8)
+    start = -flat.data_ptr() % PAGE
+    elems = flat[start:start + at * item].view(dtype)
+    views = [elems[o:o + torch.Size(shape).numel()].view(shape) for (shape, _), o in zip(specs, offsets)]
+    return flat, start, size, views
+
+
+def _unregister(ptr: int, flat: torch.Tensor) -> None:
+    """Unlock host memory registered with CUDA; ``flat`` (kept alive until now) stays valid for its views."""
+    try:
+        torch.cuda.cudart().cudaHostUnregister(ptr)
+    except Exception:  # noqa: BLE001 - at interpreter exit CUDA may already be gone
+        pass
 
 
 def copier_for(device: torch.device) -> CpuCopier:
@@ -168,8 +231,8 @@ class Stager:
         self.bucket_bytes = max(min_bucket, self.budget // SLOTS) if self.bucketed else self.total
         self.buckets = plan_buckets(self.sizes, self.bucket_bytes) if self.bucketed else \
             [[Piece(i, 0, n) for i, n in enumerate(self.sizes) if n]]
-        self.slots = [copier.host_empty((self.bucket_bytes,), torch.uint8, True)
-                      for _ in range(min(SLOTS, len(self.buckets)))] if self.bucketed else []
+        self.slots = copier.host_tensors([((self.bucket_bytes,), torch.uint8)] * min(SLOTS, len(self.buckets)),
+                                         True) if self.bucketed else []
 
     @property
     def pinned_bytes(self) -> int:
@@ -180,7 +243,7 @@ class Stager:
     def host_buffers(self, live: list[torch.Tensor]) -> list[torch.Tensor]:
         """The host staging copy (same layouts as ``live``), allocated and filled (touched) once."""
         pinned = self.copier.wants_pinned and not self.bucketed
-        host = [self.copier.host_empty(t.shape, t.dtype, pinned) for t in live]
+        host = self.copier.host_tensors([(t.shape, t.dtype) for t in live], pinned)
         self.to_host(live, host)
         return host
 

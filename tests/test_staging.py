@@ -21,10 +21,10 @@ class LazyCopier(CpuCopier):
     def __init__(self, eager=False):
         self.queue, self.done, self.log, self.pinned, self.eager = [], 0, [], 0, eager
 
-    def host_empty(self, shape, dtype, pinned):
-        t = torch.empty(shape, dtype=dtype)
-        self.pinned += t.numel() * t.element_size() if pinned else 0
-        return t
+    def host_tensors(self, specs, pinned):
+        out = super().host_tensors(specs, False)
+        self.pinned += sum(t.numel() * t.element_size() for t in out) if pinned else 0
+        return out
 
     def begin(self):
         self.log.append(("begin",))
@@ -228,8 +228,8 @@ def test_cuda_copier_orders_side_stream_copies_between_the_training_stream(monke
     fake.install(monkeypatch)
 
     class Copier(CudaCopier):
-        def host_empty(self, shape, dtype, pinned):  # pinned memory needs a GPU build
-            return torch.empty(shape, dtype=dtype)
+        def host_tensors(self, specs, pinned):  # pinned memory needs a GPU build
+            return CpuCopier().host_tensors(specs, False)
 
         def copy(self, dst, src):
             super().copy(dst, src)
@@ -244,3 +244,50 @@ def test_cuda_copier_orders_side_stream_copies_between_the_training_stream(monke
     copies = sum(1 for n in SIZES if n)
     assert fake.log == [("wait_stream", "side", "train")] + [("on", "side"), ("copied",)] * copies + [
         ("record", "side", 2), ("wait_event", "train", 2), ("synchronize", 2)]
+
+
+def test_pinned_views_are_packed_from_a_page_inside_their_own_buffer():
+    from emulator.staging import PAGE, _packed
+    specs = [((3, 5), torch.float32), ((0,), torch.float32), ((7,), torch.float32), ((1024,), torch.float32)]
+    flat, start, size, views = _packed(specs)
+    assert [tuple(v.shape) for v in views] == [s for s, _ in specs] and all(v.dtype == torch.float32 for v in views)
+    base = flat.data_ptr() + start
+    assert base % PAGE == 0 and size % PAGE == 0 and start + size <= flat.numel()  # locked pages: ours alone
+    assert views[0].data_ptr() == base and views[3].data_ptr() == base + (64 + 64) * 1  # 64-byte steps
+    for i, v in enumerate(views):
+        v.fill_(i + 1)
+    for i, v in enumerate(views):  # no view overlaps another
+        assert bool((v == i + 1).all())
+    assert len({v.untyped_storage().data_ptr() for v in views}) == 1  # one storage for torch.save
+
+
+def test_a_checkpoint_from_packed_staging_buffers_restores_bit_for_bit(tmp_path, monkeypatch):
+    """On a GPU the pinned staging copy is one buffer per dtype (views into it): torch.save then
+    writes shared storages, and the restore must find every tensor's bytes at its offset."""
+    import emulator.state as state_mod
+    from emulator.checkpointer import Checkpointer
+    from emulator.comm import SoloComm
+    from emulator.config import load_config
+    from emulator.restore import Restorer
+    from emulator.staging import packed_by_dtype
+    from tiers.directory import DirTier
+
+    class PackedCopier(CpuCopier):
+        def host_tensors(self, specs, pinned):
+            return packed_by_dtype(specs)[1]
+
+    monkeypatch.setattr(state_mod, "copier_for", lambda device: PackedCopier())
+    cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
+    state = state_mod.RankState.from_config(cfg, 0)
+    assert len({t.untyped_storage().data_ptr() for t in state.tensors("staging")}) == 2  # bf16 and fp32
+    local, glob = DirTier(tmp_path / "l"), DirTier(tmp_path / "g")
+    ckpt = Checkpointer(state, local, glob, SoloComm(), keep=2)
+    state.mutate(1)
+    assert ckpt.checkpoint(1, "sync").global_complete
+    saved = [t.clone() for t in state.tensors("live")]
+    state.mutate(2)
+    load = Restorer(state, [("local", local)], SoloComm(), scratch_dir=tmp_path / "s", loop=ckpt.loop).load()
+    ckpt.close()
+    assert load.ok and load.step == 1 and not load.fallbacks
+    assert all(torch.equal(a.view(-1).view(torch.uint8), b.view(-1).view(torch.uint8))
+               for a, b in zip(state.tensors("live"), saved))
