@@ -94,9 +94,10 @@ def _device_lines(results: dict) -> list[str]:
     d = results.get("device") or {"kind": "cpu"}
     if d["kind"] != "cuda":
         return ["  device: state on the CPU (no GPU): the snapshot is a host memmove, no device-to-host copy"]
-    share = d["ranks_per_gpu"]
+    share, least = d["ranks_per_gpu"], d.get("ranks_per_gpu_min", d["ranks_per_gpu"])
+    shared = f"{least}-{share}" if least != share else f"{share}"
     lines = [f"  device: state on {d['gpus']} GPU(s) ({', '.join(d['names']) or 'cuda'}), "
-             + (f"{share} ranks share each GPU and its PCIe link: device-to-host rates are shared, "
+             + (f"{shared} ranks share each GPU and its PCIe link: device-to-host rates are shared, "
                 "unlike a real node's (one GPU per rank)" if share > 1 else "one rank per GPU")]
     if d["bucketed_ranks"]:
         lines.append(f"  staging: over the pinned budget ({d['budget_bytes'] / GIB:.2f} GiB < the state): "

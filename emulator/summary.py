@@ -83,6 +83,7 @@ def device_summary(ranks: list[dict]) -> dict:
     names = sorted({d.get("name", "") for d in devices} - {""})
     return {"kind": "cuda" if gpus else "cpu", "gpus": len(gpus), "names": names,
             "ranks_per_gpu": max((d.get("sharing", 1) for d in devices if d["kind"] == "cuda"), default=0),
+            "ranks_per_gpu_min": min((d.get("sharing", 1) for d in devices if d["kind"] == "cuda"), default=0),
             "pinned_bytes_max": max((x.get("pinned_bytes", 0) for x in staging), default=0),
             "budget_bytes": min((x.get("budget_bytes", 0) for x in staging), default=0),
             "bucketed_ranks": sum(bool(x.get("bucketed")) for x in staging),

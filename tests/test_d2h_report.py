@@ -61,6 +61,12 @@ def test_one_rank_per_gpu_and_bucketed_staging_are_said():
     assert "over the pinned budget (0.25 GiB < the state): staged in 8 buckets" in text
 
 
+def test_uneven_sharing_is_said_as_a_range():
+    cfg = load_config(None, ["checkpoint.modes=[async]", "checkpoint.baseline=false", "parallelism.ranks=3"])
+    text = format_table(build_results(cfg, [_rank(0, sharing=2), _rank(1, sharing=1), _rank(2, sharing=2)]))
+    assert "1-2 ranks share each GPU" in text
+
+
 def test_a_cpu_run_says_there_is_no_device_copy():
     res = _results(gpu=False)
     assert res["modes"]["async"]["d2h_mean_s"] == 0 and res["modes"]["async"]["d2h_gib_s"] == 0
