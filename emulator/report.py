@@ -93,7 +93,7 @@ def _device_lines(results: dict) -> list[str]:
     """Where the state lived, whether ranks share a GPU, and how it is staged."""
     d = results.get("device") or {"kind": "cpu"}
     if d["kind"] != "cuda":
-        return ["  device: state on the CPU (no GPU): the snapshot is a host memmove, no device-to-host copy"]
+        return ["  device: state on the CPU: the snapshot is a host memmove (no device-to-host copy)"]
     share, least = d["ranks_per_gpu"], d.get("ranks_per_gpu_min", d["ranks_per_gpu"])
     shared = f"{least}-{share}" if least != share else f"{share}"
     lines = [f"  device: state on {d['gpus']} GPU(s) ({', '.join(d['names']) or 'cuda'}), "
