@@ -15,6 +15,7 @@ the per-pair ratios, oriented per benchmark (``better`` says which way):
 key                           ratio                                       better  target
 ============================  ==========================================  ======  ==========
 local_write                   throughput ours / dd conv=fsync             higher  >= 0.9
+mlperf_write                  throughput MLPerf-mode save / dd conv=fsync higher  >= 0.9
 drain_dir                     throughput ours (Drainer) / cp + sync -f    higher  >= 0.9
 drain_s3                      throughput S3Tier.put_file / upload_file    higher  >= 0.9
 load                          throughput Restorer.load / dd read          higher  >= 0.9
@@ -48,6 +49,7 @@ from .common import Params
 #: benchmark (worker) name -> the result keys it produces, in run order
 BENCHMARKS = {
     "local_write": ["local_write"],
+    "mlperf_write": ["mlperf_write"],
     "drain_dir": ["drain_dir"],
     "drain_s3": ["drain_s3"],
     "load": ["load"],

@@ -15,9 +15,10 @@ from .common import Params
 
 def registry() -> dict:
     from .benches import BENCHES
+    from .mlperf_write import bench_mlperf_write
     from .realrun import REAL_BENCHES
     from .stall import bench_async_stall
-    return {**BENCHES, "async_stall": bench_async_stall, **REAL_BENCHES}
+    return {**BENCHES, "mlperf_write": bench_mlperf_write, "async_stall": bench_async_stall, **REAL_BENCHES}
 
 
 def run(name: str, params: Params) -> dict:

@@ -1,4 +1,4 @@
-"""``ckpt-emu``: run the emulator, print sizes, plan intervals.
+"""``ckpt-emu``: run the emulator, print sizes, plan intervals, compare runs.
 
 Every failure the user can cause ends as one line ``ckpt-emu: error: ...``
 and exit status 2; nothing is written before the config and the tiers have
@@ -48,6 +48,8 @@ def _load(args):
         overrides.append(f"metrics.port={args.metrics_port}")
     if getattr(args, "metrics_addr", None):
         overrides.append(f"metrics.addr={args.metrics_addr}")
+    if getattr(args, "phase", None):
+        overrides.append(f"checkpoint.phase={args.phase}")
     if getattr(args, "lose_local_after", None) is not None:
         overrides.append(f"failures.lose_local_after={args.lose_local_after}")
     return load_config(args.config, overrides)
@@ -121,6 +123,16 @@ def cmd_tune(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from .compare import compare
+    runs, text = compare(args.paths)
+    if args.json:
+        print(json.dumps([{"label": r.label, "kind": r.kind, **r.rows} for r in runs], indent=1))
+    else:
+        print(text, end="")
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no live progress display (the summary is still printed)")
     run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (node N: port+N)")
     run.add_argument("--metrics-addr", help="address to bind the metrics endpoint (default 127.0.0.1)")
+    run.add_argument("--phase", choices=("write", "read", "both"),
+                     help="checkpoint.protocol mlperf: run only the writes or only the reads (checkpoint.phase)")
     run.add_argument("--lose-local-after", type=int, metavar="N",
                      help="emulate losing the node-local tier after checkpoint N")
     from .faults import kill_override
@@ -156,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     common(sizes)
     sizes.add_argument("--json", action="store_true", help="one JSON object")
     sizes.set_defaults(func=cmd_sizes)
+
+    comp = sub.add_parser("compare", help="runs side by side: ours (results.json) and DLIO's (summary.json)")
+    comp.add_argument("paths", nargs="+", metavar="PATH",
+                      help="a results folder (ours or DLIO's), its results.json/summary.json, or a folder of DLIO runs")
+    comp.add_argument("--json", action="store_true", help="the runs' rows as JSON")
+    comp.set_defaults(func=cmd_compare)
 
     from .plan_cli import add_plan_parser
     add_plan_parser(sub)

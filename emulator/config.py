@@ -125,6 +125,11 @@ class CheckpointConfig:
     #: run the same steps without checkpoints first (mode "none"): the baseline that slowdown,
     #: interference and goodput are measured against
     baseline: bool = True
+    #: "emulator" (training with sync/async checkpoints) or "mlperf" (MLPerf Storage's
+    #: checkpointing workload: `saves` writes, then `loads` rank-shifted reads; docs/mlperf.md)
+    protocol: str = "emulator"
+    #: mlperf only: "both", or "write"/"read" as separate runs (reads within 30 s of the writes)
+    phase: str = "both"
 
     def __post_init__(self):
         _check(self.interval_steps >= 1, "interval_steps", "must be >= 1")
@@ -136,6 +141,15 @@ class CheckpointConfig:
             _check(m in ("sync", "async"), "modes", f"unknown mode {m!r} (use sync, async)")
         _check(len(set(self.modes)) == len(self.modes), "modes", "lists a mode twice")
         _check(self.on_local_full in ("global", "skip"), "on_local_full", "must be 'global' or 'skip'")
+        _check(self.protocol in ("emulator", "mlperf"), "protocol", "must be 'emulator' or 'mlperf'")
+        _check(self.phase in ("both", "write", "read"), "phase", "must be 'both', 'write' or 'read'")
+        _check(self.phase == "both" or self.protocol == "mlperf", "phase",
+               "write and read phases exist only with checkpoint.protocol: mlperf")
+        if self.protocol == "mlperf":
+            _check(self.saves >= 1 or self.phase == "read", "saves", "the mlperf write phase needs saves >= 1")
+            _check(self.loads >= 1 or self.phase == "write", "loads", "the mlperf read phase needs loads >= 1")
+            _check(self.phase != "both" or self.loads <= self.saves, "loads",
+                   f"{self.loads} reads but only {self.saves} checkpoints written (each read reads one)")
 
 
 @dataclass(frozen=True)

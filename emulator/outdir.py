@@ -23,9 +23,16 @@ TIMELINE = "timeline.png"
 LOG = "torchrun.log"        # everything the ranks printed
 STOP = "stop"               # created by the CLI on Ctrl-C; rank 0 polls it every step
 STATUS = "status.json"      # rank 0's progress, for the live display
+DLIO = "dlio"               # mlperf protocol: the DLIO-compatible results folder (dlio-write, dlio-read by phase)
+MLPERF_WRITE = "mlperf-write.json"  # mlperf protocol: when the write phase ended (kept for the read phase)
 
 #: outputs of a previous run, removed before a new one starts
 OUTPUTS = (STOP, STATUS, RESULTS, REPORT, TIMELINE)
+
+
+def dlio_folder(phase: str) -> str:
+    """The DLIO folder of an mlperf run: ``dlio``, or one per phase so a read run keeps the write run's."""
+    return DLIO if phase == "both" else f"{DLIO}-{phase}"
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,16 @@ def _tier_scope(comm, out: OutDir, name: str) -> TierScope:
                      spool_dir=str(out.spool(comm.node)))
 
 
+def build_tiers(cfg, comm, out) -> tuple:
+    """(local tier or None, global tier) for this rank, from the config's registry entries."""
+    from tiers import make_tier
+    out = OutDir(out)
+    local = None
+    if cfg.tiers.local is not None:
+        local = make_tier(cfg.tiers.local, scope=_tier_scope(comm, out, "local"))
+    return local, make_tier(cfg.tiers.global_, scope=_tier_scope(comm, out, "global"))
+
+
 class RankRun:
     """One rank's whole run: set-up, resume/recovery, the modes, the loads, its RankResult."""
 
@@ -138,12 +148,7 @@ class RankRun:
         self.comm.barrier()
 
     def _build_tiers(self) -> None:
-        from tiers import make_tier
-        tiers_cfg = self.cfg.tiers
-        self.local = None
-        if tiers_cfg.local is not None:
-            self.local = make_tier(tiers_cfg.local, scope=_tier_scope(self.comm, self.out, "local"))
-        self.global_ = make_tier(tiers_cfg.global_, scope=_tier_scope(self.comm, self.out, "global"))
+        self.local, self.global_ = build_tiers(self.cfg, self.comm, self.out.root)
 
     def _recover_tiers(self) -> None:
         """Node leaders clean up what a crashed run left on the tiers this run now owns.
@@ -314,6 +319,28 @@ def _init_process_group() -> None:
                             rank=rank, world_size=world)
 
 
+def _run_emulator(cfg, out: Path, duration: float | None) -> None:
+    run = RankRun(cfg, out, duration)
+    result = run.run()
+    gathered = run.comm.all_gather(result.to_dict())
+    if run.comm.rank == 0:
+        from .report import write_outputs
+        write_outputs(cfg, gathered, out)
+    run.comm.barrier()
+
+
+def _run_mlperf(cfg, out: Path) -> None:
+    """MLPerf Storage's protocol instead of training (emulator/mlperf.py)."""
+    from .comm import DistComm
+    from .mlperf import run_rank
+    comm = DistComm()
+    gathered = comm.all_gather(run_rank(cfg, out, comm))
+    if comm.rank == 0:
+        from .mlperf_report import write_outputs
+        write_outputs(cfg, gathered, out)
+    comm.barrier()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="emulator.rank")
     ap.add_argument("--config", required=True, help="resolved config JSON written by `ckpt-emu run`")
@@ -326,7 +353,8 @@ def main(argv=None) -> int:
     out = Path(cfg.run.out)
     torch.set_num_threads(cfg.run.threads_per_rank)
     import torch.utils.serialization as ser
-    ser.config.save.compute_crc32 = cfg.checkpoint.torch_crc32
+    # MLPerf's runs use torch.save as it comes: its zip CRC32 on
+    ser.config.save.compute_crc32 = cfg.checkpoint.torch_crc32 or cfg.checkpoint.protocol == "mlperf"
     if cfg.state.dedup_ratio > 1:  # duplicate tensor blocks must be duplicate 4 KiB file blocks
         ser.config.save.storage_alignment = 4096
     _init_process_group()
@@ -334,13 +362,10 @@ def main(argv=None) -> int:
         expected = cfg.parallelism.active_ranks
         if dist.get_world_size() != expected:
             raise UserError(f"launched {dist.get_world_size()} ranks but the config needs {expected}")
-        run = RankRun(cfg, out, args.duration)
-        result = run.run()
-        gathered = run.comm.all_gather(result.to_dict())
-        if run.comm.rank == 0:
-            from .report import write_outputs
-            write_outputs(cfg, gathered, out)
-        run.comm.barrier()
+        if cfg.checkpoint.protocol == "mlperf":
+            _run_mlperf(cfg, out)
+        else:
+            _run_emulator(cfg, out, args.duration)
     except UserError as exc:
         print(f"ckpt-emu: error: rank {dist.get_rank()}: {exc}", file=sys.stderr)
         return 2

@@ -23,7 +23,10 @@ def preflight(cfg, nnodes: int) -> None:
     from .sizing import checkpoint_size
     size = checkpoint_size(cfg.model, cfg.parallelism)
     node_bytes = size.run_bytes * cfg.run.scale / max(1, nnodes)
-    per_node = int(node_bytes * (cfg.checkpoint.keep + 1) * 1.05) + (64 << 20)
+    copies = cfg.checkpoint.keep + 1
+    if cfg.checkpoint.protocol == "mlperf":  # MLPerf keeps every checkpoint it writes
+        copies = cfg.checkpoint.saves if cfg.checkpoint.phase != "read" else 0
+    per_node = int(node_bytes * copies * 1.05) + (64 << 20)
     for name, tcfg in (("local", cfg.tiers.local), ("global", cfg.tiers.global_)):
         if tcfg is None:
             continue
@@ -31,7 +34,9 @@ def preflight(cfg, nnodes: int) -> None:
         try:
             backend_class(tcfg.backend).preflight(tcfg.options, need_bytes=need)
         except TierError as exc:
-            raise UserError(f"tiers.{name}: {exc} ({cfg.checkpoint.keep} kept + 1 in flight)"
+            kept = (f"{copies} checkpoints kept" if cfg.checkpoint.protocol == "mlperf"
+                    else f"{cfg.checkpoint.keep} kept + 1 in flight")
+            raise UserError(f"tiers.{name}: {exc} ({kept})"
                             if "free, needs" in str(exc) else f"tiers.{name}: {exc}") from None
 
 
@@ -45,6 +50,9 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
     if nnodes > 1 and not rdzv_endpoint:
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
     preflight(cfg, nnodes)
+    if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
+        from .mlperf import check_read_phase
+        check_read_phase(cfg)
     from tiers.fileops import make_dirs
 
     from .launcher import launch, prepare_out, torchrun_command

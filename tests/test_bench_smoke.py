@@ -53,6 +53,13 @@ def test_drain_dir_pair_in_process(tmp_path):
     check_throughput_result("drain_dir", res["drain_dir"])
 
 
+def test_mlperf_write_pair_in_process(tmp_path):
+    res = run_in_process("mlperf_write", Params(workdir=str(tmp_path), **TINY))
+    assert list(res) == ["mlperf_write"]
+    check_throughput_result("mlperf_write", res["mlperf_write"])
+    assert res["mlperf_write"]["files"] == 2  # rank 0's model and optimizer files (ZeRO-3)
+
+
 def test_select_and_table():
     assert select(None) == list(BENCHMARKS)
     assert select(["async_stall_vs_dcp_best", "load"]) == ["load", "async_stall"]
