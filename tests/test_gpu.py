@@ -123,7 +123,7 @@ def test_a_run_on_the_gpu_reports_d2h(tmp_path):
     assert "device-to-host rate" in proc.stdout and "device: state on" in proc.stdout
 
 
-def test_the_gpu_bench_runs_and_reports_its_four_figures(tmp_path):
+def test_the_gpu_bench_runs_and_reports_its_figures(tmp_path):
     import json
     import subprocess
     import sys
@@ -135,5 +135,16 @@ def test_the_gpu_bench_runs_and_reports_its_four_figures(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     res = json.loads(proc.stdout)
     assert set(res) == {"gpu_async_stall_vs_floor", "gpu_async_stall_vs_dcp_pinned",
-                        "gpu_async_stall_vs_dcp_default", "gpu_restore_h2d_vs_floor"}
+                        "gpu_async_stall_vs_dcp_default", "gpu_restore_h2d_vs_floor",
+                        "gpu_bucketed_snapshot_vs_floor"}
+    assert res["gpu_bucketed_snapshot_vs_floor"]["staging"]["bucketed"]
     assert all(r["ratio"] > 0 and r["pairs"] == 1 for r in res.values())
+
+
+def test_a_rank_gets_gpu_local_rank_modulo_the_count():
+    from emulator.device import place
+    count = torch.cuda.device_count()
+    p = place("cuda", count + 1, 2 * count)
+    assert p.kind == "cuda" and p.index == 1 % count and p.device == torch.device("cuda", 1 % count)
+    assert p.sharing == 2 and torch.cuda.current_device() == p.index
+    assert place("auto", 0, 1).kind == "cuda" and place("cpu", 0, 1).kind == "cpu"
