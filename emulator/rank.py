@@ -81,12 +81,21 @@ class RankRun:
         from .state import RankState
         self.placement = place(cfg.state.device, self.comm.local_rank, self.comm.local_world_size)
         self.state = RankState.from_config(cfg, self.comm.rank, self.placement.device)
+        self._say_staging()
         p = cfg.parallelism
         self.meta = {"preset": cfg.model.name, "scale": cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
                      "zero_stage": p.zero_stage}
         self.ckpt = self._checkpointer()
         self.modes = {}
         self.resumed, self.recovery = [], None
+
+    def _say_staging(self) -> None:
+        """Over the pinned budget the snapshot goes through bucket slots: say so once, at start."""
+        d = self.state.stager.describe()
+        if d["bucketed"] and self.comm.local_rank == 0:
+            _warn(f"node {self.comm.node}: a rank's state ({d['host_bytes'] / (1 << 30):.2f} GiB) exceeds "
+                  f"state.pinned_budget_gib ({d['budget_bytes'] / (1 << 30):.2f} GiB): staging in {d['buckets']} "
+                  f"buckets through {d['pinned_bytes'] / (1 << 30):.3f} GiB of pinned slots")
 
     def _checkpointer(self):
         from .checkpointer import Checkpointer

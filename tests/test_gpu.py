@@ -148,3 +148,14 @@ def test_a_rank_gets_gpu_local_rank_modulo_the_count():
     assert p.kind == "cuda" and p.index == 1 % count and p.device == torch.device("cuda", 1 % count)
     assert p.sharing == 2 and torch.cuda.current_device() == p.index
     assert place("auto", 0, 1).kind == "cuda" and place("cpu", 0, 1).kind == "cpu"
+
+
+def test_a_run_over_the_pinned_budget_stages_in_buckets_and_says_so(tmp_path):
+    from emu import ckpt_emu, results, small_config
+    cfg = small_config(tmp_path, ranks=2, state={"device": "cuda", "pinned_budget_gib": 0.002},
+                       checkpoint={"saves": 2, "loads": 1})
+    proc = ckpt_emu("run", cfg, "--quiet", check=True)
+    res = results(tmp_path / "out")
+    assert res["device"]["bucketed_ranks"] == 2 and res["device"]["pinned_bytes_max"] <= 2 << 20
+    assert res["load"]["ok"] and res["modes"]["async"]["incomplete"] == 0
+    assert "exceeds state.pinned_budget_gib" in proc.stderr and "staged in" in proc.stdout
