@@ -5,7 +5,8 @@ the training loop waits for it:
 
 - sync: the loop waits for the whole pipeline (snapshot, ``torch.save`` to
   the local tier, the node's drain to the global tier, the global manifest).
-- async: the loop waits only for the snapshot into reusable staging buffers;
+- async: the loop waits only for the snapshot into reusable staging buffers
+  (on a GPU, the device-to-host copy: ``d2h`` in the stall breakdown);
   the rest runs on a background event-loop thread. Before staging the next
   checkpoint the loop waits for the previous one to finish (the staging
   buffers are reused, and the drain must beat the next checkpoint); that
@@ -136,8 +137,11 @@ class Checkpointer:
         self.faults.checkpoint_started(rec.seq)
         rec.wait_s = time.time() - start
         t = time.time()
-        self.state.snapshot()
+        staged = self.state.snapshot()
         rec.snapshot_s = time.time() - t
+        if staged.device_s > 0:  # a device's copy to host: the part of the stall the report calls d2h
+            rec.d2h_s, rec.d2h_bytes = staged.device_s, staged.bytes
+            self.events.append(Event(self.comm.rank, "d2h", t, t + staged.device_s))
         self.faults.hit("staging", rec.seq)
         future = self.loop.submit(self._pipeline(rec))
         if mode == "sync":
@@ -157,6 +161,8 @@ class Checkpointer:
         # the snapshot stages for the tier the file goes to first: the local one, or global without one
         tier, name = (self.local, "local") if self.local is not None else (self.global_, "global")
         m.observe_phase("snapshot", name, rec.snapshot_s, backend=tier.backend)
+        if rec.d2h_s > 0:
+            m.observe_phase("d2h", name, rec.d2h_s, backend=tier.backend)
         if rec.missed:
             m.deadline_missed(rec.mode)
 

@@ -160,10 +160,20 @@ class StateConfig:
     dedup_ratio: float = 1.0
     #: bytes per zlib-compressed byte; 1: incompressible (a real optimizer state)
     compress_ratio: float = 1.0
+    #: where a rank's live state lives: "auto" (a GPU when torch has CUDA, else the CPU),
+    #: "cpu", or "cuda" (refused at preflight where there is no CUDA device)
+    device: str = "auto"
+    #: pinned host memory a rank may use for staging, in GiB (None: the state's size);
+    #: a smaller budget stages through pinned buckets of that size (emulator/staging.py)
+    pinned_budget_gib: Optional[float] = None
 
     def __post_init__(self):
         _check(1 <= self.dedup_ratio <= 1024, "dedup_ratio", "must be between 1 (unique) and 1024")
         _check(1 <= self.compress_ratio <= 512, "compress_ratio", "must be between 1 (incompressible) and 512")
+        _check(self.device in ("auto", "cpu", "cuda"), "device", "must be auto, cpu or cuda")
+        if self.pinned_budget_gib is not None:
+            _check(2 / 1024 <= self.pinned_budget_gib <= 65536, "pinned_budget_gib",
+                   "must be >= 0.002 GiB (two 1 MiB bucket slots), or null for the state's size")
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,10 @@ class _Segment:
 
 
 class Content:
-    """Fills and re-keys a rank's tensors (contiguous CPU tensors, any dtype) in place."""
+    """Fills and re-keys a rank's tensors (contiguous, any dtype, on one device) in place.
+
+    Keys are drawn on the CPU (the same bytes on any device) and moved to the tensors'
+    device, where the XOR runs: on a GPU, an update on the training stream."""
 
     def __init__(self, tensors, *, seed: int, rank: int, slices: int = 1,
                  dedup_ratio: float = 1.0, compress_ratio: float = 1.0):
@@ -77,6 +80,7 @@ class Content:
     def bind(self, tensors) -> None:
         """Work on these tensors from now on (a restore swaps in tensors of the same layout)."""
         self._raws = [t.view(-1).view(torch.uint8) for t in tensors if t.numel()]
+        self.device = self._raws[0].device if self._raws else torch.device("cpu")
         self._segments: list[_Segment] = []
         nblocks = 0
         for raw in self._raws:
@@ -97,7 +101,7 @@ class Content:
     def fill(self) -> None:
         """Initial content: pool blocks, keyed (version 0), reducible parts zeroed."""
         gen = torch.Generator().manual_seed(_seed("pool", self.seed, self.rank))
-        pool = torch.randint(0, 256, (POOL_BYTES,), dtype=torch.uint8, generator=gen)
+        pool = torch.randint(0, 256, (POOL_BYTES,), dtype=torch.uint8, generator=gen).to(self.device)
         pool_words = pool.view(torch.int64).view(POOL_BLOCKS, WORDS)
         for raw in self._raws:  # bytes past the last whole word (< 8 per tensor)
             tail = raw.numel() % 8
@@ -108,7 +112,7 @@ class Content:
             for lo in range(0, seg.blocks, CHUNK_BLOCKS):
                 hi = min(seg.blocks, lo + CHUNK_BLOCKS)
                 groups = self._group_of(seg.first + lo, seg.first + hi)
-                rows = torch.remainder(groups, POOL_BLOCKS)
+                rows = torch.remainder(groups, POOL_BLOCKS).to(self.device)
                 seg.view[lo:hi].copy_(pool_words.index_select(0, rows)[:, :width])
                 if self.random_words < width:
                     seg.view[lo:hi, self.random_words:] = 0
@@ -133,7 +137,7 @@ class Content:
         """XOR every block of groups [g_lo, g_hi) with its group's fresh key for ``version``."""
         if g_hi <= g_lo:
             return
-        keys = _keys(g_hi - g_lo, "keys", self.seed, self.rank, version, g_lo)
+        keys = _keys(g_hi - g_lo, "keys", self.seed, self.rank, version, g_lo).to(self.device)
         b_lo, b_hi = self._first_block(g_lo), self._first_block(g_hi)
         for seg in self._segments:
             lo, hi = max(b_lo, seg.first), min(b_hi, seg.first + seg.blocks)
@@ -142,7 +146,7 @@ class Content:
                 if self.dedup == 1.0:
                     block_keys = keys[start - g_lo:end - g_lo]
                 else:
-                    block_keys = keys[self._group_of(start, end) - g_lo]
+                    block_keys = keys[(self._group_of(start, end) - g_lo).to(self.device)]
                 part = seg.view[start - seg.first:end - seg.first]
                 cols = min(self.random_words, part.shape[1])
                 part[:, :cols] ^= block_keys.unsqueeze(1)

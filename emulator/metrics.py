@@ -48,7 +48,8 @@ from pathlib import Path
 PREFIX = "ckpt_emu_"
 MODES = ("none", "sync", "async")  # "none": the no-checkpoint baseline
 TIERS = ("local", "global")
-PHASES = ("snapshot", "local_write", "drain", "load")
+#: "d2h": of the snapshot, the device-to-host copy (ranks whose state lives on a GPU)
+PHASES = ("snapshot", "d2h", "local_write", "drain", "load")
 #: a backend label is the backend class's own short name (tiers registry): no list to keep in step
 BACKEND_LABEL = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 OPS = ("save", "load")

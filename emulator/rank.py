@@ -2,7 +2,7 @@
 
 ``python -m torch.distributed.run ... -m emulator.rank --config RESOLVED.json``
 
-Builds the rank's state once, then for each mode trains (compute for
+Builds the rank's state once (on its device, ``emulator/device.py``), then for each mode trains (compute for
 ``step_seconds`` per step, an all-reduce per step like a real data-parallel
 step, which also carries the stop flag so every rank stops at the same
 step) and checkpoints every ``interval_steps``; then runs the loads. Rank 0
@@ -77,14 +77,25 @@ class RankRun:
         self.node_failure = NodeFailure(cfg.failures)
         self._setup_spool()
         self._recover_tiers()
+        from .device import place
         from .state import RankState
-        self.state = RankState.from_config(cfg, self.comm.rank)
+        self.placement = place(cfg.state.device, self.comm.local_rank, self.comm.local_world_size)
+        self.state = RankState.from_config(cfg, self.comm.rank, self.placement.device)
+        self._say_staging()
         p = cfg.parallelism
         self.meta = {"preset": cfg.model.name, "scale": cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
                      "zero_stage": p.zero_stage}
         self.ckpt = self._checkpointer()
         self.modes = {}
         self.resumed, self.recovery = [], None
+
+    def _say_staging(self) -> None:
+        """Over the pinned budget the snapshot goes through bucket slots: say so once, at start."""
+        d = self.state.stager.describe()
+        if d["bucketed"] and self.comm.local_rank == 0:
+            _warn(f"node {self.comm.node}: a rank's state ({d['host_bytes'] / (1 << 30):.2f} GiB) exceeds "
+                  f"state.pinned_budget_gib ({d['budget_bytes'] / (1 << 30):.2f} GiB): staging in {d['buckets']} "
+                  f"buckets through {d['pinned_bytes'] / (1 << 30):.3f} GiB of pinned slots")
 
     def _checkpointer(self):
         from .checkpointer import Checkpointer
@@ -263,7 +274,8 @@ class RankRun:
             recovery=self.recovery.to_dict() if self.recovery is not None else None,
             fault_counts=dict(self.tally.counts), content=self.state.content.describe(),
             content_audit=content_audit, peak_rss_bytes=_peak_rss_bytes(),
-            earlier_attempts=self._earlier_attempts())
+            earlier_attempts=self._earlier_attempts(), device=self.placement.describe(),
+            staging=self.state.stager.describe())
 
     def _audit_content(self) -> dict | None:
         from .content import audit_tiers

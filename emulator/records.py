@@ -46,6 +46,9 @@ class CkptRecord(Record):
     stall_s: float = 0.0
     wait_s: float = 0.0
     snapshot_s: float = 0.0
+    #: of the snapshot, the device-to-host copy (0: the state lives on the CPU) and its bytes
+    d2h_s: float = 0.0
+    d2h_bytes: int = 0
     local_write_s: float = 0.0
     file_bytes: int = 0
     drain_s: float = 0.0
@@ -77,6 +80,7 @@ class LoadRecord(Record):
     seconds: float = 0.0
     bytes: int = 0
     fallbacks: list = field(default_factory=list)  # "tier@step: reason"
+    h2d_s: float = 0.0  # the verified bytes' host-to-device copy (0: the state lives on the CPU)
     error: str = ""  # why nothing was loaded
 
 
@@ -113,6 +117,8 @@ class RankResult(Record):
     content_audit: dict | None
     peak_rss_bytes: int
     earlier_attempts: list = field(default_factory=list)  # [{attempt, records}] of killed attempts
+    device: dict = field(default_factory=lambda: {"kind": "cpu"})  # emulator.device.Placement.describe()
+    staging: dict = field(default_factory=dict)  # emulator.staging.Stager.describe()
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -30,6 +30,8 @@ TABLE_ROWS = [
     ("checkpoints", lambda m: str(m["checkpoints"])),
     ("stall / ckpt mean", lambda m: _dual(m, "stall_mean_s")),
     ("stall / ckpt p99", lambda m: _dual(m, "stall_p99_s")),
+    ("  of which device-to-host", lambda m: _dual(m, "d2h_mean_s") if m.get("d2h_mean_s") else "- (state on CPU)"),
+    ("device-to-host rate", lambda m: f"{m['d2h_gib_s']:.1f} GiB/s" if m.get("d2h_gib_s") else "-"),
     ("worst rank (mean stall)", lambda m: f"{m['worst_rank']} ({_fmt_s(m['worst_rank_stall_mean_s'])})"),
     ("local write mean", lambda m: _dual(m, "local_write_mean_s")),
     ("drain mean", lambda m: _dual(m, "drain_mean_s")),
@@ -79,11 +81,32 @@ def _header_lines(results: dict) -> list[str]:
         f"(job {b['job_checkpoint_emulated'] / GIB:.1f} GiB), actual {b['run_actual_state'] / GIB:.3f} GiB",
         f"  local tier: {results['tiers']['local'] or 'none (direct to global)'}",
         f"  global tier: {results['tiers']['global']}",
+        *_device_lines(results),
         f"  time: a step of {results['step_seconds']['full_size']:g} s at full size, "
         f"{results['step_seconds']['here'] * 1000:.4g} ms here (x{results['scale']:g}); durations below are "
         "measured (at full size: measured / scale)",
         "",
     ]
+
+
+def _device_lines(results: dict) -> list[str]:
+    """Where the state lived, whether ranks share a GPU, and how it is staged."""
+    d = results.get("device") or {"kind": "cpu"}
+    if d["kind"] != "cuda":
+        return ["  device: state on the CPU: the snapshot is a host memmove (no device-to-host copy)"]
+    share, least = d["ranks_per_gpu"], d.get("ranks_per_gpu_min", d["ranks_per_gpu"])
+    shared = f"{least}-{share}" if least != share else f"{share}"
+    lines = [f"  device: state on {d['gpus']} GPU(s) ({', '.join(d['names']) or 'cuda'}), "
+             + (f"{shared} ranks share each GPU and its PCIe link: device-to-host rates are shared, "
+                "unlike a real node's (one GPU per rank)" if share > 1 else "one rank per GPU")]
+    if d["bucketed_ranks"]:
+        lines.append(f"  staging: over the pinned budget ({d['budget_bytes'] / GIB:.2f} GiB < the state): "
+                     f"staged in {d['buckets_max']} buckets of {d['bucket_bytes'] / GIB:.3f} GiB through "
+                     f"{d['pinned_bytes_max'] / GIB:.3f} GiB of pinned slots into one pageable staging copy")
+    else:
+        lines.append(f"  staging: one pinned staging copy per rank ({d['pinned_bytes_max'] / GIB:.2f} GiB, "
+                     f"within the pinned budget), reused by every snapshot")
+    return lines
 
 
 def _mode_table(results: dict) -> list[str]:
@@ -112,6 +135,9 @@ def _load_lines(results: dict) -> list[str]:
         "page cache NOT dropped (not permitted): loads may be served from memory"
     lines = ["", f"loads: {ld['loads']}, {ld['load_gib_s']:.2f} GiB/s (worst {_fmt_s(ld['load_worst_s'])}), "
                  f"rank-loads served by {served}; {cache}"]
+    if ld.get("h2d_gib_s"):
+        lines.append(f"  host-to-device into the live tensors (after verification): "
+                     f"{ld['h2d_gib_s']:.1f} GiB/s, {_fmt_s(ld['h2d_mean_s'])} per rank-load")
     if ld["fallback_count"]:
         lines.append(f"  fallbacks: {ld['fallback_count']} (e.g. {ld['fallbacks'][0]})")
     if not ld["ok"]:
@@ -163,7 +189,8 @@ def _content_lines(results: dict) -> list[str]:
         lines.append(line)
     if mem.get("peak_rss_max_bytes"):
         lines.append(f"memory: peak RSS {mem['peak_rss_max_bytes'] / GIB:.2f} GiB (rank {mem['rank']}) for "
-                     f"{mem['state_plus_staging_bytes'] / GIB:.2f} GiB of state + one staging copy")
+                     f"{mem['state_plus_staging_bytes'] / GIB:.2f} GiB of host state + one staging copy"
+                     " (+ pinned bucket slots)")
     return lines
 
 

@@ -9,7 +9,8 @@ sequential pass through the tier's reader puts every tensor's bytes straight
 into the rank's staging buffers (same layout, pages already in use) and the
 CRC32C runs over every byte; only once every rank has verified its file of
 the step do the staging buffers become the live state, on every rank at once
-(``RankState.adopt_staging``, a swap, not a copy). (A CRC pass,
+(``RankState.adopt_staging``: on the CPU a swap, not a copy; on a GPU a
+host-to-device copy from the pinned staging buffers into the live tensors). (A CRC pass,
 then ``torch.load(mmap)`` and a copy, was markedly slower and mapped the
 whole file into the process: +1 GiB peak RSS per GiB of state.) A missing,
 incomplete or corrupt copy falls back to the next tier; if any rank cannot
@@ -100,7 +101,8 @@ class Restorer:
         for step in candidates:
             ok = self._try_step(step, rec)
             if self.comm.all_min(1.0 if ok else 0.0) == 1.0:
-                self.state.adopt_staging()  # every rank verified this step: all take it together
+                staged = self.state.adopt_staging()  # every rank verified this step: all take it together
+                rec.h2d_s = staged.device_s if staged is not None else 0.0
                 rec.ok, rec.step = True, step
                 break
             self.manifest = None  # someone could not: nobody takes it

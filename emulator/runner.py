@@ -16,8 +16,10 @@ GIB = 1 << 30
 
 
 def preflight(cfg, nnodes: int) -> None:
-    """Check every tier before anything is launched; raises UserError naming the tier."""
+    """Check the device and every tier before anything is launched; raises UserError naming it."""
     from tiers import TierError, backend_class
+    from .device import resolve_kind
+    resolve_kind(cfg.state.device)  # state.device: cuda on a machine without one ends here
     from .sizing import checkpoint_size
     size = checkpoint_size(cfg.model, cfg.parallelism)
     node_bytes = size.run_bytes * cfg.run.scale / max(1, nnodes)

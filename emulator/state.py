@@ -9,21 +9,22 @@ DLIO). ``scale`` shrinks every tensor by the same factor.
 Content (``emulator/content.py``) is made once, before any timing, from a
 per-rank random pool keyed per 4 KiB block, so storage cannot dedup or
 compress it; each training step re-keys 1/interval of it, so consecutive
-checkpoints share no block either. Staging buffers are allocated and touched
-once and reused for every snapshot, because fresh pages are far slower to
-touch than pages in use (docs/performance.md). The snapshot copies each tensor's bytes with libc's
-memmove (non-temporal stores for large blocks; never slower than torch's
-``copy_`` on one thread, figures in docs/performance.md). That copy is the whole async stall.
+checkpoints share no block either. The live state lives on the rank's device
+(``state.device``: the CPU, or a GPU); its one host staging copy is allocated and
+touched once and reused for every snapshot, because fresh pages are far slower to
+touch than pages in use (docs/performance.md). The snapshot is ``emulator.staging``:
+a memmove per tensor on the CPU, device-to-host copies into pinned buffers on a GPU.
+That copy is the whole async stall.
 """
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 
 import torch
 
 from . import sizing
 from .content import Content
+from .staging import Stager, StageTiming, copier_for
 
 
 @dataclass(frozen=True)
@@ -95,41 +96,39 @@ def optimizer_specs(model, par, coords: sizing.RankCoords, scale: float = 1.0) -
     return specs
 
 
-def _copy_bytes(dst: torch.Tensor, src: torch.Tensor) -> None:
-    """``dst.copy_(src)`` for same-layout CPU tensors, as one memmove (releases the GIL)."""
-    if (dst.dtype == src.dtype and dst.shape == src.shape and dst.device.type == src.device.type == "cpu"
-            and dst.is_contiguous() and src.is_contiguous()):
-        ctypes.memmove(dst.data_ptr(), src.data_ptr(), src.numel() * src.element_size())
-    else:
-        dst.copy_(src)
-
-
-def _allocate(specs: list[TensorSpec]) -> dict[str, torch.Tensor]:
-    return {s.name: torch.empty(s.shape, dtype=s.dtype) for s in specs}
+def _allocate(specs: list[TensorSpec], device) -> dict[str, torch.Tensor]:
+    return {s.name: torch.empty(s.shape, dtype=s.dtype, device=device) for s in specs}
 
 
 class RankState:
     """The live state a rank checkpoints, plus staging buffers of identical layout."""
 
     def __init__(self, model, par, rank: int, scale: float = 1.0, seed: int = 0, *,
-                 update_slices: int = 1, dedup_ratio: float = 1.0, compress_ratio: float = 1.0):
+                 update_slices: int = 1, dedup_ratio: float = 1.0, compress_ratio: float = 1.0,
+                 device="cpu", pinned_budget: int | None = None):
         self.coords = sizing.rank_coords(rank, par.tp, par.pp, par.dp)
         self.model_specs = model_specs(model, par, self.coords, scale)
         self.optim_specs = optimizer_specs(model, par, self.coords, scale)
         self.emulated_bytes = sizing.rank_size(model, par, rank).total_bytes
-        self.live = {"model": _allocate(self.model_specs), "optimizer": _allocate(self.optim_specs)}
+        self.device = torch.device(device)
+        self.live = {"model": _allocate(self.model_specs, self.device),
+                     "optimizer": _allocate(self.optim_specs, self.device)}
         self.content = Content(list(self.tensors("live")), seed=seed, rank=rank, slices=update_slices,
                                dedup_ratio=dedup_ratio, compress_ratio=compress_ratio)
         self.content.fill()
-        # staging buffers: allocated and touched once here, reused by every snapshot
-        self.staging = {g: {k: t.clone() for k, t in ts.items()} for g, ts in self.live.items()}
+        live = list(self.tensors("live"))
+        self.stager = Stager([t.numel() * t.element_size() for t in live], copier_for(self.device), pinned_budget)
+        host = iter(self.stager.host_buffers(live))  # allocated and touched once, reused by every snapshot
+        self.staging = {g: {k: next(host) for k in ts} for g, ts in self.live.items()}
 
     @classmethod
-    def from_config(cls, cfg, rank: int) -> "RankState":
-        """The state rank ``rank`` of a run of ``cfg`` trains and checkpoints."""
+    def from_config(cls, cfg, rank: int, device="cpu") -> "RankState":
+        """The state rank ``rank`` of a run of ``cfg`` trains and checkpoints, on ``device``."""
+        budget = cfg.state.pinned_budget_gib
         return cls(cfg.model, cfg.parallelism, rank, cfg.run.scale, cfg.run.seed,
                    update_slices=cfg.checkpoint.interval_steps, dedup_ratio=cfg.state.dedup_ratio,
-                   compress_ratio=cfg.state.compress_ratio)
+                   compress_ratio=cfg.state.compress_ratio, device=device,
+                   pinned_budget=None if budget is None else int(budget * (1 << 30)))
 
     @property
     def nbytes(self) -> int:
@@ -140,23 +139,23 @@ class RankState:
         for group in state.values():
             yield from group.values()
 
-    def snapshot(self) -> None:
-        """Copy live state into the staging buffers (the GPU-to-host copy stand-in)."""
-        for g, ts in self.live.items():
-            dst = self.staging[g]
-            for k, t in ts.items():
-                _copy_bytes(dst[k], t)
+    def snapshot(self) -> StageTiming:
+        """Copy the live state into the staging buffers (device-to-host on a GPU)."""
+        return self.stager.to_host(list(self.tensors("live")), list(self.tensors("staging")))
 
-    def adopt_staging(self) -> None:
-        """Swap roles: the staging buffers become the live state and vice versa.
+    def adopt_staging(self) -> StageTiming | None:
+        """Make the staging buffers' bytes (a verified restore) the live state.
 
-        A restore reads a verified checkpoint straight into the staging buffers
-        (same layout, pages already touched) and then swaps, instead of copying
-        the whole state a second time. Call it only with no checkpoint in flight
-        (the pipeline reads the staging buffers).
+        On the CPU the roles swap (staging becomes live and vice versa) instead of
+        copying the whole state a second time; on a GPU the bytes go host-to-device
+        into the live tensors (returns that copy's timing). Call it only with no
+        checkpoint in flight (the pipeline reads the staging buffers).
         """
+        if self.device.type != "cpu":
+            return self.stager.to_device(list(self.tensors("staging")), list(self.tensors("live")))
         self.live, self.staging = self.staging, self.live
         self.content.bind(list(self.tensors("live")))
+        return None
 
     def mutate(self, step: int) -> None:
         """One training step's update of the live state: re-keys 1/update_slices of its bytes."""

@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 
 GIB = 1 << 30
 #: durations of a mode's summary that also appear at full size (measured / scale)
-DURATIONS = ("stall_mean_s", "stall_p99_s", "stall_max_s", "local_write_mean_s", "drain_mean_s",
+DURATIONS = ("stall_mean_s", "stall_p99_s", "stall_max_s", "d2h_mean_s", "local_write_mean_s", "drain_mean_s",
              "complete_mean_s", "lag_mean_s", "lag_p99_s", "lag_max_s", "step_wall_s",
              "step_p50_s", "step_p99_s", "training_wall_s", "stall_total_s")
 #: a step counts as slowed when its compute took this much longer than the baseline's p99
@@ -59,11 +59,36 @@ def summarize_loads(ranks: list[dict]) -> dict:
         "ok": all(r["loads"][i]["ok"] for r in ranks for i in range(n)),
         "served_by": dict(tiers),
         "recovery_mean_s_by_tier": {k: _mean(v) for k, v in secs_by_tier.items()},
+        **_h2d_figures([r["loads"][i] for r in ranks for i in range(n)]),
         "fallbacks": fallbacks[:20],
         "fallback_count": len(fallbacks),
         "page_cache_dropped": all(r["page_cache_dropped"] for r in ranks) if n else False,
         "errors": sorted({r["loads"][i].get("error", "") for r in ranks for i in range(n)} - {""})[:3],
     }
+
+
+def _h2d_figures(loads: list[dict]) -> dict:
+    """A GPU restore's host-to-device copy: mean of the rank-loads' rates (0 without a device)."""
+    rates = [x["bytes"] / x["h2d_s"] for x in loads if x.get("h2d_s", 0.0) > 0 and x["ok"]]
+    return {"h2d_mean_s": _mean(x["h2d_s"] for x in loads if x.get("h2d_s", 0.0) > 0),
+            "h2d_gib_s": _mean(rates) / GIB}
+
+
+def device_summary(ranks: list[dict]) -> dict:
+    """Where the state lived: the device kind, GPUs used, how many ranks share one GPU at most
+    (more than one: they share its PCIe link, unlike a real node), and the staging plan."""
+    devices = [r.get("device") or {"kind": "cpu"} for r in ranks]
+    gpus = {(r["node"], d.get("index")) for r, d in zip(ranks, devices) if d["kind"] == "cuda"}
+    staging = [r.get("staging") or {} for r in ranks]
+    names = sorted({d.get("name", "") for d in devices} - {""})
+    return {"kind": "cuda" if gpus else "cpu", "gpus": len(gpus), "names": names,
+            "ranks_per_gpu": max((d.get("sharing", 1) for d in devices if d["kind"] == "cuda"), default=0),
+            "ranks_per_gpu_min": min((d.get("sharing", 1) for d in devices if d["kind"] == "cuda"), default=0),
+            "pinned_bytes_max": max((x.get("pinned_bytes", 0) for x in staging), default=0),
+            "budget_bytes": min((x.get("budget_bytes", 0) for x in staging), default=0),
+            "bucketed_ranks": sum(bool(x.get("bucketed")) for x in staging),
+            "buckets_max": max((x.get("buckets", 0) for x in staging), default=0),
+            "bucket_bytes": max((x.get("bucket_bytes", 0) for x in staging if x.get("bucketed")), default=0)}
 
 
 def timeline(ranks: list[dict], slow_after: float | None = None) -> dict:
@@ -153,9 +178,13 @@ def content_summary(ranks: list[dict]) -> dict:
 
 
 def memory_summary(ranks: list[dict]) -> dict:
-    """Peak RSS of the worst rank against its state plus one staging copy."""
+    """Peak RSS of the worst rank against its host memory by design: the state (when it lives
+    on the CPU), one staging copy, and any pinned bucket slots."""
     worst = max(ranks, key=lambda r: r.get("peak_rss_bytes", 0))
-    budget = 2 * worst["state_bytes"]
+    staging = worst.get("staging") or {}
+    on_cpu = (worst.get("device") or {"kind": "cpu"})["kind"] == "cpu"
+    slots = staging.get("pinned_bytes", 0) if staging.get("bucketed") else 0
+    budget = worst["state_bytes"] * (2 if on_cpu else 1) + slots
     return {"peak_rss_max_bytes": worst.get("peak_rss_bytes", 0), "rank": worst["rank"],
             "state_plus_staging_bytes": budget,
             "ratio": worst.get("peak_rss_bytes", 0) / budget if budget else None}
@@ -188,6 +217,7 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "attempts": attempts_summary(cfg, ranks),
         "content": content_summary(ranks),
         "memory": memory_summary(ranks),
+        "device": device_summary(ranks),
         "timeline": timeline(ranks, baseline["step_p99_s"] * SLOW_STEP_FACTOR if baseline else None),
         "per_rank": [{k: r.get(k) for k in ("rank", "node", "records", "loads", "earlier_attempts")} for r in ranks],
     }
@@ -255,6 +285,7 @@ def _checkpoint_figures(mode: str, ranks: list[dict]) -> dict:
         "checkpoints": len(steps),
         "stall_mean_s": _mean(job_stall), "stall_p99_s": _p(job_stall, 99), "stall_max_s": max(job_stall, default=0.0),
         "worst_rank": worst_rank, "worst_rank_stall_mean_s": _mean(per_rank_stall.get(worst_rank, [])),
+        **_d2h_figures(by_step, steps),
         "local_write_mean_s": _mean(worst("local_write_s")), "drain_mean_s": _mean(worst("drain_s")),
         "complete_mean_s": _mean(worst("complete_s")), "save_gib_s": _mean(save_tp) / GIB,
         "lag_mean_s": _mean(lags), "lag_p99_s": _p(lags, 99), "lag_max_s": max(lags, default=0.0),
@@ -264,6 +295,14 @@ def _checkpoint_figures(mode: str, ranks: list[dict]) -> dict:
         "stall_total_s": max((sum(v) for v in per_rank_stall.values()), default=0.0),
         "drain_overlap_ratio": _drain_overlap(mode, ranks, by_step),
     }
+
+
+def _d2h_figures(by_step: dict, steps: list) -> dict:
+    """The device-to-host copy inside the stall (worst rank per checkpoint), and its rate:
+    the slowest rank's bytes over its time, per checkpoint (0 where no rank has a device)."""
+    worst = [max(by_step[s], key=lambda x: x.get("d2h_s", 0.0)) for s in steps]
+    rates = [x["d2h_bytes"] / x["d2h_s"] for x in worst if x.get("d2h_s", 0.0) > 0]
+    return {"d2h_mean_s": _mean(x.get("d2h_s", 0.0) for x in worst), "d2h_gib_s": _mean(rates) / GIB}
 
 
 def _drain_overlap(mode: str, ranks: list[dict], by_step: dict) -> float:

@@ -1,7 +1,8 @@
 """Timeline picture of a run, so a user sees stalls and drain overlap without Grafana.
 
 One subplot per mode (the no-checkpoint baseline, then sync, then async), one row
-per rank, bars for compute / stall / local_write; steps whose compute took longer
+per rank, bars for compute / stall (with its device-to-host copy, ``d2h``, inside it
+when the state lives on a GPU) / local_write; steps whose compute took longer
 than the baseline's p99 are drawn in their own colour (interference); drains get their own row per draining rank (the node drainer runs
 in local rank 0), because in async mode they overlap that rank's compute. Within a
 rank row, compute and stall fill the lower band and local_write the upper band, since
@@ -19,15 +20,16 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-KINDS = ("compute", "slow_compute", "stall", "local_write", "drain")
-COLOURS = {"compute": "#9ecae1", "slow_compute": "#6a3d9a", "stall": "#d62728", "local_write": "#ff7f0e",
+KINDS = ("compute", "slow_compute", "stall", "d2h", "local_write", "drain")
+COLOURS = {"compute": "#9ecae1", "slow_compute": "#6a3d9a", "stall": "#d62728", "d2h": "#8c564b", "local_write": "#ff7f0e",
            "drain": "#2ca02c"}
 LABELS = {"compute": "compute (training step)",
           "slow_compute": "step slower than the baseline's p99 (interference)",
           "stall": "stall (training blocked by the checkpoint)",
+          "d2h": "of the stall, the device-to-host copy (state on a GPU)",
           "local_write": "local write (background in async)", "drain": "drain to the global tier (node)"}
 # (y offset, height) inside a row of height 1
-_BANDS = {"compute": (0.5, 0.4), "slow_compute": (0.5, 0.4), "stall": (0.5, 0.4), "local_write": (0.1, 0.4),
+_BANDS = {"compute": (0.5, 0.4), "slow_compute": (0.5, 0.4), "stall": (0.5, 0.4), "d2h": (0.6, 0.2), "local_write": (0.1, 0.4),
           "drain": (0.1, 0.8)}
 _MODE_ORDER = ("none", "sync", "async")
 
@@ -78,7 +80,8 @@ def _draw_mode(ax, mode, events, summary=None):
         off, height = _BANDS.get(kind, (0.1, 0.8))
         colour = COLOURS.get(kind, "grey")
         edge = {"linewidth": 0} if kind == "compute" else {"edgecolor": colour, "linewidth": 0.8}  # short ones stay visible
-        ax.broken_barh(spans, (row + off, height), facecolors=colour, **edge)
+        zorder = 3 if kind == "d2h" else 2  # inside its stall bar, drawn over it
+        ax.broken_barh(spans, (row + off, height), facecolors=colour, zorder=zorder, **edge)
     step = max(1, len(rows) // 32)  # keep tick labels legible for many ranks
     ticks = list(range(0, len(rows), step))
     ax.set_yticks([t + 0.5 for t in ticks])

@@ -161,7 +161,7 @@ def panels() -> list[dict]:
         unit="GiBs", grid=(0, 24, 12, 8)))
     out.append(panel(
         "Phase duration p99 by phase and tier",
-        "99th percentile over `window` of each checkpoint phase, per rank (snapshot, local_write, load) "
+        "99th percentile over `window` of each checkpoint phase, per rank (snapshot, its device-to-host part d2h on a GPU, local_write, load) "
         "or per node (drain): where the time of a checkpoint goes. A drain p99 close to the checkpoint "
         "interval predicts deadline misses.",
         [target(f"histogram_quantile(0.99, sum by (le, phase, tier) "

@@ -67,3 +67,28 @@ def test_select_and_table():
         select(["nope"])
     table = format_table({"load": {"error": "boom", "met": False, "target": 0.9, "better": "higher"}}, ["hdr"])
     assert "ERROR" in table and "boom" in table
+
+
+def test_gpu_bench_skips_without_cuda_and_its_figures_keep_their_shape():
+    import torch
+    from types import SimpleNamespace
+
+    from bench import gpu
+    if not torch.cuda.is_available():
+        proc = subprocess.run([sys.executable, "-m", "bench.gpu"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0 and proc.stdout.startswith("skipped: no CUDA"), proc.stdout + proc.stderr
+    # the figures from synthetic rounds: our stall 0.1 s against a 0.09 s floor and 0.4 s DCP staging
+    rounds = [{"async": 0.1, "floor_d2h": 0.09, "dcp_pinned": 0.4, "dcp_default": 3.0, "restore_h2d": 0.1,
+               "floor_h2d": 0.09}] * 3
+    state = SimpleNamespace(nbytes=4 << 30, tensors=lambda: iter(range(8)),
+                            stager=SimpleNamespace(describe=lambda: {"bucketed": False}))
+    res = gpu._results(rounds, [SimpleNamespace(d2h_s=0.095)] * 3, state)
+    assert list(res) == ["gpu_async_stall_vs_floor", "gpu_async_stall_vs_dcp_pinned",
+                         "gpu_async_stall_vs_dcp_default", "gpu_restore_h2d_vs_floor"]
+    floor, dcp, default, h2d = res.values()
+    assert math.isclose(floor["ratio"], 0.1 / 0.09) and floor["target"] == 1.2 and floor["met"] is True
+    assert math.isclose(dcp["ratio"], 0.25) and dcp["met"] is True and default["met"] is None
+    assert math.isclose(h2d["ratio"], 0.9) and h2d["better"] == "higher" and h2d["met"] is True
+    assert math.isclose(h2d["ours"], 40.0) and floor["async_d2h_s"] == 0.095
+    assert "ERROR" not in format_table(res, ["hdr"])

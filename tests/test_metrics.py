@@ -50,7 +50,7 @@ def exercise(m: Metrics) -> None:
         m.set_drain_overlap(mode, 0.05)
         m.set_throughput("save", mode, 2e9)
     m.deadline_missed("async")
-    for phase in ("snapshot", "local_write", "drain", "load"):
+    for phase in ("snapshot", "d2h", "local_write", "drain", "load"):
         m.observe_phase(phase, "global" if phase == "drain" else "local", 0.1, backend="dir")
     m.add_bytes("write", "local", 1000, backend="dir")
     m.add_bytes("write", "global", 1000, backend="s3")

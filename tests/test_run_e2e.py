@@ -40,6 +40,10 @@ def test_run_reports_both_modes(single_node_run):
     assert res["load"]["loads"] == 2 and res["load"]["ok"]
     assert res["load"]["served_by"] == {"local": 4}
     assert (tmp / "out" / "report.txt").read_text() in proc.stdout
+    # state.device auto: a GPU where torch has CUDA, and the report says which
+    import torch
+    assert res["device"]["kind"] == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert "  device: state on " in proc.stdout and "of which device-to-host" in proc.stdout
 
 
 def test_local_and_global_hold_identical_verified_bytes(single_node_run):
