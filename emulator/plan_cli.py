@@ -127,7 +127,7 @@ def add_plan_parser(subparsers):
     a("--restart-seconds", metavar="S", help=f"restart cost per failure (default {planner.DEFAULT_RESTART_SECONDS:g})")
     a("--stall-seconds", metavar="S", help="measured sync checkpoint stall (default: size/bandwidth, else the time budget)")
     a("--async-stall-seconds", metavar="S", help="measured async stall (default: "
-      f"{planner.ASYNC_STALL_FRACTION:.0%} of the sync stall)")
+      f"{planner.ASYNC_STALL_FRACTION:.0%}% of the sync stall)")
     a("--drain-seconds", metavar="S", help="measured drain time (default: size/bandwidth, else the sync stall)")
     a("--commit-seconds", metavar="S", help="measured async commit: from the end of the stall until durable on "
       "the global tier, i.e. local write + drain + manifest (the report's durability lag; default: the drain time)")
