@@ -15,7 +15,7 @@ from .errors import UserError
 GIB = 1 << 30
 
 
-def preflight(cfg, nnodes: int) -> None:
+def preflight(cfg, nnodes: int, duration: float | None = None) -> None:
     """Check the device and every tier before anything is launched; raises UserError naming it."""
     from tiers import TierError, backend_class
     from .device import resolve_kind
@@ -23,7 +23,7 @@ def preflight(cfg, nnodes: int) -> None:
     from .sizing import checkpoint_size
     size = checkpoint_size(cfg.model, cfg.parallelism)
     node_bytes = size.run_bytes * cfg.run.scale / max(1, nnodes)
-    copies = cfg.checkpoint.keep + 1
+    copies = _copies_on_a_tier(cfg, duration)
     if cfg.checkpoint.protocol == "mlperf":  # MLPerf keeps every checkpoint it writes
         copies = cfg.checkpoint.saves if cfg.checkpoint.phase != "read" else 0
     per_node = int(node_bytes * copies * 1.05) + (64 << 20)
@@ -35,9 +35,20 @@ def preflight(cfg, nnodes: int) -> None:
             backend_class(tcfg.backend).preflight(tcfg.options, need_bytes=need)
         except TierError as exc:
             kept = (f"{copies} checkpoints kept" if cfg.checkpoint.protocol == "mlperf"
-                    else f"{cfg.checkpoint.keep} kept + 1 in flight")
+                    else f"{cfg.checkpoint.keep} kept + 1 in flight" if copies > cfg.checkpoint.keep
+                    else f"the run writes {copies} checkpoint(s)")
             raise UserError(f"tiers.{name}: {exc} ({kept})"
                             if "free, needs" in str(exc) else f"tiers.{name}: {exc}") from None
+
+
+def _copies_on_a_tier(cfg, duration: float | None) -> int:
+    """Checkpoints a tier holds at once at most: ``keep`` complete ones plus the one in flight,
+    or every checkpoint the run writes when that is fewer (unknown under --duration)."""
+    most = cfg.checkpoint.keep + 1
+    if duration is not None:
+        return most
+    written = len(cfg.checkpoint.modes) * (cfg.steps_per_mode // cfg.checkpoint.interval_steps)
+    return max(1, min(most, written))
 
 
 def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_per_node: int | None = None,
@@ -49,7 +60,7 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
         raise UserError(f"{nnodes} node(s) x {nproc} ranks per node != {ranks} ranks in the config")
     if nnodes > 1 and not rdzv_endpoint:
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
-    preflight(cfg, nnodes)
+    preflight(cfg, nnodes, duration)
     if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
         from .mlperf import check_read_phase
         check_read_phase(cfg)

@@ -588,3 +588,20 @@ def test_tiny_local_filesystem(tmp_path, capsys, tmpfs):
                                      "--set", f"tiers.global.path={tmp_path}/g"],
                             tmp_path / "out", f"tiers.local: {tiny}/node0 has 0.01 GiB free, needs about")
     assert "(2 kept + 1 in flight)" in line
+
+
+def test_a_run_that_writes_fewer_checkpoints_than_it_keeps_needs_room_for_those_only(tmp_path, tmpfs):
+    """One save in one mode: one checkpoint ever exists, not keep + 1 (a full-size one-save run on
+    a disk that holds it once was refused); the run then completes on that filesystem."""
+    nvme = tmpfs("nvme", "95m")  # ~14 MiB a checkpoint per node: keep + 1 needs ~108 MiB, one ~79
+    if nvme is None:
+        pytest.skip("mounting a tmpfs is not permitted here")
+    cfg_path = small_config(tmp_path, tiers={"local": {"backend": "dir", "path": f"{nvme}/node{{node}}"}},
+                            checkpoint={"saves": 1, "loads": 0, "keep": 2, "modes": ["sync"]})
+    ckpt_emu("run", cfg_path, "--quiet", check=True, timeout=240)
+    res = results(tmp_path / "out")
+    assert res["modes"]["sync"]["checkpoints"] == 1 and res["modes"]["sync"]["incomplete"] == 0
+    refused = small_config(tmp_path, tiers={"local": {"backend": "dir", "path": f"{nvme}/node{{node}}"}},
+                           checkpoint={"saves": 3, "loads": 0, "keep": 2, "modes": ["sync"]})
+    proc = ckpt_emu("run", refused, "--quiet")
+    assert proc.returncode == 2 and "(2 kept + 1 in flight)" in proc.stderr, proc.stderr
