@@ -125,11 +125,11 @@ class Checkpointer:
 
     def checkpoint(self, step: int, mode: str) -> CkptRecord:
         """Take checkpoint ``step``; returns when the training loop may continue."""
-        start = time.time()
         self._seq += 1
-        rec = CkptRecord(step, mode, self.comm.rank, self.comm.node, start, seq=self._seq)
-        if self.on_record is not None:
+        rec = CkptRecord(step, mode, self.comm.rank, self.comm.node, time.time(), seq=self._seq)
+        if self.on_record is not None:  # the emulator's journal: its time is not the job's stall
             self.on_record(rec, "started")
+        start = rec.start = time.time()
         if self._inflight is not None:
             rec.missed = not self._inflight.done()
             inflight, self._inflight = self._inflight, None
