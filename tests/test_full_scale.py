@@ -8,6 +8,7 @@ runs hide size bugs; this one must keep existing.
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -29,7 +30,9 @@ def full_run(tmp_path_factory):
     cfg_path = small_config(tmp, ranks=1, run={"scale": SCALE}, training={"step_seconds": 0.0},
                             checkpoint={"interval_steps": 1, "saves": 1, "loads": 1, "modes": ["sync"]})
     ckpt_emu("run", cfg_path, "--quiet", check=True, timeout=1200)
-    return tmp, load_config(str(cfg_path))
+    yield tmp, load_config(str(cfg_path))
+    for tier in ("local", "global"):  # ~15 GiB: gone before the next module needs the disk
+        shutil.rmtree(tmp / tier, ignore_errors=True)
 
 
 def test_a_tensor_over_2gib_is_saved_drained_and_loaded_whole(full_run):
