@@ -327,7 +327,7 @@ def preset_names() -> list[str]:
 def _load_source(source: str, seen: tuple = ()) -> dict:
     """Raw mapping for a path or preset name, with ``extends`` resolved."""
     path = Path(source)
-    if path.suffix in (".yaml", ".yml") or "/" in source or path.exists():
+    if path.suffix in (".yaml", ".yml") or "/" in source or path.is_file():  # a folder is no config
         if not path.is_file():
             raise ConfigError(f"config file not found: {source}")
         try:

@@ -111,3 +111,13 @@ def test_default_config_is_valid_and_roundtrips():
 def test_direct_construction_validates():
     with pytest.raises(ConfigError):
         Config().__class__(run=type(Config().run)(scale=2.0))
+
+
+def test_a_folder_named_like_a_preset_does_not_shadow_it(tmp_path, monkeypatch):
+    """`ckpt-emu run` in a folder holding a subfolder `default` (or `llama3-8b`) still runs the
+    embedded preset: only a file is a config path."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "default").mkdir()
+    (tmp_path / "llama3-8b").mkdir()
+    assert load_config() == load_config("default")
+    assert load_config("llama3-8b").model.name == "llama3-8b"
