@@ -292,6 +292,18 @@ def _idle_windows(results: dict, rank: int, margin: float = 0.3) -> list[tuple[f
     return [(a, b) for a, b in windows if b - a >= 0.4]
 
 
+def update_cpu_in(results: dict, rank: int, a: float, b: float) -> float:
+    """CPU seconds of the state's update (the optimizer's stand-in) in the rank's steps that
+    began within [a, b]: the mode's measured CPU per step times those steps."""
+    total = 0.0
+    for mode, figures in results["modes"].items():
+        t0 = _mode_origin(results, mode)
+        steps = sum(1 for e in results["timeline"][mode]
+                    if e["rank"] == rank and e["kind"] in ("compute", "slow_compute") and a <= t0 + e["start"] <= b)
+        total += steps * figures.get("update_cpu_per_step_s", 0.0)
+    return total
+
+
 def _cpu_in(samples: list[tuple[float, float]], a: float, b: float) -> tuple[float, float] | None:
     """(cpu seconds, wall seconds) between the first and last sample inside [a, b]."""
     inside = [s for s in samples if a <= s[0] <= b]
@@ -341,14 +353,17 @@ def _peak_rss(results: dict, rank0: dict) -> dict:
 
 
 def _emulator_cpu(results: dict, rank0: dict, sampler, step_s: float, interval: int) -> dict:
-    """The rank's CPU while its steps sleep and no checkpoint is in flight, over that wall time."""
-    per_window, cpu_sum, wall_sum, launcher_cpu = [], 0.0, 0.0, 0.0
+    """The rank's CPU while its steps sleep and no checkpoint is in flight, over that wall time,
+    less the state's update: that is the emulated training's work (on a GPU in a real job),
+    reported beside it, not the emulator's own."""
+    per_window, cpu_sum, wall_sum, launcher_cpu, update_sum = [], 0.0, 0.0, 0.0, 0.0
     for a, b in _idle_windows(results, 0):
         got = _cpu_in(rank0["cpu"], a, b)
         if got is None or got[1] <= 0:
             continue
-        cpu_sum, wall_sum = cpu_sum + got[0], wall_sum + got[1]
-        per_window.append(got[0] / got[1])
+        update = update_cpu_in(results, 0, a, b)
+        cpu_sum, wall_sum, update_sum = cpu_sum + got[0] - update, wall_sum + got[1], update_sum + update
+        per_window.append((got[0] - update) / got[1])
         for p in sampler.by_role("torchrun") + sampler.by_role("cli"):  # reported apart: not a rank
             lg = _cpu_in(p["cpu"], a, b)
             if lg:
@@ -359,10 +374,14 @@ def _emulator_cpu(results: dict, rank0: dict, sampler, step_s: float, interval: 
     return result(
         ratio=cpu_sum / wall_sum if wall_sum else float("nan"), ratio_samples=per_window,
         ours_samples=[cpu_sum], base_samples=[wall_sum], unit="s", target=0.02, better=LOWER,
-        ratio_is="rank process CPU seconds / wall seconds while sleeping steps run and no checkpoint is in flight",
-        ours_is="utime+stime of the rank process (all threads) in those windows (/proc, 50 ms samples)",
+        ratio_is="rank process CPU seconds, less the state's update, / wall seconds while sleeping steps run "
+                 "and no checkpoint is in flight",
+        ours_is="utime+stime of the rank process (all threads) in those windows (/proc, 50 ms samples), less "
+                "the update's CPU per step (measured by the rank) times the steps begun in them",
         baseline_is="wall time of those windows",
         windows=len(per_window), step_seconds=step_s, interval_steps=interval,
+        update_cpu_fraction=update_sum / wall_sum if wall_sum else None,
+        ratio_with_update=(cpu_sum + update_sum) / wall_sum if wall_sum else None,
         launcher_cpu_fraction=launcher_cpu / wall_sum if wall_sum else None,
         whole_run_cpu_fraction=whole / whole_wall if whole_wall else None,
         note="min/max are over windows; ratio is total CPU / total wall of all windows")

@@ -103,7 +103,7 @@ class RankResult(Record):
     records: list  # CkptRecord dicts
     loads: list  # LoadRecord dicts
     page_cache_dropped: bool
-    modes: dict  # mode -> {start, train_end, end, steps, flush_s, compute}
+    modes: dict  # mode -> {start, train_end, end, steps, flush_s, compute, at_risk, update_cpu_s}
     events: list  # (kind, start, end)
     local: str | None
     global_: str

@@ -187,6 +187,10 @@ def _content_lines(results: dict) -> list[str]:
                      + (f"{changed * 100:.1f} % changed since the previous checkpoint, " if changed is not None else "")
                      + f"zlib-1 keeps {c['zlib_ratio'] * 100:.1f} %")
         lines.append(line)
+    update = max((m.get("update_cpu_per_step_s", 0.0) for m in results.get("modes", {}).values()), default=0.0)
+    if update and c.get("update_slices"):
+        lines.append(f"state update: {_fmt_s(update)} CPU per step, 1/{c['update_slices']} of the state re-keyed "
+                     "inside the step's time (the optimizer's stand-in; a real job's runs on its GPUs)")
     if mem.get("peak_rss_max_bytes"):
         lines.append(f"memory: peak RSS {mem['peak_rss_max_bytes'] / GIB:.2f} GiB (rank {mem['rank']}) for "
                      f"{mem['state_plus_staging_bytes'] / GIB:.2f} GiB of host state + one staging copy"

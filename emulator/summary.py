@@ -259,7 +259,8 @@ def summarize_baseline(ranks: list[dict]) -> dict | None:
     train = max(w["train_end"] - w["start"] for w in walls)
     times = step_times("none", ranks)
     return {"steps": steps, "training_wall_s": train, "step_wall_s": train / max(1, steps),
-            "step_p50_s": _p(times, 50), "step_p99_s": _p(times, 99)}
+            "step_p50_s": _p(times, 50), "step_p99_s": _p(times, 99),
+            "update_cpu_per_step_s": _update_cpu_per_step(walls)}
 
 
 def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, scale: float = 1.0) -> dict:
@@ -324,11 +325,18 @@ def _loop_figures(mode: str, ranks: list[dict], baseline: dict | None) -> dict:
     out = {"steps": steps, "training_wall_s": train, "step_wall_s": train / steps if steps else 0.0,
            "step_p50_s": _p(times, 50), "step_p99_s": _p(times, 99),
            "at_risk": max((w.get("at_risk", 0) for w in walls), default=0),
-           "final_flush_s": max((w["flush_s"] for w in walls), default=0.0)}
+           "final_flush_s": max((w["flush_s"] for w in walls), default=0.0),
+           "update_cpu_per_step_s": _update_cpu_per_step(walls)}
     if baseline is not None and baseline["step_p99_s"] > 0:
         slow = baseline["step_p99_s"] * SLOW_STEP_FACTOR
         out["slowed_steps_ratio"] = sum(t > slow for t in times) / len(times) if times else 0.0
     return out
+
+
+def _update_cpu_per_step(walls: list[dict]) -> float:
+    """CPU seconds per step of the state's update (the optimizer's stand-in, inside the step's
+    time), the busiest rank's: host CPU a real job spends on its GPUs instead."""
+    return max((w.get("update_cpu_s", 0.0) / w["steps"] for w in walls if w["steps"]), default=0.0)
 
 
 def _against_baseline(m: dict, baseline: dict) -> dict:

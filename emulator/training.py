@@ -64,11 +64,12 @@ class ModeLoop:
         m.set_interval(mode, interval * step_wall if mode != "none" else 0.0)
         self.comm.barrier()
         start = last = time.time()  # training seconds are added per step so rate() works live
-        step, n = first_step, 0
+        step, n, update_cpu = first_step, 0, 0.0
         compute_events = deque(maxlen=MAX_EVENTS)  # bounded: soak runs must not grow
         while not self._should_stop(start, budget, n):
-            t = time.time()
+            t, cpu0 = time.time(), time.thread_time()
             self.state.mutate(step)  # the optimizer update: part of the step's time, not added to it
+            update_cpu += time.thread_time() - cpu0
             compute(step_wall - (time.time() - t), cfg.training.compute)
             t_end = time.time()
             compute_events.append((t, t_end))
@@ -88,7 +89,8 @@ class ModeLoop:
         else:
             m.set_at_risk(mode, at_risk)
         return step, {"start": start, "train_end": train_end, "end": time.time(), "steps": n,
-                      "flush_s": flush, "compute": list(compute_events), "at_risk": at_risk}
+                      "flush_s": flush, "compute": list(compute_events), "at_risk": at_risk,
+                      "update_cpu_s": update_cpu}
 
     def _checkpoint(self, mode: str, step: int, mode_start: float, steps_done: int) -> None:
         self.ckpt.checkpoint(step, mode)

@@ -92,3 +92,19 @@ def test_gpu_bench_skips_without_cuda_and_its_figures_keep_their_shape():
     assert math.isclose(h2d["ratio"], 0.9) and h2d["better"] == "higher" and h2d["met"] is True
     assert math.isclose(h2d["ours"], 40.0) and floor["async_d2h_s"] == 0.095
     assert "ERROR" not in format_table(res, ["hdr"])
+
+
+def test_emulator_cpu_leaves_out_the_state_update_of_the_steps_in_its_window():
+    """The footprint's CPU figure is the emulator's own: each step begun inside an idle window
+    gives back the update CPU per step the rank measured (the optimizer's stand-in)."""
+    from bench.realrun import update_cpu_in
+    events = [{"rank": 0, "kind": "stall", "start": 1.0, "end": 1.1}]
+    events += [{"rank": 0, "kind": "compute", "start": t, "end": t + 0.4} for t in (0.0, 0.5, 1.5, 2.0)]
+    events += [{"rank": 1, "kind": "compute", "start": 0.2, "end": 0.6}]
+    results = {"modes": {"async": {"update_cpu_per_step_s": 0.01}},
+               "per_rank": [{"rank": 0, "records": [{"mode": "async", "start": 100.0}]}],
+               "timeline": {"async": events}}
+    # the mode began at 99.0: steps at 99.0 and 99.5 lie in [99.0, 100.1], the one at 100.5 does not
+    assert update_cpu_in(results, 0, 99.0, 100.1) == pytest.approx(0.02)
+    assert update_cpu_in(results, 0, 100.2, 101.6) == pytest.approx(0.02)
+    assert update_cpu_in(results, 0, 200.0, 201.0) == 0.0

@@ -34,6 +34,9 @@ def test_run_reports_both_modes(single_node_run):
         assert m["checkpoints"] == 3 and m["incomplete"] == 0, (mode, m)
         assert m["stall_mean_s"] > 0 and m["save_gib_s"] > 0 and 0 <= m["drain_overlap_ratio"] <= 1
         assert m["overhead_ratio"] == pytest.approx(m["stall_total_s"] / m["training_wall_s"])
+        # the state's update (1/interval of it re-keyed per step) is measured, inside the step
+        assert 0 < m["update_cpu_per_step_s"] < m["step_wall_s"], (mode, m)
+    assert "state update: " in proc.stdout
     # sync waits for the drain; async only for the snapshot (and a late previous drain)
     sync = res["modes"]["sync"]
     assert sync["stall_mean_s"] >= sync["local_write_mean_s"]
