@@ -295,7 +295,11 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
     groups, scale = _groups(cfg, opts, cal)
     files, t = max(g.files for g in groups), cfg.tiers
     local = t.local is not None and _local_fits(cfg, groups, scale, notes)
-    c = cal if cal is not None else _NO_CAL
+    if cal is None:  # configured rates only (calibrate imports this module: import here)
+        from .calibrate import Calibration
+        c = Calibration()
+    else:
+        c = cal
     sources["snapshot"] = "measured" if c.snapshot_bps is not None else "assumed"
     local_write = None
     if local:
@@ -321,20 +325,3 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
         recovery_global=tuple(_recovery(t.global_, global_read, groups, files, alone=True, nic_bps=nic)),
         recovery_global_all_s=max(_recovery(t.global_, global_read, groups, files, alone=False, nic_bps=nic)),
         write_loads=_write_loads(cfg, groups, local), sources=sources, notes=notes)
-
-
-@dataclass(frozen=True)
-class _NoCalibration:
-    snapshot_bps: float | None = None
-    local_write_bps: float | None = None
-    global_write_bps: float | None = None
-    drain_bps: float | None = None
-    local_read_bps: float | None = None
-    global_read_bps: float | None = None
-    coord_pre_s: float = 0.0
-    coord_post_s: float = 0.0
-    retention_request_s: float = 0.0
-    nodes: int = 1
-
-
-_NO_CAL = _NoCalibration()
