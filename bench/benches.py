@@ -42,7 +42,7 @@ def rank_config(params: Params, rank_gib: float | None = None):
 
 
 def setup_process(params: Params, cfg) -> None:
-    """Torch settings of a rank process (emulator.rank.main)."""
+    """Torch settings of a rank process (emulator.rank.run.main)."""
     import torch
     import torch.utils.serialization as ser
     torch.set_num_threads(params.threads)
@@ -50,7 +50,7 @@ def setup_process(params: Params, cfg) -> None:
 
 
 def make_state(params: Params):
-    from emulator.state import RankState
+    from emulator.workload.state import RankState
     cfg = rank_config(params)
     setup_process(params, cfg)
     state = RankState.from_config(cfg, 0)
@@ -58,8 +58,8 @@ def make_state(params: Params):
 
 
 def make_checkpointer(cfg, state, wd: Path):
-    from emulator.checkpointer import Checkpointer
-    from emulator.comm import SoloComm
+    from emulator.checkpoint.checkpointer import Checkpointer
+    from emulator.rank.comm import SoloComm
     from tiers.directory import DirTier
     local, global_ = DirTier(wd / "local"), DirTier(wd / "global")
     ck = Checkpointer(state, local, global_, SoloComm(), keep=cfg.checkpoint.keep,
@@ -68,8 +68,8 @@ def make_checkpointer(cfg, state, wd: Path):
 
 
 def save_rank_file(state, tier, key: str, step: int) -> tuple[int, str]:
-    """The pipeline's own local write (``emulator.checkpointer.save_rank_file``)."""
-    from emulator.checkpointer import save_rank_file as save
+    """The pipeline's own local write (``emulator.checkpoint.checkpointer.save_rank_file``)."""
+    from emulator.checkpoint.checkpointer import save_rank_file as save
     return save(state, tier, key, step)
 
 
@@ -125,9 +125,9 @@ def bench_drain_dir(params: Params, wd: Path) -> dict:
     for both, as right after a local write."""
     import time
 
-    from emulator.loop import LoopThread
-    from emulator.drainer import Drainer
-    from emulator.layout import FileEntry
+    from emulator.checkpoint.drainer import Drainer
+    from emulator.checkpoint.layout import FileEntry
+    from emulator.checkpoint.loop import LoopThread
     from tiers.directory import DirTier
     cfg, state = make_state(params)
     local, global_ = DirTier(wd / "local"), DirTier(wd / "global")
@@ -195,7 +195,7 @@ def _s3_sides(loop, tier, boto, src: Path, nbytes: int):
 def bench_drain_s3(params: Params, wd: Path) -> dict:
     """S3Tier.put_file with the product's default tier settings vs boto3's upload_file
     with its best TransferConfig, same moto server (fresh, own process), same object."""
-    from emulator.loop import LoopThread
+    from emulator.checkpoint.loop import LoopThread
     from tiers.base import TierScope
     from tiers.s3 import S3Tier
 
@@ -240,8 +240,8 @@ def bench_load(params: Params, wd: Path) -> dict:
     cache when that is permitted (checked with mincore), else both warm."""
     import time
 
-    from emulator.comm import SoloComm
-    from emulator.restore import Restorer
+    from emulator.checkpoint.restore import Restorer
+    from emulator.rank.comm import SoloComm
     cfg, state = make_state(params)
     ck, local, _ = make_checkpointer(cfg, state, wd)
     try:

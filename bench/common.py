@@ -170,7 +170,7 @@ def resident_fraction(path) -> float:
 
 def drop_page_cache() -> bool:
     """The emulator's own drop (sync + echo 3 > drop_caches); False when not permitted."""
-    from emulator.restore import drop_page_cache as drop
+    from emulator.checkpoint.restore import drop_page_cache as drop
     return drop()
 
 

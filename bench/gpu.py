@@ -109,9 +109,9 @@ def run_bench(params: Params) -> dict:
     import torch
     import torch.distributed as dist
 
-    from emulator.checkpointer import Checkpointer
-    from emulator.comm import SoloComm
-    from emulator.state import RankState
+    from emulator.checkpoint.checkpointer import Checkpointer
+    from emulator.rank.comm import SoloComm
+    from emulator.workload.state import RankState
     from tiers.directory import DirTier
 
     from .benches import rank_config, setup_process
@@ -142,7 +142,7 @@ def _bucketed(params: Params, cfg) -> dict:
     """The snapshot of a state whose pinned budget is a quarter of its size, against a bare copy."""
     import torch
 
-    from emulator.state import RankState
+    from emulator.workload.state import RankState
     state = RankState(cfg.model, cfg.parallelism, 0, cfg.run.scale, cfg.run.seed, device=torch.device("cuda", 0),
                       pinned_budget=max(2 << 20, int(params.rank_gib * GIB) // 4))
     live = list(state.tensors("live"))

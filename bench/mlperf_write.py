@@ -1,7 +1,7 @@
 """The MLPerf-mode write against ``dd`` with fsync, on the same bytes.
 
 One rank's checkpoint as ``checkpoint.protocol: mlperf`` writes it
-(``emulator.mlperf.save_files``: DLIO's model and optimizer files, ``torch.save``
+(``emulator.mlperf.protocol.save_files``: DLIO's model and optimizer files, ``torch.save``
 with its zip CRC32 on, each file fsynced by the directory tier's durable
 publish) against ``dd conv=fsync`` writing files of the same byte counts in
 the same folder, one after the other.
@@ -20,7 +20,8 @@ from .common import HIGHER, Params, remove, result, run_pairs
 def _rank_tensors(cfg, files) -> dict:
     """Rank 0's tensors, filled with unique incompressible content as a rank fills them."""
     import torch
-    from emulator.content import Content
+
+    from emulator.workload.content import Content
     tensors = {s.name: torch.empty(s.shape, dtype=s.dtype) for f in files for s in f.specs}
     Content(list(tensors.values()), seed=0, rank=0).fill()
     return tensors
@@ -31,7 +32,8 @@ def bench_mlperf_write(params: Params, wd: Path) -> dict:
 
     import torch
     import torch.utils.serialization as ser
-    from emulator.mlperf import checkpoint_dir, rank_files, save_files
+
+    from emulator.mlperf.protocol import checkpoint_dir, rank_files, save_files
     from tiers.directory import DirTier
     cfg = rank_config(params).with_overrides("checkpoint.protocol=mlperf")
     torch.set_num_threads(params.threads)
@@ -63,7 +65,7 @@ def bench_mlperf_write(params: Params, wd: Path) -> dict:
     return {"mlperf_write": result(
         **throughput_samples(pairs, nbytes), unit="GiB/s", target=0.9, better=HIGHER,
         ratio_is="throughput ours/baseline (= dd time / our time, same bytes)",
-        ours_is="emulator.mlperf.save_files: DLIO's files of rank 0, torch.save (zip CRC32 on), "
+        ours_is="emulator.mlperf.protocol.save_files: DLIO's files of rank 0, torch.save (zip CRC32 on), "
                 "DirTier sink: fsync, rename, fsync dir, per file",
         baseline_is=f"dd if=RANDOM of=F bs=64M count=N iflag=count_bytes conv=fsync, per file ({len(sizes)} files)",
         bytes=nbytes, files=len(sizes))}

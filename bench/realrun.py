@@ -260,7 +260,7 @@ def bench_scaling(params: Params, wd: Path) -> dict:
 
 def import_floor_bytes() -> int:
     """RSS of a bare rank process before any state: python + torch + the emulator's imports."""
-    code = ("import torch, torch.distributed, emulator.rank, emulator.checkpointer, emulator.restore, "
+    code = ("import torch, torch.distributed, emulator.rank.run, emulator.checkpoint.checkpointer, emulator.checkpoint.restore, "
             "emulator.metrics, tiers.directory, prometheus_client\n"
             "print(open('/proc/self/status').read())")
     text = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout

@@ -25,7 +25,7 @@ Why it looks like this:
   then read 0. Several drains in flight at once count once: busy time is the time with
   at least one drain in flight, which is what "drain overlap" means.
 
-Order in a rank process (multiprocess, see ``emulator/rank.py``): every rank sets
+Order in a rank process (multiprocess, see ``emulator/rank/run.py``): every rank sets
 ``PROMETHEUS_MULTIPROC_DIR=<out>/.metrics/node<N>`` before anything imports
 prometheus_client; the node leader (local rank 0) calls ``prepare_multiprocess_dir``;
 all ranks barrier; each builds ``Metrics(multiprocess=True)``; the node leader calls

@@ -37,7 +37,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
-from .errors import ConfigError
+from emulator.errors import ConfigError
 
 HOUR = 3600.0
 DAY = 86400.0

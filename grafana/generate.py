@@ -20,11 +20,12 @@ import json
 import sys
 from pathlib import Path
 
+from emulator.units import GIB
+
 OUT = Path(__file__).resolve().parent / "dashboards" / "ckpt-emu.json"
 UID = "ckpt-emu"
 DS = {"type": "prometheus", "uid": "${datasource}"}
 J = 'job=~"$job"'
-GIB = 1 << 30
 
 
 def target(expr: str, legend: str, ref: str) -> dict:

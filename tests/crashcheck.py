@@ -18,7 +18,7 @@ from pathlib import Path
 import crc32c
 import torch
 
-from emulator.layout import Manifest
+from emulator.checkpoint.layout import Manifest
 
 
 def crc_file(path: Path) -> str:
@@ -31,7 +31,7 @@ def crc_file(path: Path) -> str:
 
 def state_from_lineage(cfg, rank: int, lineage):
     """The live state after the mutations of every step range in ``lineage``."""
-    from emulator.state import RankState
+    from emulator.workload.state import RankState
     st = RankState.from_config(cfg, rank)
     for first, last in lineage:
         for s in range(first, last + 1):
@@ -53,7 +53,7 @@ def _extends(old: list, new: list) -> bool:
 
 
 def _advanced_state(cfg, rank: int, lineage: list):
-    from emulator.state import RankState
+    from emulator.workload.state import RankState
     key = (json.dumps(cfg.to_dict(), sort_keys=True), rank)
     done, st = _WORK.get(key, ([], None))
     if st is None or not _extends(done, lineage):

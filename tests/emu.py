@@ -34,7 +34,7 @@ def small_config(tmp: Path, *, ranks: int = 2, local: bool = True, **sections) -
     per step; the config holds the full-size time (wall / run.scale), as a user's would.
     The no-checkpoint baseline mode is off unless asked for (``checkpoint={"baseline": True}``),
     so step numbers stay those of the checkpointing modes."""
-    from emulator.mapping import deep_merge
+    from emulator.config.mapping import deep_merge
     data = {
         "extends": "llama3-8b",
         "parallelism": {"ranks": ranks},
@@ -57,7 +57,7 @@ def results(out: Path) -> dict:
 
 def expected_state(cfg, rank: int, step: int, first_step: int = 1):
     """Replay what a rank's live state was when checkpoint ``step`` was staged."""
-    from emulator.state import RankState
+    from emulator.workload.state import RankState
     st = RankState.from_config(cfg, rank)
     for s in range(first_step, step + 1):
         st.mutate(s)

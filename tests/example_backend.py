@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import BinaryIO, Optional
 from urllib.parse import quote, unquote
 
-from tiers.base import OptionError, Sink, Tier, TierError, TierScope, TierWrapper, validate_key, validate_prefix
+from tiers.base import (OptionError, Sink, Tier, TierError, TierScope, TierWrapper, validate_key,
+                        validate_prefix)
 from tiers.fileops import copy_file_durable, make_dirs, partial_path, publish, write_all
 
 

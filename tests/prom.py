@@ -21,9 +21,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from emu import free_port
 import yaml
+from emu import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "grafana" / "rules" / "ckpt-emu-rules.yml"

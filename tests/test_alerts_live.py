@@ -19,7 +19,6 @@ import sys
 import time
 
 import pytest
-
 from emu import free_port, small_config
 from prom import ROOT, Prometheus, shipped_config
 

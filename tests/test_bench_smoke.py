@@ -70,8 +70,9 @@ def test_select_and_table():
 
 
 def test_gpu_bench_skips_without_cuda_and_its_figures_keep_their_shape():
-    import torch
     from types import SimpleNamespace
+
+    import torch
 
     from bench import gpu
     if not torch.cuda.is_available():

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pytest
-
 from emu import ckpt_emu
 
 COMMANDS = ("run", "sizes", "compare", "plan", "simulate", "tune")

@@ -41,7 +41,8 @@ BAD = [
     (None, ["--set", "nodots"], "expected KEY=VALUE"),
     (None, ["--set", "run.scale=2"], "run.scale: must be in (0, 1]"),
     (None, ["--scale", "0"], "run.scale: must be in (0, 1]"),
-    (None, ["--duration", "soon"], "--duration 'soon'"),
+    (None, ["--duration", "soon"], "--duration: 'soon' is not a time"),
+    (None, ["--duration", "0s"], "--duration: '0s' must be a finite time > 0"),
 ]
 
 

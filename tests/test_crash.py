@@ -30,6 +30,7 @@ from pathlib import Path
 
 from crashcheck import kill_tree, partials, step_dirs, verify_dir_tier
 from emu import ckpt_emu, results, small_config
+
 from emulator.config import load_config
 
 RANKS = 2

@@ -2,13 +2,14 @@
 results shaped like a GPU run's (CPU machines cannot make real ones)."""
 from __future__ import annotations
 
-from emulator.config import load_config
-from emulator.records import CkptRecord, LoadRecord, RankResult
-from emulator.report import format_table
-from emulator.summary import GIB, build_results
-from emulator.timeline import COLOURS, write_timeline
-
 from test_timeline import colour_pixels, read_png, synthetic
+
+from emulator.checkpoint.records import CkptRecord, LoadRecord, RankResult
+from emulator.config import load_config
+from emulator.results.report import format_table
+from emulator.results.summary import build_results
+from emulator.results.timeline import COLOURS, write_timeline
+from emulator.units import GIB
 
 
 def _rank(rank, *, d2h=(0.05, 0.08), gpu=True, sharing=2, bucketed=False, h2d=0.1):

@@ -1,13 +1,13 @@
-"""state.device (emulator/device.py): auto, cpu and cuda against a machine without CUDA; which GPU a
+"""state.device (emulator/workload/device.py): auto, cpu and cuda against a machine without CUDA; which GPU a
 rank gets and how many ranks share it."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from emulator import device
 from emulator.cli import main
 from emulator.errors import UserError
+from emulator.workload import device
 
 NO_CUDA = not torch.cuda.is_available()
 

@@ -7,12 +7,12 @@ through one bandwidth shared by the job, so the node's bytes queue behind each o
 and async checkpointing must hide it from training while sync pays it at every checkpoint.
 """
 import pytest
-
 from emu import ckpt_emu, results
-from emulator.checkpointer import Checkpointer
-from emulator.comm import SoloComm
+
+from emulator.checkpoint.checkpointer import Checkpointer
 from emulator.config import load_config
-from emulator.state import RankState
+from emulator.rank.comm import SoloComm
+from emulator.workload.state import RankState
 from tiers.directory import DirTier
 from tiers.emulated import EmulatedTier
 

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from emu import results, small_config
 from example_backend import EveryNthFails, FlatDirTier
-from tier_contract import TierContract
+
 from tiers.directory import DirTier
+from tiers.testing import TierContract
 
 TESTS = Path(__file__).resolve().parent
 
@@ -52,9 +52,9 @@ def test_the_example_backend_in_a_real_run(tmp_path):
 
 
 def test_the_example_fault_kind_is_retried_by_the_drainer(tmp_path):
-    from emulator.drainer import Drainer
-    from emulator.layout import FileEntry
-    from emulator.retry import RetryPolicy
+    from emulator.checkpoint.drainer import Drainer
+    from emulator.checkpoint.layout import FileEntry
+    from emulator.checkpoint.retry import RetryPolicy
     local, glob = DirTier(tmp_path / "local"), EveryNthFails(DirTier(tmp_path / "global"), n=3)
     entries = []
     for i in range(3):

@@ -21,24 +21,24 @@ from pathlib import Path
 import crc32c
 import pytest
 import torch
-
 from crashcheck import partials, state_from_lineage, step_dirs, verify_dir_tier
 from emu import ckpt_emu, results, small_config
-from emulator.checkpointer import CheckpointFailed, Checkpointer
-from emulator.cli import main
-from emulator.comm import SoloComm
-from emulator.config import load_config
-from emulator.faults import damage
-from emulator.retry import RetryPolicy
-from emulator.tally import Tally
-from tiers.faulty import FaultyTier, TransientFault
-from emulator.layout import Manifest, manifest_key, step_dir
-from emulator.restore import Restorer
-from emulator.state import RankState
 from faultproxy import CutProxy
 from s3server import TEST_ENV, make_bucket, raw_client, s3_endpoint  # noqa: F401 - pytest fixture
+
+from emulator.checkpoint.checkpointer import Checkpointer, CheckpointFailed
+from emulator.checkpoint.injection import damage
+from emulator.checkpoint.layout import Manifest, manifest_key, step_dir
+from emulator.checkpoint.restore import Restorer
+from emulator.checkpoint.retry import RetryPolicy
+from emulator.checkpoint.tally import Tally
+from emulator.cli import main
+from emulator.config import load_config
+from emulator.rank.comm import SoloComm
+from emulator.workload.state import RankState
 from tiers.directory import DirTier
 from tiers.emulated import EmulatedTier
+from tiers.faulty import FaultyTier, TransientFault
 
 MIB = 1 << 20
 
@@ -56,7 +56,7 @@ def meta(cfg) -> dict:
 
 
 class Run:
-    """A Checkpointer on fresh state that trains (mutates) step by step, as rank.py does."""
+    """A Checkpointer on fresh state that trains (mutates) step by step, as emulator/rank/run.py does."""
 
     def __init__(self, cfg, local, global_, **kw):
         self.cfg, self.local, self.global_ = cfg, local, global_
@@ -273,6 +273,7 @@ def test_restore_verifies_and_falls_back(cfg, pristine, tmp_path, name):
 
 def _s3_tier(bucket, url):
     from tiers.s3 import S3Tier
+
     # one try per request: the proxy's outage reaches our retry loop instead of botocore's
     return S3Tier(bucket, endpoint_url=url, part_size=5 * MIB, max_concurrency=2,
                   connect_timeout=2, read_timeout=10)

@@ -12,11 +12,11 @@ import shutil
 
 import pytest
 import torch
-
 from emu import ckpt_emu, results, small_config
+
 from emulator.config import load_config
-from emulator.state import optimizer_specs, model_specs
 from emulator.sizing import rank_coords
+from emulator.workload.state import model_specs, optimizer_specs
 
 GIB = 1 << 30
 SCALE = 0.55

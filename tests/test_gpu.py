@@ -26,7 +26,7 @@ def _live(sizes_mib, seed=0):
 
 
 def _stager(live, budget=None, **kw):
-    from emulator.staging import CudaCopier, Stager
+    from emulator.workload.staging import CudaCopier, Stager
     return Stager([t.numel() * t.element_size() for t in live], CudaCopier(live[0].device), budget, **kw)
 
 
@@ -74,7 +74,7 @@ def test_over_the_budget_buckets_through_pinned_slots_both_ways():
 
 def test_content_is_the_same_bytes_on_any_device():
     from emulator.config import load_config
-    from emulator.state import RankState
+    from emulator.workload.state import RankState
     cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
     states = [RankState.from_config(cfg, 0, device) for device in ("cpu", "cuda")]
     for state in states:
@@ -87,11 +87,11 @@ def test_content_is_the_same_bytes_on_any_device():
 
 
 def test_restore_verifies_then_copies_host_to_device(tmp_path):
-    from emulator.checkpointer import Checkpointer
-    from emulator.comm import SoloComm
+    from emulator.checkpoint.checkpointer import Checkpointer
+    from emulator.checkpoint.restore import Restorer
     from emulator.config import load_config
-    from emulator.restore import Restorer
-    from emulator.state import RankState
+    from emulator.rank.comm import SoloComm
+    from emulator.workload.state import RankState
     from tiers.directory import DirTier
     cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
     state = RankState.from_config(cfg, 0, "cuda")
@@ -142,7 +142,7 @@ def test_the_gpu_bench_runs_and_reports_its_figures(tmp_path):
 
 
 def test_a_rank_gets_gpu_local_rank_modulo_the_count():
-    from emulator.device import place
+    from emulator.workload.device import place
     count = torch.cuda.device_count()
     p = place("cuda", count + 1, 2 * count)
     assert p.kind == "cuda" and p.index == 1 % count and p.device == torch.device("cuda", 1 % count)

@@ -12,10 +12,10 @@ import sys
 import time
 
 import yaml
-
 from emu import results, small_config
-from emulator.outdir import STOP as STOP_FILE
 from prom import ROOT, finite, free_port, http_get, prometheus, require  # noqa: F401 - fixture
+
+from emulator.job.outdir import STOP as STOP_FILE
 
 GRAFANA = ROOT / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "ckpt-emu.json"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from emulator.integrity import ChecksumSink
+from emulator.checkpoint.integrity import ChecksumSink
 from tiers.base import Sink
 from tiers.directory import DirTier
 from tiers.emulated import EmulatedTier
@@ -43,6 +43,7 @@ def _equal(data, want: np.ndarray) -> bool:
 def moto_tier_factory(tmp_path_factory):
     """A moto server of its own (it holds objects in memory: freed when the module ends)."""
     from s3server import TEST_ENV, start_moto_server
+
     from tiers.s3 import S3Tier
     saved = {k: os.environ.get(k) for k in TEST_ENV}
     os.environ.update(TEST_ENV)

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from crashcheck import descendants
 from emu import results, small_config
 

@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
+from prom import ROOT, http_get, require
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from emulator import metrics as M
 from emulator.metrics import Metrics
-from prom import ROOT, http_get, require
 
 ALLOWED_LABELS = {"mode", "tier", "phase", "backend", "op", "kind", "le",
                   "preset", "scale", "ranks", "nodes", "modes", "version"}  # the last six: ckpt_emu_info only

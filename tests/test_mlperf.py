@@ -19,7 +19,6 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-
 from emu import ckpt_emu, free_port, small_config
 
 GIB = 1 << 30
@@ -78,7 +77,7 @@ def eight_ranks(tmp_path_factory):
 
 def test_files_are_named_and_sized_as_dlio_writes_them(eight_ranks):
     from emulator import sizing
-    from emulator.mlperf import rank_files
+    from emulator.mlperf.protocol import rank_files
     tmp, _, _ = eight_ranks
     cfg = load_cfg(tmp)
     glob = tmp / "global"
@@ -129,7 +128,7 @@ def test_single_node_reads_and_the_cache_rule(eight_ranks):
 
 
 def test_dlio_summary_and_per_rank_stats_are_dlio_exact(eight_ranks):
-    from emulator.mlperf import rank_files
+    from emulator.mlperf.protocol import rank_files
     tmp, _, _ = eight_ranks
     cfg = load_cfg(tmp)
     folder = tmp / "out" / "dlio"
@@ -198,7 +197,7 @@ def _two_nodes(tmp: Path, cfg: Path) -> list:
 def test_two_nodes_read_what_the_next_node_wrote(tmp_path):
     """Rank r reads rank (r + 4) % 8's files: another node's, so from the global tier, where the
     local tier's files were drained."""
-    from emulator.mlperf import file_key, rank_files
+    from emulator.mlperf.protocol import file_key, rank_files
     cfg_path = mlperf_config(tmp_path, local=True, saves=2, loads=2)
     runs = _two_nodes(tmp_path, cfg_path)
     assert all(p.returncode == 0 for p, _, _ in runs), [e[-2000:] for _, _, e in runs]
@@ -273,7 +272,7 @@ def test_phase_needs_the_mlperf_protocol(tmp_path):
 
 def test_file_names_follow_dlio_for_each_zero_stage():
     from emulator.config import load_config
-    from emulator.mlperf import rank_files
+    from emulator.mlperf.protocol import rank_files
     cfg = load_config("mlperf-llama3-405b-subset", ["run.scale=0.00001"])  # TP8 PP32 DP2, ZeRO-1
     names = [f.name for f in rank_files(cfg, 3)]
     assert names[-1] == "zero_pp_rank_0_mp_rank_3_optim_states.pt"
@@ -288,7 +287,7 @@ def test_file_names_follow_dlio_for_each_zero_stage():
 
 def test_last_stage_files_hold_lm_head_and_final_norm():
     from emulator.config import load_config
-    from emulator.mlperf import rank_files
+    from emulator.mlperf.protocol import rank_files
     cfg = load_config("mlperf-llama3-405b", ["run.scale=0.00001"])
     files = rank_files(cfg, 31 * 8)  # TP 0 of stage 31, DP 0
     assert [f.name for f in files[-3:-1]] == ["layer_127-model_248_model_states.pt", "layer_128-model_248_model_states.pt"]
@@ -296,7 +295,7 @@ def test_last_stage_files_hold_lm_head_and_final_norm():
 
 
 def test_shifted_rank_and_cache_decision():
-    from emulator.mlperf import cache_decision, shifted_rank
+    from emulator.mlperf.protocol import cache_decision, shifted_rank
     assert [shifted_rank(r, 4, 8) for r in range(8)] == [4, 5, 6, 7, 0, 1, 2, 3]
     assert [shifted_rank(r, 8, 8) for r in range(8)] == list(range(8))
     calls = []
@@ -310,7 +309,7 @@ def test_shifted_rank_and_cache_decision():
 
 
 def test_figures_by_hand_when_rank_0_finishes_early():
-    from emulator.mlperf_figures import figures
+    from emulator.mlperf.figures import figures
     t0 = 1_700_000_000.0
     def rank(r, dur):
         return {"rank": r, "node": 0, "tensor_bytes": GIB, "start": t0, "end": t0 + 10, "loads": [],
@@ -393,7 +392,7 @@ def test_a_read_keeps_no_second_copy_of_the_file_in_memory(tmp_path):
 
     import torch
 
-    from emulator import mlperf
+    from emulator.mlperf import protocol as mlperf
     from tiers.directory import DirTier
 
     tier = DirTier(tmp_path / "t")

@@ -15,10 +15,10 @@ import threading
 import time
 
 import pytest
-
 from crashcheck import verify_dir_tier
 from emu import ckpt_emu, results, small_config
 from s3server import s3_bucket, s3_endpoint  # noqa: F401 - pytest fixtures
+
 from tiers.base import TierScope
 from tiers.locking import OWNER, USERS, Holder, TierBusy, claim_dir, join_dir
 
@@ -67,7 +67,7 @@ def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path):
     cfg = small_config(tmp_path, training={"step_seconds": 0.05})
     first = _start(cfg)
     _wait_training(first, tmp_path / "out")
-    first.kill()  # the CLI; its torchrun and ranks follow it (emulator/lifeline.py)
+    first.kill()  # the CLI; its torchrun and ranks follow it (emulator/job/lifeline.py)
     first.communicate(timeout=60)
     old = json.loads((tmp_path / "global" / OWNER).read_text())
     ckpt_emu("run", cfg, "--quiet", check=True, timeout=300)

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from emulator import planner
 from emulator.cli import main
+from emulator.cli.plan import parse_bandwidth, parse_bytes, plot_figure, resolve_size
 from emulator.errors import ConfigError
-from emulator.plan_cli import parse_bandwidth, parse_bytes, plot_figure, resolve_size
 
 GIB = 2 ** 30
 ROOT = Path(__file__).resolve().parent.parent

@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from crashcheck import descendants, verify_dir_tier
 from emu import small_config
 

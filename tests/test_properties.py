@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from emulator import layout
-from emulator.layout import FileEntry, Manifest, manifest_key, rank_file_key, read_manifest, step_dir
+from emulator.checkpoint import layout
+from emulator.checkpoint.layout import (FileEntry, Manifest, manifest_key, rank_file_key, read_manifest,
+                                        step_dir)
 from tiers.base import InvalidKey, validate_key
 from tiers.directory import DirTier
 from tiers.memory import MemoryTier

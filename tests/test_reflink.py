@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from emulator.drainer import Drainer
-from emulator.layout import FileEntry
+from emulator.checkpoint.drainer import Drainer
+from emulator.checkpoint.layout import FileEntry
 from tiers.directory import DirTier
 
 MIB = 1 << 20

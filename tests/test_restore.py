@@ -11,14 +11,14 @@ import shutil
 
 import pytest
 import torch
-
 from emu import assert_file_holds_state, ckpt_emu, results, small_config
-from emulator import layout
-from emulator.checkpointer import Checkpointer
-from emulator.comm import SoloComm
+
+from emulator.checkpoint import layout
+from emulator.checkpoint.checkpointer import Checkpointer
+from emulator.checkpoint.restore import Restorer
 from emulator.config import load_config
-from emulator.restore import Restorer
-from emulator.state import RankState
+from emulator.rank.comm import SoloComm
+from emulator.workload.state import RankState
 from tiers.directory import DirTier
 
 STEPS = (2, 4)

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-
 from crashcheck import verify_dir_tier
 from emu import ckpt_emu, small_config
+
+from emulator.checkpoint.injection import damage
 from emulator.config import load_config
-from emulator.faults import damage
 from tiers.directory import DirTier
 
 RANKS = 2
@@ -43,9 +43,9 @@ def _rank(rank: int, tmp: str, cfg_path: str, out: str) -> None:
     import torch.distributed as dist
     os.environ.update(LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(RANKS), GROUP_RANK="0")
     dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=rank, world_size=RANKS)
-    from emulator.comm import DistComm
-    from emulator.restore import Restorer
-    from emulator.state import RankState
+    from emulator.checkpoint.restore import Restorer
+    from emulator.rank.comm import DistComm
+    from emulator.workload.state import RankState
     cfg = load_config(cfg_path)
     state = RankState.from_config(cfg, rank)
     state.mutate(999)  # a live state no checkpoint holds

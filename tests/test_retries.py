@@ -1,4 +1,4 @@
-"""One layer owns the retry budget for global-tier work (emulator/retry.py): botocore and the S3
+"""One layer owns the retry budget for global-tier work (emulator/checkpoint/retry.py): botocore and the S3
 tier make each request once, so a persistent 5xx costs exactly drain.retries + 1 requests per
 part, as docs/faults.md states, counted here on the wire by an HTTP proxy in front of moto."""
 from __future__ import annotations
@@ -7,12 +7,12 @@ import asyncio
 import os
 
 import pytest
-
-from emulator.drainer import Drainer
-from emulator.layout import FileEntry
-from emulator.retry import RetryPolicy
 from httpfaults import Rule, S3FaultProxy
 from s3server import raw_client, s3_bucket, s3_endpoint  # noqa: F401 - pytest fixtures
+
+from emulator.checkpoint.drainer import Drainer
+from emulator.checkpoint.layout import FileEntry
+from emulator.checkpoint.retry import RetryPolicy
 from tiers.directory import DirTier
 from tiers.s3 import S3Tier
 

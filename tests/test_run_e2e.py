@@ -5,8 +5,8 @@ import sys
 
 import crc32c
 import pytest
+from emu import assert_file_holds_state, ckpt_emu, free_port, results, small_config
 
-from emu import assert_file_holds_state, ckpt_emu, results, small_config, free_port
 from emulator.config import load_config
 
 
@@ -127,7 +127,7 @@ def test_two_nodes_with_c10d_rendezvous(tmp_path):
 
 
 def _blocks(path):
-    from emulator.content import block_digests
+    from emulator.checkpoint.audit import block_digests
     return block_digests(path.read_bytes())
 
 
@@ -138,7 +138,7 @@ def test_written_bytes_cannot_be_deduplicated_or_compressed(tmp_path):
     At the default's per-rank size (scale 0.004, ~54 MiB per rank): torch.save's own
     zip directory and pickle (~20 KiB, the same layout on every rank) are real file
     structure, and a toy-size file would let them weigh more than they do for real."""
-    from emulator.content import compress_ratio
+    from emulator.checkpoint.audit import compress_ratio
     cfg = small_config(tmp_path, ranks=2, run={"scale": 0.004},
                        checkpoint={"saves": 2, "loads": 0, "modes": ["sync"]})
     ckpt_emu("run", cfg, "--quiet", check=True)
@@ -161,7 +161,8 @@ def test_written_bytes_cannot_be_deduplicated_or_compressed(tmp_path):
 
 def test_reducible_content_reaches_its_targets(tmp_path):
     """state.dedup_ratio / compress_ratio: for users whose real checkpoints reduce."""
-    from emulator.content import BLOCK, compress_ratio
+    from emulator.checkpoint.audit import compress_ratio
+    from emulator.workload.content import BLOCK
     cfg = small_config(tmp_path, ranks=1, run={"scale": 0.005},
                        checkpoint={"saves": 1, "loads": 0, "modes": ["sync"]},
                        state={"dedup_ratio": 4, "compress_ratio": 2})

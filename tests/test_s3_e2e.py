@@ -14,11 +14,11 @@ from pathlib import Path
 
 import crc32c
 import pytest
-
 from emu import assert_file_holds_state, results, small_config
-from emulator import layout
-from emulator.config import load_config
 from s3server import make_bucket, raw_client, s3_endpoint  # noqa: F401 - pytest fixture
+
+from emulator.checkpoint import layout
+from emulator.config import load_config
 
 # recognisable strings: a leak anywhere shows up in a plain substring search
 ACCESS_KEY = "AKIACKPTEMUE2ETESTKEY"

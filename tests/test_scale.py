@@ -15,7 +15,6 @@ import statistics
 from pathlib import Path
 
 import pytest
-
 from emu import ckpt_emu
 
 pytestmark = [pytest.mark.large, pytest.mark.timeout(1200)]  # three runs, the last at 0.86 GiB

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from emu import ckpt_emu, free_port, results, small_config
+
 from emulator import planner
 
 SCALE = 0.0005  # about 6.8 MiB per rank: emulated rates, not this host, set every duration
@@ -207,6 +207,7 @@ LLAMA3_MTTF_H = 54 * 24 * 16384 / 419  # 50,679 h per GPU: 419 interruptions exp
 
 def test_llama3_interruptions_and_goodput(tmp_path):
     import yaml
+
     from emulator.config import load_config
     from emulator.simulation.design import Options, build_design
     from emulator.simulation.study import Study
@@ -344,10 +345,11 @@ def test_bench_sim_keeps_its_shape():
 
 
 def test_tune_takes_the_simulators_recommendation(one_node_runs, tmp_path, monkeypatch):
-    """`tune --nodes 256`: the branch in emulator/tune.py, with the emulation runs replaced by the
+    """`tune --nodes 256`: the branch in emulator/cli/tune.py, with the emulation runs replaced by the
     fixture's results (the measurement) so that only the planning is new work here."""
     import shutil
-    from emulator import tune as tune_mod
+
+    from emulator.cli import tune as tune_mod
     from emulator.config import load_config
     src = one_node_runs[0].parent / "out" / "results.json"
 

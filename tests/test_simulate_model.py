@@ -11,15 +11,13 @@ import simpy
 
 from emulator.config import ParallelismConfig, load_config
 from emulator.errors import UserError
+from emulator.simulation.arrivals import NODE, RESTART, Arrivals, Failure, read_trace
 from emulator.simulation.design import Design, NodeGroup, full_size_groups
-from emulator.simulation.failures import NODE, RESTART, Failure, read_trace
 from emulator.simulation.link import SharedLink
 from emulator.simulation.model import RunSpec, simulate
-from emulator.simulation.failures import Arrivals
 from emulator.simulation.sharing import SHARINGS, LinkLimits, bytes_sharing, limits, node_load, rate_from
 from emulator.simulation.sweep import fit_optimum, parse_spec
 from emulator.sizing import checkpoint_size
-
 
 
 def design(groups, *, local_bps=None, drain=LinkLimits(node_bps=1.0), snapshot_s=0.0, **kw) -> Design:

@@ -81,7 +81,7 @@ def test_sizes_cli_json():
 
 
 def test_scaled_state_matches_sizing():
-    from emulator.state import RankState
+    from emulator.workload.state import RankState
     cfg = load_config("llama3-8b")
     st = RankState(cfg.model, cfg.parallelism, rank=3, scale=0.001)
     assert st.nbytes == pytest.approx(st.emulated_bytes * 0.001, rel=0.01)

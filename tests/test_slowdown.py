@@ -6,7 +6,6 @@ import json
 from collections import defaultdict
 
 import pytest
-
 from emu import ckpt_emu, results, small_config
 
 SCALE = 0.0005

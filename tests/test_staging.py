@@ -1,13 +1,14 @@
-"""Staging on any device (emulator/staging.py): the bucket plan, the pinned budget, and the order of
+"""Staging on any device (emulator/workload/staging.py): the bucket plan, the pinned budget, and the order of
 copies, waits and fences, checked on the CPU with a copier that behaves like a GPU's: its copies
 only happen when the host waits for them, reading the bytes as they are then."""
 from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from emulator.staging import CpuCopier, Stager, byte_view, plan_buckets
+from emulator.workload.staging import CpuCopier, Stager, byte_view, plan_buckets
 
 
 class LazyCopier(CpuCopier):
@@ -223,7 +224,7 @@ class _FakeCuda:
 
 
 def test_cuda_copier_orders_side_stream_copies_between_the_training_stream(monkeypatch):
-    from emulator.staging import CudaCopier
+    from emulator.workload.staging import CudaCopier
     fake = _FakeCuda()
     fake.install(monkeypatch)
 
@@ -247,7 +248,7 @@ def test_cuda_copier_orders_side_stream_copies_between_the_training_stream(monke
 
 
 def test_pinned_views_are_packed_from_a_page_inside_their_own_buffer():
-    from emulator.staging import PAGE, _packed
+    from emulator.workload.staging import PAGE, _packed
     specs = [((3, 5), torch.float32), ((0,), torch.float32), ((7,), torch.float32), ((1024,), torch.float32)]
     flat, start, size, views = _packed(specs)
     assert [tuple(v.shape) for v in views] == [s for s, _ in specs] and all(v.dtype == torch.float32 for v in views)
@@ -264,12 +265,12 @@ def test_pinned_views_are_packed_from_a_page_inside_their_own_buffer():
 def test_a_checkpoint_from_packed_staging_buffers_restores_bit_for_bit(tmp_path, monkeypatch):
     """On a GPU the pinned staging copy is one buffer per dtype (views into it): torch.save then
     writes shared storages, and the restore must find every tensor's bytes at its offset."""
-    import emulator.state as state_mod
-    from emulator.checkpointer import Checkpointer
-    from emulator.comm import SoloComm
+    import emulator.workload.state as state_mod
+    from emulator.checkpoint.checkpointer import Checkpointer
+    from emulator.checkpoint.restore import Restorer
     from emulator.config import load_config
-    from emulator.restore import Restorer
-    from emulator.staging import packed_by_dtype
+    from emulator.rank.comm import SoloComm
+    from emulator.workload.staging import packed_by_dtype
     from tiers.directory import DirTier
 
     class PackedCopier(CpuCopier):

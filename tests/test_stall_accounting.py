@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 
-from emulator.checkpointer import Checkpointer
-from emulator.comm import SoloComm
+from emulator.checkpoint.checkpointer import Checkpointer
 from emulator.config import load_config
-from emulator.state import RankState
+from emulator.rank.comm import SoloComm
+from emulator.workload.state import RankState
 from tiers.directory import DirTier
 
 JOURNAL_S = 0.2  # a results folder on a slow shared filesystem

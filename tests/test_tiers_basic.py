@@ -6,7 +6,7 @@ import pytest
 
 from tiers.directory import DirTier
 from tiers.memory import MemoryTier
-from tier_contract import TierContract
+from tiers.testing import TierContract
 
 
 class TestMemoryTier(TierContract):

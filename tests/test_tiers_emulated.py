@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from tier_contract import TierContract
 from tiers.base import Sink, TierScope
 from tiers.directory import DirTier
 from tiers.emulated import GIB, MIB, EmulatedTier
-from tiers.pacing import FileTokenBucket, TokenBucket
 from tiers.memory import MemoryTier
+from tiers.pacing import FileTokenBucket, TokenBucket
+from tiers.testing import TierContract
 
 
 def run(coro):

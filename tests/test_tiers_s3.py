@@ -4,13 +4,12 @@ import asyncio
 import os
 
 import pytest
-
 from emu import free_port
-
 from s3server import raw_client, s3_bucket, s3_endpoint  # noqa: F401 - pytest fixtures
-from tier_contract import TierContract
+
 from tiers.base import TierError, TierScope
 from tiers.s3 import MIB, S3Tier
+from tiers.testing import TierContract
 
 
 def run(coro):
@@ -232,9 +231,9 @@ def test_endpoint_userinfo_not_in_describe():
 
 def test_transient_part_failure_is_retried_by_the_drain(tier, tmp_path):
     """The tier makes each request once; the drain's retry policy tries the file again."""
-    from emulator.drainer import Drainer
-    from emulator.layout import FileEntry
-    from emulator.retry import RetryPolicy
+    from emulator.checkpoint.drainer import Drainer
+    from emulator.checkpoint.layout import FileEntry
+    from emulator.checkpoint.retry import RetryPolicy
     from tiers.directory import DirTier
     data = os.urandom(11 * MIB)
     local = DirTier(tmp_path / "local")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from emulator.timeline import COLOURS, KINDS, write_timeline
+from emulator.results.timeline import COLOURS, KINDS, write_timeline
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -2,7 +2,6 @@
 import json
 
 import pytest
-
 from emu import ckpt_emu, results, small_config
 
 

@@ -19,9 +19,9 @@ import aiofiles
 import aiofiles.os
 
 from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
-from .locking import INTERNAL_FILES, claim_dir, join_dir
 from .fileops import (copy_file_durable, is_partial, make_dirs, partial_path, publish, remove_empty_dirs,
                       remove_file, write_all)
+from .locking import INTERNAL_FILES, claim_dir, join_dir
 
 
 class DirSink(Sink):

@@ -52,6 +52,7 @@ from . import s3_errors
 from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
 from .fileops import as_bytes
 from .s3_errors import is_not_found, retryable
+from .s3_lease import S3Lease
 from .s3_transfer import Transfers, crc32c_b64
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,6 @@ class S3Tier(Transfers, Tier):
             _asyncio.run(tier.close())
 
     def claim(self, holder) -> Claim:
-        from .s3_lease import S3Lease
         return S3Lease(self, holder).acquire()
 
     async def recover_after_crash(self) -> str:

@@ -10,15 +10,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    ParamValidationError,
-    ReadTimeoutError,
-)
+from botocore.exceptions import (BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError,
+                                 NoCredentialsError, ParamValidationError, ReadTimeoutError)
 
 from .base import TierError
 

@@ -20,7 +20,7 @@ full-size design's rate as it stands: the records' durations (at F) go with
 the records' bytes (at F), never with the ``full_size`` figures. What a rate
 gives for full-size bytes is then the run's ``full_size`` figure, except for
 the requests' latency and the fixed cost, which do not shrink with F
-(emulator/scale_notes.py) and so are counted once, not / F
+(emulator/results/scale_notes.py) and so are counted once, not / F
 (tests/test_simulate.py checks this against a real run). Only ``--as-run``
 simulates at F, with the run's own step time.
 """
@@ -29,13 +29,14 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import from_mapping
-from ..errors import ConfigError, UserError
-from .design import GIB, _latency, _shared_by
-from .sharing import bytes_sharing, rate_from
+from emulator.config import from_mapping
+from emulator.errors import ConfigError, UserError
+from emulator.simulation.inputs import Calibration, retention_requests, tier_latency, tier_sharing
+from emulator.simulation.sharing import bytes_sharing, rate_from
+from emulator.units import GIB
 
 
 @dataclass(frozen=True)
@@ -111,27 +112,6 @@ def read_results(path: str) -> RunFigures:
         raise UserError(f"{where}: not the results.json of a ckpt-emu run (missing or bad {exc})") from None
 
 
-@dataclass
-class Calibration:
-    """Measured costs in the config's units (bytes/s per ``shared_by`` unit, seconds)."""
-
-    snapshot_bps: float | None = None
-    local_write_bps: float | None = None
-    global_write_bps: float | None = None
-    drain_bps: float | None = None
-    local_read_bps: float | None = None
-    global_read_bps: float | None = None
-    coord_pre_s: float = 0.0
-    coord_post_s: float = 0.0
-    retention_request_s: float = 0.0  # measured per retention request beyond the configured latency
-    retention_measured: bool = False
-    step_s: dict = field(default_factory=dict)
-    rank_file_bytes: list | None = None
-    nodes: int = 1
-    scale: float = 1.0
-    notes: list = field(default_factory=list)
-
-
 def check_same_preset(cfg, fig: RunFigures) -> None:
     """A calibration only transfers between runs of the same model (its bytes per rank)."""
     mine, theirs = cfg.model, fig.config.model
@@ -204,7 +184,7 @@ def _rate(cal: Calibration, name: str, seconds: float | None, requests_s: float,
                          f"({requests_s * 1000:.1f} ms): not calibrated, the config's rate is used")
         return None
     cal.notes.append(f"{what}: {seconds * 1000:.1f} ms measured ({requests_s * 1000:.1f} ms of it requests) for "
-                     f"{shared / 2 ** 20:.2f} MiB per {_shared_by(tier_cfg)}-shared bucket -> {_gib(rate)} "
+                     f"{shared / 2 ** 20:.2f} MiB per {tier_sharing(tier_cfg)}-shared bucket -> {_gib(rate)} "
                      f"(configured: {_gib(_configured(tier_cfg, direction))})")
     setattr(cal, name, rate)
     return rate
@@ -217,30 +197,29 @@ def _phase_rates(cal: Calibration, run, st: _Steps, sizes: dict, recovery: dict)
     if t.local is not None:
         lw = st.mean(lambda recs: _Steps.node_max(recs, "local_write_s"),
                      lambda recs: all(r.written_to == "local" for r in recs))
-        _rate(cal, "local_write_bps", lw, _latency(t.local),
-              bytes_sharing(_shared_by(t.local), kind="write", **kw), t.local, "write", "local write")
+        _rate(cal, "local_write_bps", lw, tier_latency(t.local),
+              bytes_sharing(tier_sharing(t.local), kind="write", **kw), t.local, "write", "local write")
         waves = math.ceil(files / conc)
         dr = st.mean(lambda recs: _Steps.node_max(recs, "drain_s"),
                      lambda recs: all(r.written_to == "local" for r in recs))
-        _rate(cal, "drain_bps", dr, 2 * waves * _latency(t.global_),
-              bytes_sharing(_shared_by(t.global_), kind="drain", concurrency=conc, **kw), t.global_, "write",
+        _rate(cal, "drain_bps", dr, 2 * waves * tier_latency(t.global_),
+              bytes_sharing(tier_sharing(t.global_), kind="drain", concurrency=conc, **kw), t.global_, "write",
               "drain")
     else:
         gw = st.mean(lambda recs: _Steps.node_max(recs, "local_write_s"))
-        _rate(cal, "global_write_bps", gw, _latency(t.global_),
-              bytes_sharing(_shared_by(t.global_), kind="write", **kw), t.global_, "write", "global write")
+        _rate(cal, "global_write_bps", gw, tier_latency(t.global_),
+              bytes_sharing(tier_sharing(t.global_), kind="write", **kw), t.global_, "write", "global write")
     for tier, name in (("local", "local_read_bps"), ("global", "global_read_bps")):
         tier_cfg = t.local if tier == "local" else t.global_
         if tier in recovery and tier_cfg is not None:
-            _rate(cal, name, recovery[tier], 2 * _latency(tier_cfg),
-                  bytes_sharing(_shared_by(tier_cfg), kind="read", **kw), tier_cfg, "read", f"{tier} restore")
+            _rate(cal, name, recovery[tier], 2 * tier_latency(tier_cfg),
+                  bytes_sharing(tier_sharing(tier_cfg), kind="read", **kw), tier_cfg, "read", f"{tier} restore")
 
 
 def _coordination(cal: Calibration, run, st: _Steps, fig: RunFigures) -> None:
     """What a checkpoint took beyond its staging, transfers and manifests (collectives, the host), and
     how long the retention that a late checkpoint's pipeline waits for really took."""
-    from .design import retention_requests
-    lat = (_latency(run.tiers.local) if run.tiers.local is not None else 0.0) + _latency(run.tiers.global_)
+    lat = (tier_latency(run.tiers.local) if run.tiers.local is not None else 0.0) + tier_latency(run.tiers.global_)
 
     def residual(recs) -> float:
         m = lambda a: _Steps.node_max(recs, a)  # noqa: E731
@@ -253,7 +232,7 @@ def _coordination(cal: Calibration, run, st: _Steps, fig: RunFigures) -> None:
     if late is None:
         return
     g_req, l_req = retention_requests(run, st.per_node, fig.ranks, run.tiers.local is not None)
-    modeled = g_req * _latency(run.tiers.global_) + l_req * (_latency(run.tiers.local) if l_req else 0.0)
+    modeled = g_req * tier_latency(run.tiers.global_) + l_req * (tier_latency(run.tiers.local) if l_req else 0.0)
     extra = max(0.0, late - res - modeled)
     cal.retention_request_s = extra / max(1, g_req + l_req)
     cal.retention_measured = True

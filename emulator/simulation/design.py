@@ -21,12 +21,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..config import ParallelismConfig
-from ..errors import ConfigError, UserError
-from ..sizing import rank_coords, rank_size
-from .sharing import LinkLimits, limits, node_load
+from emulator.config import ParallelismConfig
+from emulator.errors import ConfigError, UserError
+from emulator.simulation.inputs import Calibration, retention_requests, tier_latency, tier_sharing
+from emulator.simulation.sharing import LinkLimits, limits, node_load
+from emulator.sizing import rank_coords, rank_size
+from emulator.units import GIB
 
-GIB = 1 << 30
 #: GPU-to-host snapshot rate per accelerator without a calibration: device-to-host into
 #: reused pinned buffers on one H100, measured at 48.6 GiB/s (the project's measurement notes)
 DEFAULT_SNAPSHOT_GIB_S = 48.0
@@ -146,11 +147,6 @@ def replicated_groups(node_groups: tuple, nodes: int) -> tuple:
 
 # --------------------------------------------------------------------------- costs
 
-def _latency(tier_cfg) -> float:
-    e = tier_cfg.emulate if tier_cfg is not None else None
-    return 0.0 if e is None else (e.latency_ms + e.jitter_ms / 2) / 1000  # jitter: uniform, its mean
-
-
 def _rate(tier_cfg, direction: str, calibrated: float | None, what: str, sources: dict,
           required: bool = True) -> float | None:
     """A tier's rate in bytes/s: calibrated, else configured, else an error (or None if optional)."""
@@ -170,22 +166,17 @@ def _rate(tier_cfg, direction: str, calibrated: float | None, what: str, sources
     return None
 
 
-def _shared_by(tier_cfg) -> str:
-    e = tier_cfg.emulate if tier_cfg is not None else None
-    return e.shared_by if e is not None else "none"
-
-
 def _recovery(tier_cfg, read_bps, groups, files: int, alone: bool, nic_bps: float | None = None) -> list:
     """Seconds to restore each group's nodes from a tier: every node at once, or one node ``alone``."""
     if read_bps is None:
         return [0.0 for _ in groups]
-    sb = _shared_by(tier_cfg)
+    sb = tier_sharing(tier_cfg)
     lim = limits(sb, read_bps, kind="read", files=files)
     if nic_bps:
         lim = LinkLimits(lim.aggregate_bps, nic_bps)
     active = 1 if alone else sum(g.nodes for g in groups)
     rate = lim.node_rate(active)
-    lat = 2 * _latency(tier_cfg)  # manifest, then the file
+    lat = 2 * tier_latency(tier_cfg)  # manifest, then the file
     return [node_load(sb, kind="read", file_bytes=g.file_bytes, node_bytes=g.node_bytes, files=g.files) / rate + lat
             for g in groups]
 
@@ -194,14 +185,6 @@ def _override(lim: LinkLimits, opts: Options) -> LinkLimits:
     agg = opts.global_gib_s * GIB if opts.global_gib_s else lim.aggregate_bps
     node = min(lim.node_bps, opts.nic_gib_s * GIB) if opts.nic_gib_s else lim.node_bps  # both limits hold
     return LinkLimits(agg, node)
-
-
-def retention_requests(cfg, files_per_node: int, world_files: int, local: bool) -> tuple[int, int]:
-    """Requests of the retention after each checkpoint (emulator/layout.py apply_retention), global and
-    local: list, read the keep + 1 manifests, delete the oldest manifest, list its folder, delete each
-    file. Rank 0 does them one at a time, local first."""
-    base = cfg.checkpoint.keep + 4
-    return base + world_files, (base + files_per_node if local else 0)
 
 
 def _housekeeping(cfg, files_per_node: int, world_files: int, local_lat: float, global_lat: float,
@@ -252,7 +235,7 @@ def _tier_limits(tier_cfg, rate: float, kind: str, files: int, conc: int, run_no
                  sources: dict, notes: list) -> LinkLimits:
     """Link limits for a phase; a job-shared rate that one emulated node could not reach stays the
     aggregate, and what the node reached becomes its cap."""
-    sb = _shared_by(tier_cfg)
+    sb = tier_sharing(tier_cfg)
     lim = limits(sb, rate, kind=kind, files=files, concurrency=conc)
     e = tier_cfg.emulate
     configured = e.write_gib_s * GIB if e is not None and e.write_gib_s else None
@@ -279,7 +262,7 @@ def _global_links(cfg, opts: Options, c, files: int, local: bool, sources: dict,
 
 def _write_loads(cfg, groups, local: bool) -> dict:
     def load(tier_cfg, g):
-        return node_load(_shared_by(tier_cfg), kind="write", file_bytes=g.file_bytes, node_bytes=g.node_bytes,
+        return node_load(tier_sharing(tier_cfg), kind="write", file_bytes=g.file_bytes, node_bytes=g.node_bytes,
                          files=g.files)
     return {"local": [load(cfg.tiers.local, g) for g in groups] if local else [],
             "global": [load(cfg.tiers.global_, g) for g in groups]}
@@ -295,18 +278,14 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
     groups, scale = _groups(cfg, opts, cal)
     files, t = max(g.files for g in groups), cfg.tiers
     local = t.local is not None and _local_fits(cfg, groups, scale, notes)
-    if cal is None:  # configured rates only (calibrate imports this module: import here)
-        from .calibrate import Calibration
-        c = Calibration()
-    else:
-        c = cal
+    c = cal if cal is not None else Calibration()  # no calibration: configured rates only
     sources["snapshot"] = "measured" if c.snapshot_bps is not None else "assumed"
     local_write = None
     if local:
         rate = _rate(t.local, "write", c.local_write_bps, "local_write", sources)
         local_write = _tier_limits(t.local, rate, "write", files, 1, c.nodes, "local_write", sources, notes)
     global_write, drain = _global_links(cfg, opts, c, files, local, sources, notes)
-    l_lat, g_lat = _latency(t.local) if local else 0.0, _latency(t.global_)
+    l_lat, g_lat = tier_latency(t.local) if local else 0.0, tier_latency(t.global_)
     local_read = _rate(t.local, "read", c.local_read_bps, "local_read", sources, required=False) if local else None
     global_read = _rate(t.global_, "read", c.global_read_bps, "global_read", sources, required=False)
     for name, r in (("local", local_read), ("global", global_read)):

@@ -2,7 +2,7 @@
 
 One training process (the job: synchronous data parallelism stops as a whole)
 alternates ``interval_s`` of training with a checkpoint, as the emulator's
-loop does (emulator/rank.py, emulator/checkpointer.py):
+loop does (emulator/rank/run.py, emulator/checkpoint/checkpointer.py):
 
 - **stall** (training blocked): in async mode first any wait for the previous
   checkpoint's pipeline (staging buffers are reused; a wait is a *deadline
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import simpy
 
-from .design import Design
-from .failures import NODE
-from .link import SharedLink
-from .outcome import Outcome, Tally
+from emulator.simulation.arrivals import NODE
+from emulator.simulation.design import Design
+from emulator.simulation.link import SharedLink
+from emulator.simulation.outcome import Outcome, Totals
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class JobModel:
             if design.local else None
         g = design.drain if design.local else design.global_write
         self.global_link = SharedLink(env, g.aggregate_bps, g.node_bps)
-        self.t = Tally(len(design.groups))
+        self.t = Totals(len(design.groups))
         self.epoch = 0
         self.inflight = None           # the async pipeline in flight
         self.hk_end = 0.0              # when the last checkpoint's retention ends
@@ -272,7 +272,7 @@ class JobModel:
         else:
             self.env.run()
         self._switch("end")
-        return Outcome.from_tally(self.t, self.d, self.s, self.env.now,
+        return Outcome.from_totals(self.t, self.d, self.s, self.env.now,
                                   peak_global_bps=self.global_link.peak_bps)
 
 

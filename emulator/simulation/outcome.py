@@ -1,4 +1,4 @@
-"""What one simulation measured (:class:`Tally`, while it runs) and reports (:class:`Outcome`).
+"""What one simulation measured (:class:`Totals`, while it runs) and reports (:class:`Outcome`).
 
 The words are the emulator's (README.md, "What the rows mean"): **stall** is
 wall time the job is blocked at one checkpoint; **overhead** total stall over
@@ -31,7 +31,7 @@ def _p99(a) -> float:
     return vals[max(0, math.ceil(0.99 * len(vals)) - 1)]
 
 
-class Tally:
+class Totals:
     """Running sums of one simulation; arrays of doubles keep 10^5 checkpoints small."""
 
     def __init__(self, groups: int):
@@ -113,7 +113,7 @@ class Outcome:
     extra: dict = field(default_factory=dict)
 
     @classmethod
-    def from_tally(cls, t: Tally, design, spec, wall: float, *, peak_global_bps: float) -> "Outcome":
+    def from_totals(cls, t: Totals, design, spec, wall: float, *, peak_global_bps: float) -> "Outcome":
         wall = max(wall, 1e-12)
         time = t.time
         restart, recovery, stall = time.get("restart", 0.0), time.get("recovery", 0.0), time.get("stall", 0.0)

@@ -6,11 +6,11 @@ import math
 import os
 from pathlib import Path
 
-from ..errors import UserError
-from ..plan_cli import fmt_duration
-from .model import RunSpec, simulate
+from emulator.errors import UserError
+from emulator.simulation.model import RunSpec, simulate
+from emulator.simulation.plot import write_breakdown, write_heatmap
+from emulator.units import GIB, fmt_duration
 
-GIB = 1 << 30
 _SOURCE = {"measured": "measured", "config": "config", "assumed": "assumed", "none": "not paced"}
 
 
@@ -87,7 +87,6 @@ def _write_json(path: Path, obj) -> None:
 
 def write_outputs(out: Path, info: dict, outcomes: dict, sweep: dict | None) -> dict:
     """simulate.png (and sweep.png, sweep.json) under ``out``; returns {name: path}."""
-    from .plot import write_breakdown, write_heatmap
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

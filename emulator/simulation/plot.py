@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import UserError
-from ..plan_cli import fmt_duration
+from emulator.errors import UserError
+from emulator.units import fmt_duration
 
 PARTS = (("useful", "useful_s", "tab:green"), ("checkpoint stall", "stall_s", "tab:blue"),
          ("lost work", "lost_work_s", "tab:red"), ("restarts", "restart_s", "tab:orange"),

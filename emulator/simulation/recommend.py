@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 
-from ..errors import UserError
-from .calibrate import load_calibration
-from .design import Options, build_design
-from .study import Study, planner_interval
-from .sweep import fit_optimum
+from emulator.errors import UserError
+from emulator.simulation.calibrate import load_calibration
+from emulator.simulation.design import Options, build_design
+from emulator.simulation.study import Study, planner_interval
+from emulator.simulation.sweep import fit_optimum
 
 #: one machine emulates one node (``ckpt-emu run`` starts one torchrun agent per node)
 MAX_EMULATED_NODES = 1

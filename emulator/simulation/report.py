@@ -1,9 +1,7 @@
 """The simulate command's table and JSON: one column per mode, the emulator's words."""
 from __future__ import annotations
 
-from ..plan_cli import fmt_bytes, fmt_duration, table
-
-GIB = 1 << 30
+from emulator.units import GIB, fmt_bytes, fmt_duration, table
 
 
 def _pct(x) -> str:

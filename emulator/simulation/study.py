@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .. import planner
-from .design import Design
-from .failures import Arrivals
-from .model import RunSpec, simulate
-from .outcome import Outcome
+from emulator import planner
+from emulator.simulation.arrivals import Arrivals
+from emulator.simulation.design import Design
+from emulator.simulation.model import RunSpec, simulate
+from emulator.simulation.outcome import Outcome
+from emulator.simulation.sharing import LinkLimits
 
 DAY = 86400.0
 
@@ -112,7 +113,6 @@ def with_global(design: Design, gib_s: float | None) -> Design:
     """The design with the global tier's aggregate write bandwidth set to ``gib_s`` GiB/s."""
     if gib_s is None:
         return design
-    from .sharing import LinkLimits
     bps = gib_s * (1 << 30)
     return replace(design, drain=LinkLimits(bps, design.drain.node_bps),
                    global_write=LinkLimits(bps, design.global_write.node_bps))

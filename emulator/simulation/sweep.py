@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 
-from ..errors import UserError
-from .failures import parse_time
-from .study import Study, with_global
+from emulator.errors import UserError
+from emulator.simulation.study import Study, with_global
+from emulator.units import parse_duration
 
 KEYS = ("interval", "global_gib_s")
 
@@ -41,7 +41,7 @@ def _values(key: str, text: str) -> list[float]:
 
 def _value(key: str, text: str, where: str) -> float:
     if key == "interval":
-        v = parse_time(text, where)
+        v = parse_duration(text, where, allow_zero=True)
     else:
         try:
             v = float(text)

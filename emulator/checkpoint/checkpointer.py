@@ -1,0 +1,363 @@
+"""One rank's checkpointer: snapshot, local write, drain, manifests, in sync or async mode.
+
+Every checkpoint runs the same pipeline; the modes differ only in how long
+the training loop waits for it:
+
+- sync: the loop waits for the whole pipeline (snapshot, ``torch.save`` to
+  the local tier, the node's drain to the global tier, the global manifest).
+- async: the loop waits only for the snapshot into reusable staging buffers
+  (on a GPU, the device-to-host copy: ``d2h`` in the stall breakdown);
+  the rest runs on a background event-loop thread. Before staging the next
+  checkpoint the loop waits for the previous one to finish (the staging
+  buffers are reused, and the drain must beat the next checkpoint); that
+  wait is stall, and counts as a deadline miss.
+
+Ranks coordinate through a dedicated gloo group: receipts are gathered after
+the local write (each node leader writes its node's local manifest, then
+drains the node's files), drain results are gathered, and global rank 0
+writes the global manifest only if every file of every rank arrived
+(``commit_global``, shared with ``emulator.resume``). Collectives are called
+on every rank whatever happened (every tier call before one is guarded), so
+one rank's failure makes the checkpoint incomplete instead of hanging the job.
+
+Failures, and why they end as they do:
+
+- A local write that fails with ENOSPC goes straight to the global tier
+  (``checkpoint.on_local_full: global``) or skips the checkpoint (``skip``);
+  either way the node's local copy is incomplete and its leftovers are
+  deleted at once, since a full disk is where they hurt.
+- Global-tier work (drained files, direct writes, the global manifest) is
+  retried on transient errors (``emulator.retry``). A checkpoint that still
+  did not reach the global tier either lets training continue or ends the run
+  with one line (``drain.on_failure``; "auto" fails in sync mode, where the
+  loop was promised a durable checkpoint, and continues in async mode).
+- Fault injection (``emulator.faults``) hooks in at the named phases only.
+
+The stall ends when the checkpoint is complete on the global tier; deleting
+old checkpoints (retention) is housekeeping that runs afterwards, while the
+loop trains. The next checkpoint's pipeline waits for it on every rank (a
+barrier) before anything is written, so a tier never holds more than
+``keep`` + 1 checkpoints.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+from emulator.checkpoint import layout
+from emulator.checkpoint.drainer import Drainer, DrainResult
+from emulator.checkpoint.injection import NO_FAULTS
+from emulator.checkpoint.integrity import ChecksumSink
+from emulator.checkpoint.loop import LoopThread
+from emulator.checkpoint.records import CkptRecord, Event, Receipt
+from emulator.checkpoint.resume import resume
+from emulator.checkpoint.retry import RetryPolicy, describe_error, is_no_space, retrying
+from emulator.checkpoint.tally import Tally
+from emulator.errors import UserError
+from emulator.metrics import NULL_METRICS
+
+
+class CheckpointFailed(UserError):
+    """A checkpoint did not reach the global tier and drain.on_failure says stop."""
+
+
+def save_rank_file(state, tier, key: str, step: int, *, after_write=None) -> tuple[int, str]:
+    """The pipeline's write of one rank's file: ``torch.save`` of the staged payload through a
+    CRC32C-computing sink into the tier's sink, which publishes it (durably) on commit.
+    ``after_write()`` runs when every byte is written and nothing is published yet (fault
+    injection). Returns (bytes, crc32c)."""
+    sink = ChecksumSink(tier.open_write(key))
+    with sink:
+        torch.save(state.payload(step), sink)
+        if after_write is not None:
+            after_write()
+    return sink.bytes_written, sink.hexdigest
+
+
+@dataclass
+class Checkpointer:
+    state: object  # RankState
+    local: object  # Tier or None (write straight to global)
+    global_: object  # Tier
+    comm: object  # DistComm on the pipeline's own group
+    keep: int = 2
+    drain_concurrency: int = 4
+    drain_verify: str = "size"
+    metrics: object = NULL_METRICS
+    meta: dict = field(default_factory=dict)
+    loop: LoopThread = None
+    records: list = field(default_factory=list)
+    events: deque = field(default_factory=lambda: deque(maxlen=8000))  # bounded for soak runs
+    on_local_full: str = "global"
+    on_failure: str = "auto"
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    faults: object = NO_FAULTS
+    tally: Tally = None
+    #: where drains through a tier without files spool (None: the system's temporary folder)
+    spool_dir: str | None = None
+    #: called as (record, "started") when a checkpoint begins and (record, "finished") once it is
+    #: over, success or not (from the pipeline's thread): records that survive a kill
+    on_record: object = None
+    #: provenance written into manifests: the step ranges whose mutations the state holds
+    first_step: int = 1
+    lineage_base: list = field(default_factory=list)
+    _inflight: concurrent.futures.Future = None
+    _housekeeping: asyncio.Task = None  # retention etc. of the last checkpoint (not stall)
+    _seq: int = 0
+
+    def __post_init__(self):
+        self.loop = self.loop or LoopThread()
+        self.tally = self.tally or Tally(self.metrics)
+        tp_pp = self.meta.get("tp", 1) * self.meta.get("pp", 1)
+        self.mp_rank = self.comm.rank % tp_pp
+        self.drainer = Drainer(self.local, self.global_, concurrency=self.drain_concurrency,
+                               verify=self.drain_verify, metrics=self.metrics, node=self.comm.node,
+                               policy=self.policy, tally=self.tally, spool_dir=self.spool_dir) \
+            if self.local is not None else None
+
+    # ------------------------------------------------------------------ training-loop side
+
+    def checkpoint(self, step: int, mode: str) -> CkptRecord:
+        """Take checkpoint ``step``; returns when the training loop may continue."""
+        self._seq += 1
+        rec = CkptRecord(step, mode, self.comm.rank, self.comm.node, time.time(), seq=self._seq)
+        if self.on_record is not None:  # the emulator's journal: its time is not the job's stall
+            self.on_record(rec, "started")
+        start = rec.start = time.time()
+        if self._inflight is not None:
+            rec.missed = not self._inflight.done()
+            inflight, self._inflight = self._inflight, None
+            inflight.result()
+        self.faults.checkpoint_started(rec.seq)
+        rec.wait_s = time.time() - start
+        t = time.time()
+        staged = self.state.snapshot()
+        rec.snapshot_s = time.time() - t
+        if staged.device_s > 0:  # a device's copy to host: the part of the stall the report calls d2h
+            rec.d2h_s, rec.d2h_bytes = staged.device_s, staged.bytes
+            self.events.append(Event(self.comm.rank, "d2h", t, t + staged.device_s))
+        self.faults.hit("staging", rec.seq)
+        future = self.loop.submit(self._pipeline(rec))
+        if mode == "sync":
+            future.result()
+        else:
+            self._inflight = future
+        rec.stall_s = time.time() - start
+        self.records.append(rec)
+        self.events.append(Event(self.comm.rank, "stall", start, start + rec.stall_s))
+        self._observe_stall(rec)
+        return rec
+
+    def _observe_stall(self, rec: CkptRecord) -> None:
+        m = self.metrics
+        m.observe_stall(rec.mode, rec.stall_s)
+        m.add_stall_seconds(rec.mode, rec.stall_s)
+        # the snapshot stages for the tier the file goes to first: the local one, or global without one
+        tier, name = (self.local, "local") if self.local is not None else (self.global_, "global")
+        m.observe_phase("snapshot", name, rec.snapshot_s, backend=tier.backend)
+        if rec.d2h_s > 0:
+            m.observe_phase("d2h", name, rec.d2h_s, backend=tier.backend)
+        if rec.missed:
+            m.deadline_missed(rec.mode)
+
+    def finish(self) -> float:
+        """Wait for the checkpoint in flight (end of a mode); returns the seconds waited."""
+        t = time.time()
+        if self._inflight is not None:
+            inflight, self._inflight = self._inflight, None
+            inflight.result()
+        self.loop.run(self._settle())
+        return time.time() - t
+
+    def resume(self) -> list:
+        """Drain checkpoints complete locally but not globally (collective; before training)."""
+        return self.loop.run(resume(self))
+
+    def close(self) -> None:
+        try:
+            self.finish()
+        finally:
+            self.loop.close()
+
+    # ------------------------------------------------------------------ background pipeline
+
+    async def _pipeline(self, rec: CkptRecord) -> CkptRecord:
+        # the previous checkpoint's housekeeping, on every rank (node leaders delete), before
+        # any rank writes: a tier never holds more than keep + 1 checkpoints
+        await self._settle()
+        await asyncio.to_thread(self.comm.barrier)
+        receipt = await self._write_rank_file(rec)
+        receipts = await asyncio.to_thread(self.comm.all_gather, receipt)
+        errors = [r.error for r in receipts if r.error]
+        rec.skipped = any(r.skipped for r in receipts)
+        if self.comm.rank == 0 and not errors:  # MLPerf style: all bytes / slowest rank
+            slowest = max(r.write_s for r in receipts)
+            self.metrics.set_throughput("save", rec.mode, sum(r.size for r in receipts) / max(slowest, 1e-9))
+        if self.local is not None:
+            errors += await self._drain_node(rec, receipts, written=not errors)
+        rec.global_complete, rec.error = await self.commit_global(
+            rec.step, rec.mode, [r.entry for r in receipts], errors, seq=rec.seq)
+        now = time.time()
+        rec.complete_s = now - rec.start
+        if rec.global_complete:
+            rec.durable_at, rec.lag_s = now, now - (rec.start + rec.wait_s)
+            self.metrics.observe_durability_lag(rec.mode, rec.lag_s)
+        if self.on_record is not None:
+            self.on_record(rec, "finished")
+        # the checkpoint is done: a sync loop may go on while old ones are deleted
+        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(rec, receipt.key))
+        if not rec.global_complete and not rec.skipped and self._stop_on_failure(rec.mode):
+            raise CheckpointFailed(
+                f"checkpoint at step {rec.step} ({rec.mode}) did not reach the global tier: {rec.error} "
+                f"(drain.on_failure={self.on_failure}; set drain.on_failure=continue to keep training)")
+        return rec
+
+    async def _write_rank_file(self, rec: CkptRecord) -> Receipt:
+        """This rank's file, to the local tier (or global: no local tier, or a full one)."""
+        comm = self.comm
+        key = layout.rank_file_key(rec.step, comm.rank, self.state.coords.dp, self.mp_rank)
+        receipt = Receipt(comm.rank, comm.node, key)
+        t0 = time.time()
+        await self._write_file(receipt, rec)
+        t1 = time.time()
+        receipt.write_s = rec.local_write_s = t1 - t0
+        rec.file_bytes, rec.written_to, rec.local_full = receipt.size, receipt.where, receipt.local_full
+        self.events.append(Event(comm.rank, "local_write", t0, t1))
+        if receipt.where:
+            tier = self.local if receipt.where == "local" else self.global_
+            self.metrics.observe_phase("local_write", receipt.where, rec.local_write_s, backend=tier.backend)
+            self.metrics.add_bytes("write", receipt.where, receipt.size, backend=tier.backend)
+        return receipt
+
+    async def _write_file(self, receipt: Receipt, rec: CkptRecord) -> None:
+        if self.local is None:
+            await self._save_global(receipt, rec)
+            return
+        try:
+            receipt.size, receipt.crc32c = await asyncio.to_thread(self._save, self.local, receipt.key, rec)
+            receipt.where = "local"
+        except Exception as exc:  # noqa: BLE001 - sinks abort on error: nothing half-written is visible
+            if not is_no_space(exc):
+                receipt.error = f"local write failed: {describe_error(exc)}"
+                return
+            receipt.local_full = True
+            self.tally.count("local_full")
+            if self.on_local_full == "global":
+                await self._save_global(receipt, rec)
+            else:
+                receipt.skipped = True
+                receipt.error = "skipped: local tier full (ENOSPC, checkpoint.on_local_full=skip)"
+
+    def _save(self, tier, key: str, rec: CkptRecord) -> tuple[int, str]:
+        return save_rank_file(self.state, tier, key, rec.step,
+                              after_write=lambda: self.faults.hit("local_write", rec.seq))
+
+    async def _save_global(self, receipt: Receipt, rec: CkptRecord) -> None:
+        """Write this rank's file straight to the global tier, retrying transient errors."""
+        def on_retry(exc):
+            rec.drain_retries += 1
+            self.tally.count("drain_retry")
+        try:
+            receipt.size, receipt.crc32c = await retrying(
+                self.policy, f"write of {receipt.key} to the global tier",
+                lambda: asyncio.to_thread(self._save, self.global_, receipt.key, rec), on_retry)
+            receipt.where = "global"
+        except Exception as exc:  # noqa: BLE001 - the checkpoint becomes incomplete, nothing torn
+            receipt.error = f"global write failed: {describe_error(exc)}"
+
+    async def _drain_node(self, rec: CkptRecord, receipts: list[Receipt], *, written: bool) -> list[str]:
+        """Node leaders: local manifest, then the drain; everyone learns every node's outcome."""
+        comm = self.comm
+        mine = [r for r in receipts if r.node == comm.node]
+        drain = None
+        if comm.is_node_leader:
+            if written and all(r.where == "local" for r in mine):
+                rec.local_complete = await self._guarded(
+                    self._write_manifest(self.local, "local", rec.step, rec.mode, [r.entry for r in mine]))
+            if written:
+                drain = await self.drainer.drain([r.entry for r in mine if r.where == "local"],
+                                                 after_file=lambda: self.faults.hit("drain", rec.seq))
+                self._record_drain(drain)
+        else:
+            self.faults.hit("drain", rec.seq)
+        errors = []
+        for d, local_ok in await asyncio.to_thread(comm.all_gather, (drain, rec.local_complete)):
+            if d is None:
+                continue
+            if d.node == comm.node:
+                rec.drain_s, rec.drain_retries = d.seconds, rec.drain_retries + d.retries
+                rec.abandoned, rec.local_complete = d.abandoned, local_ok
+            if not d.ok:
+                errors.append(f"node {d.node} drain: {d.error}")
+        return errors
+
+    def _record_drain(self, drain: DrainResult) -> None:
+        self.events.append(Event(self.comm.rank, "drain", drain.start, drain.end))
+        if drain.ok and drain.files:
+            self.metrics.observe_phase("drain", "global", drain.seconds, backend=self.global_.backend)
+            self.metrics.add_bytes("write", "global", drain.bytes, backend=self.global_.backend)
+
+    async def commit_global(self, step: int, mode: str, entries, errors: list[str], *,
+                            seq: int | None = None, meta: dict | None = None) -> tuple[bool, str]:
+        """If no rank reported an error, rank 0 writes the global manifest (retried); then every
+        rank learns the outcome: (complete on the global tier, the reason if not)."""
+        ok = not errors
+        if ok:
+            if seq is not None:
+                self.faults.hit("manifest", seq)  # rank 0: every file is on the global tier, no manifest
+            if self.comm.rank == 0:
+                try:
+                    await retrying(self.policy, "global manifest", lambda: self._write_manifest(
+                        self.global_, "global", step, mode, entries, meta))
+                except Exception as exc:  # noqa: BLE001
+                    ok, errors = False, [f"global manifest: {describe_error(exc)}"]
+        reason = " ".join("; ".join(errors).split())[:500]
+        return await asyncio.to_thread(self.comm.broadcast, (ok, reason))
+
+    # ------------------------------------------------------------------ after a checkpoint
+
+    async def _housekeep(self, rec: CkptRecord, key: str) -> None:
+        """After a checkpoint: free an incomplete local copy, apply retention, inject corruption."""
+        if self.local is not None and self.comm.is_node_leader and not rec.local_complete:
+            # this node's local copy can never become complete: free the space now
+            await self._guarded(layout.delete_checkpoint(self.local, rec.step))
+        await self.retention()
+        await self._guarded(self.faults.after_checkpoint(rec.seq, rec.step, key,
+                                                         {"local": self.local, "global": self.global_}))
+
+    async def _settle(self) -> None:
+        task, self._housekeeping = self._housekeeping, None
+        if task is not None:
+            await task  # never raises: every step is guarded
+
+    def _stop_on_failure(self, mode: str) -> bool:
+        return self.on_failure == "fail" or (self.on_failure == "auto" and mode == "sync")
+
+    async def _guarded(self, coro) -> bool:
+        """Run a tier operation whose failure must not stop the pipeline (or skip a collective)."""
+        try:
+            await coro
+            return True
+        except Exception:  # noqa: BLE001 - counted; the step simply stays incomplete there
+            self.tally.count("tier_error")
+            return False
+
+    def _manifest_meta(self, step: int) -> dict:
+        return {**self.meta, "lineage": [list(r) for r in self.lineage_base] + [[self.first_step, step]]}
+
+    async def _write_manifest(self, tier, name: str, step: int, mode: str, entries, meta: dict | None = None) -> None:
+        manifest = layout.Manifest(step=step, files=sorted(entries, key=lambda e: e.rank), tier=name, mode=mode,
+                                   world=self.comm.world_size, meta=meta or self._manifest_meta(step))
+        await layout.write_manifest(tier, manifest)
+        self.metrics.checkpoint_complete(name, step, time.time())
+
+    async def retention(self) -> None:
+        if self.local is not None and self.comm.is_node_leader:
+            await self._guarded(layout.apply_retention(self.local, self.keep))
+        if self.comm.rank == 0:
+            await self._guarded(layout.apply_retention(self.global_, self.keep))

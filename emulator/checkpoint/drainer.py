@@ -1,0 +1,132 @@
+"""The node drainer: copies a node's complete local checkpoint files to the global tier.
+
+Runs on each node's leader (local rank 0) in the background, with at most
+``concurrency`` files in flight (asyncio semaphore). Bytes move through the
+tier's bulk door (``put_file``), so a directory-to-directory drain uses the
+kernel's copy path and S3 uses multipart uploads. Each copy is verified (size,
+or a full CRC32C re-read) before the drain counts as done; the manifest is
+written by the caller only after every node's drain succeeded.
+
+Transient global-tier errors (an S3 5xx, a timeout, a refused connection) are
+retried per file with exponential backoff (``drain.retries``,
+``drain.retry_backoff_s``); a file that still fails is abandoned, and so is the
+drain: the checkpoint stays incomplete on the global tier (no manifest) and is
+counted (``drain_abandoned``). Every file's copy runs to its end (success or
+abandonment) before the drain returns, so no copy is still writing into a step
+that retention may be deleting.
+"""
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from emulator.checkpoint.integrity import crc_of_stream
+from emulator.checkpoint.layout import FileEntry
+from emulator.checkpoint.retry import Abandoned, RetryPolicy, retrying
+from emulator.checkpoint.tally import Tally
+from emulator.metrics import NULL_METRICS
+from tiers.base import Tier
+
+
+class DrainError(Exception):
+    pass
+
+
+@dataclass
+class DrainResult:
+    node: int
+    ok: bool
+    start: float
+    end: float
+    bytes: int = 0
+    files: int = 0
+    error: str = ""
+    per_file: list = field(default_factory=list)  # (key, seconds)
+    retries: int = 0
+    abandoned: bool = False
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+class Drainer:
+    def __init__(self, source: Tier, dest: Tier, *, concurrency: int = 4, verify: str = "size",
+                 metrics=NULL_METRICS, node: int = 0, policy: RetryPolicy | None = None, tally: Tally | None = None,
+                 spool_dir: str | None = None):
+        self.source, self.dest = source, dest
+        self.concurrency, self.verify = concurrency, verify
+        self.metrics, self.node = metrics, node
+        self.policy = policy or RetryPolicy()
+        self.tally = tally or Tally()
+        self.spool_dir = spool_dir
+        self.in_flight_since: float | None = None  # when the drain now in progress began
+
+    async def drain(self, entries: list[FileEntry], after_file=None) -> DrainResult:
+        """Copy and verify every entry; ``after_file()`` runs after each file (fault injection)."""
+        total = sum(e.size for e in entries)
+        start = self.in_flight_since = time.time()
+        self.metrics.drain_started(total)
+        sem = asyncio.Semaphore(self.concurrency)
+        result = DrainResult(self.node, True, start, start, files=len(entries))
+
+        def on_retry(exc):
+            result.retries += 1
+            self.tally.count("drain_retry")
+
+        async def copy_verified(entry: FileEntry):
+            await self._copy(entry)
+            await self._verify(entry)
+
+        async def one(entry: FileEntry):
+            async with sem:
+                t = time.perf_counter()
+                await retrying(self.policy, f"drain of {entry.key}", lambda: copy_verified(entry), on_retry)
+                result.per_file.append((entry.key, time.perf_counter() - t))
+                result.bytes += entry.size
+                self.metrics.drain_progress(entry.size)
+                if after_file is not None:
+                    after_file()
+
+        outcomes = await asyncio.gather(*(one(e) for e in entries), return_exceptions=True)
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        if failures:  # reported to every rank; the checkpoint stays incomplete
+            exc = failures[0]
+            result.ok = False
+            result.abandoned = any(isinstance(f, Abandoned) for f in failures)
+            result.error = str(exc) if isinstance(exc, Abandoned) else f"{type(exc).__name__}: {exc}"
+            if len(failures) > 1:
+                result.error += f" (and {len(failures) - 1} more file(s))"
+            if result.abandoned:
+                self.tally.count("drain_abandoned")
+        result.end = time.time()
+        self.in_flight_since = None
+        if not result.ok:
+            self.metrics.drain_progress(total - result.bytes)
+        self.metrics.drain_finished(result.seconds, ok=result.ok)
+        return result
+
+    async def _copy(self, entry: FileEntry) -> None:
+        path = self.source.local_path(entry.key)
+        if path is not None and path.is_file():
+            await self.dest.put_file(entry.key, path)
+            return
+        with tempfile.TemporaryDirectory(prefix="ckpt-emu-drain-", dir=self.spool_dir) as tmp:
+            spool = Path(tmp) / "file"
+            await self.source.get_file(entry.key, spool)
+            await self.dest.put_file(entry.key, spool)
+
+    async def _verify(self, entry: FileEntry) -> None:
+        size = await self.dest.size(entry.key)
+        if size != entry.size:
+            raise DrainError(f"{entry.key}: global copy has {size} bytes, expected {entry.size}")
+        if self.verify == "checksum":
+            def read_crc():
+                with self.dest.open_read(entry.key) as fh:
+                    return crc_of_stream(fh)[0]
+            crc = await asyncio.to_thread(read_crc)
+            if crc != entry.crc32c:
+                raise DrainError(f"{entry.key}: global copy checksum {crc} != {entry.crc32c}")

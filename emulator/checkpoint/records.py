@@ -1,0 +1,126 @@
+"""What a rank measures and tells the others, as typed records (JSON-ready with ``to_dict``).
+
+``Receipt``: one rank's file after its local (or direct-to-global) write,
+gathered by every rank before the drain. ``CkptRecord``: one rank's view of one
+checkpoint, what the report summarises. ``LoadRecord``: one rank's restore.
+``Event``: a span for the timeline. ``RankResult``: everything a rank hands to
+rank 0 at the end of a run, the input of ``emulator.report``.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from emulator.checkpoint.layout import FileEntry
+
+
+class Record:
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Receipt(Record):
+    rank: int
+    node: int
+    key: str
+    size: int = 0
+    crc32c: str = ""
+    error: str = ""
+    where: str = ""  # "local", or "global" (no local tier, or the local tier was full)
+    local_full: bool = False
+    skipped: bool = False
+    write_s: float = 0.0
+
+    @property
+    def entry(self) -> FileEntry:
+        return FileEntry(self.key, self.rank, self.size, self.crc32c)
+
+
+@dataclass
+class CkptRecord(Record):
+    step: int
+    mode: str
+    rank: int
+    node: int
+    start: float
+    stall_s: float = 0.0
+    wait_s: float = 0.0
+    snapshot_s: float = 0.0
+    #: of the snapshot, the device-to-host copy (0: the state lives on the CPU) and its bytes
+    d2h_s: float = 0.0
+    d2h_bytes: int = 0
+    local_write_s: float = 0.0
+    file_bytes: int = 0
+    drain_s: float = 0.0
+    complete_s: float = 0.0
+    missed: bool = False
+    local_complete: bool = False
+    global_complete: bool = False
+    error: str = ""
+    seq: int = 0  # 1-based checkpoint number of this launch attempt, across modes
+    written_to: str = ""  # where this rank's file went first: local, or global (no local tier / full)
+    local_full: bool = False  # this rank's local write hit ENOSPC
+    skipped: bool = False  # some rank's local tier was full and on_local_full is skip
+    drain_retries: int = 0
+    abandoned: bool = False
+    #: durability lag: from the snapshot until the checkpoint was complete on the global tier
+    #: (local write + drain + manifest, plus any wait in between); 0 if it never was
+    lag_s: float = 0.0
+    #: unix time it became complete on the global tier (0: never)
+    durable_at: float = 0.0
+
+
+@dataclass
+class LoadRecord(Record):
+    rank: int
+    node: int
+    ok: bool = False
+    step: int = -1
+    tier: str = ""
+    seconds: float = 0.0
+    bytes: int = 0
+    fallbacks: list = field(default_factory=list)  # "tier@step: reason"
+    h2d_s: float = 0.0  # the verified bytes' host-to-device copy (0: the state lives on the CPU)
+    error: str = ""  # why nothing was loaded
+
+
+@dataclass
+class Event:
+    rank: int
+    kind: str
+    start: float
+    end: float
+
+
+@dataclass
+class RankResult(Record):
+    """A rank's whole run, gathered by rank 0 for the report (``to_dict`` is what it reads)."""
+
+    rank: int
+    node: int
+    state_bytes: int
+    emulated_bytes: int
+    records: list  # CkptRecord dicts
+    loads: list  # LoadRecord dicts
+    page_cache_dropped: bool
+    modes: dict  # mode -> {start, train_end, end, steps, flush_s, compute, at_risk, update_cpu_s}
+    events: list  # (kind, start, end)
+    local: str | None
+    global_: str
+    stopped_early: bool
+    failure: dict | None
+    attempt: int
+    resume: list  # CkptRecord dicts of resumed drains
+    recovery: dict | None  # LoadRecord dict of the restore after a torchrun restart
+    fault_counts: dict
+    content: dict
+    content_audit: dict | None
+    peak_rss_bytes: int
+    earlier_attempts: list = field(default_factory=list)  # [{attempt, records}] of killed attempts
+    device: dict = field(default_factory=lambda: {"kind": "cpu"})  # emulator.device.Placement.describe()
+    staging: dict = field(default_factory=dict)  # emulator.staging.Stager.describe()
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["global"] = d.pop("global_")
+        return d

@@ -1,0 +1,293 @@
+"""Restore: every rank loads the newest checkpoint that all ranks can load, from the nearest tier.
+
+Candidate steps are the union of complete checkpoints on every tier, newest
+first. For a step, each rank tries its tiers fastest first (local, then
+global): the manifest must list its file, and the file's CRC32C must match
+while it is read. The file is read once: ``torch.load(map_location="meta")``
+gives its structure and each tensor's offset (``_checkpoint_offset``), then one
+sequential pass through the tier's reader puts every tensor's bytes straight
+into the rank's staging buffers (same layout, pages already in use) and the
+CRC32C runs over every byte; only once every rank has verified its file of
+the step do the staging buffers become the live state, on every rank at once
+(``RankState.adopt_staging``: on the CPU a swap, not a copy; on a GPU a
+host-to-device copy from the pinned staging buffers into the live tensors). (A CRC pass,
+then ``torch.load(mmap)`` and a copy, was markedly slower and mapped the
+whole file into the process: +1 GiB peak RSS per GiB of state.) A missing,
+incomplete or corrupt copy falls back to the next tier; if any rank cannot
+load the step at all, every rank moves on to the previous step together; if
+no step is loadable on every rank, the load fails on all and no rank's live
+state changes, so ranks never end on different steps.
+
+Nothing a tier does can crash a restore or get loaded unverified: a tier that
+cannot be listed or read (an outage) is skipped like an incomplete copy, a
+manifest of another layout (world size, preset, scale, parallelism) is not a
+candidate, and size or checksum mismatches are counted (``checksum_mismatch``)
+before falling back. Live tensors are only overwritten after the file's bytes
+verified, so a failed attempt leaves the state untouched.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import time
+from functools import partial
+from pathlib import Path
+
+import crc32c
+import torch
+
+from emulator.checkpoint import layout
+from emulator.checkpoint.integrity import READ_CHUNK, crc_of_stream, format_crc
+from emulator.checkpoint.records import LoadRecord
+from emulator.checkpoint.retry import RetryPolicy, describe_error, retrying
+from emulator.checkpoint.tally import Tally
+from emulator.metrics import NULL_METRICS
+
+DROP_CACHES = "/proc/sys/vm/drop_caches"
+
+
+def drop_page_cache() -> bool:
+    """Flush dirty pages and drop the page cache; False when not permitted (not root, container)."""
+    os.sync()
+    try:
+        with open(DROP_CACHES, "w") as fh:
+            fh.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+class Restorer:
+    def __init__(self, state, tiers: list[tuple[str, object]], comm, *, scratch_dir: Path,
+                 metrics=NULL_METRICS, loop=None, mode: str = "async", meta: dict | None = None,
+                 tally: Tally | None = None, policy: RetryPolicy | None = None):
+        self.state, self.tiers, self.comm, self.mode = state, tiers, comm, mode
+        self.policy = policy or RetryPolicy(retries=0)  # the run's one retry policy for tier requests
+        self.scratch_dir, self.metrics, self.loop = Path(scratch_dir), metrics, loop
+        self.meta = meta or {}  # expected manifest meta (preset, scale, tp, ...); {} accepts any
+        self.tally = tally or Tally(metrics)
+        self.manifest = None  # the manifest of the step restored last (its meta carries the lineage)
+        self._buf = bytearray(16 << 20)
+
+    def _run(self, coro):
+        return self.loop.run(coro) if self.loop else asyncio.run(coro)
+
+    def _retried(self, what: str, make_coro):
+        """A tier request under the run's retry policy (transient errors only), then its result."""
+        return self._run(retrying(self.policy, what, make_coro))
+
+    def candidate_steps(self) -> list[int]:
+        mine = set()
+        for _, tier in self.tiers:
+            try:
+                mine |= set(self._retried("list checkpoints", lambda t=tier: layout.list_steps(t))[0])
+            except Exception:  # noqa: BLE001 - an unreachable tier offers nothing
+                self.tally.count("tier_error")
+        union = set()
+        for steps in self.comm.all_gather(sorted(mine)):
+            union |= set(steps)
+        return sorted(union, reverse=True)
+
+    def load(self) -> LoadRecord:
+        """Restore the newest checkpoint every rank can load into the live state (collective).
+
+        All or nothing: each rank reads and verifies a step into its staging buffers
+        only; the step becomes live on every rank once all ranks verified it, and if no
+        step is loadable on every rank, no rank's live state changes."""
+        rec = LoadRecord(self.comm.rank, self.comm.node)
+        start = time.perf_counter()
+        candidates = self.candidate_steps()
+        for step in candidates:
+            ok = self._try_step(step, rec)
+            if self.comm.all_min(1.0 if ok else 0.0) == 1.0:
+                staged = self.state.adopt_staging()  # every rank verified this step: all take it together
+                rec.h2d_s = staged.device_s if staged is not None else 0.0
+                rec.ok, rec.step = True, step
+                break
+            self.manifest = None  # someone could not: nobody takes it
+        if not rec.ok:
+            rec.error = (f"no checkpoint is loadable on every rank ({len(candidates)} candidate step(s) tried); "
+                         "the live state is unchanged on every rank")
+        rec.seconds = time.perf_counter() - start
+        everyone = self.comm.all_gather((rec.seconds, rec.bytes))
+        if rec.ok:
+            backend = dict(self.tiers)[rec.tier].backend
+            self.metrics.observe_phase("load", rec.tier, rec.seconds, backend=backend)
+            self.metrics.add_bytes("read", rec.tier, rec.bytes, backend=backend)
+            if self.comm.rank == 0:  # MLPerf style: all bytes / slowest rank
+                slowest = max(s for s, _ in everyone)
+                self.metrics.set_throughput("load", self.mode, sum(b for _, b in everyone) / max(slowest, 1e-9))
+        return rec
+
+    def _try_step(self, step: int, rec: LoadRecord) -> bool:
+        for name, tier in self.tiers:
+            reason = self._try_tier(name, tier, step, rec)
+            if reason is None:
+                return True
+            rec.fallbacks.append(f"{name}@{step}: {reason}")
+            if reason.startswith(("checksum mismatch", "size ")):
+                self.tally.count("checksum_mismatch")
+        return False
+
+    def _try_tier(self, name: str, tier, step: int, rec: LoadRecord) -> str | None:
+        """Load from one tier; returns None on success, else why not."""
+        found = self._locate(tier, step)
+        if isinstance(found, str):
+            return found
+        manifest, entry = found
+        scratch = None
+        try:
+            path, open_read, scratch = self._source(tier, entry)
+            if path is None:
+                return "file missing"
+            reason = self._verify_into_staging(path, open_read, entry, step)
+        except FileNotFoundError:
+            return "file missing"
+        except Exception as exc:  # a torn or foreign file must fall back, never crash the restore
+            return f"unreadable: {type(exc).__name__}: {exc}"
+        finally:
+            if scratch is not None:
+                scratch.unlink(missing_ok=True)
+        if reason is not None:
+            return reason
+        rec.tier, rec.bytes = name, entry.size
+        self.manifest = manifest
+        return None
+
+    def _locate(self, tier, step: int):
+        """(manifest, this rank's entry) of a complete checkpoint of this layout, or why not."""
+        try:
+            manifest = self._retried(f"manifest of step {step}", lambda: layout.read_manifest(tier, step))
+        except Exception as exc:  # noqa: BLE001 - e.g. the global tier is down: fall back
+            return f"tier unreadable: {describe_error(exc)}"
+        if manifest is None:
+            return "not complete on this tier"
+        if manifest.world != self.comm.world_size or any(
+                manifest.meta.get(k) != v for k, v in self.meta.items()):
+            return "checkpoint of another layout"
+        entry = manifest.entry_for_rank(self.comm.rank)
+        if entry is None:
+            return "manifest does not list this rank"
+        return manifest, entry
+
+    def _source(self, tier, entry):
+        """(a path torch.load can read, how to stream it, a scratch copy to delete or None).
+
+        A tier with files is read in place, through the tier (emulated bandwidth
+        applies); any other tier is downloaded to a scratch file first."""
+        path = tier.local_path(entry.key)
+        if path is not None:
+            return (path if path.is_file() else None), partial(tier.open_read, entry.key), None
+        scratch = self.scratch_dir / f"restore-rank{self.comm.rank:05d}.pt"
+        scratch.parent.mkdir(parents=True, exist_ok=True)
+        self._retried(f"download of {entry.key}", lambda: tier.get_file(entry.key, scratch))
+        return scratch, partial(open, scratch, "rb"), scratch
+
+    def _verify_into_staging(self, path, open_read, entry, step: int) -> str | None:
+        """Read the file into the staging buffers and verify size, CRC32C and layout; the live
+        state is not touched (``load`` adopts the staging buffers once every rank verified)."""
+        try:  # structure and tensor offsets only, no data; trusted only once the bytes verify
+            meta = torch.load(path, map_location="meta", weights_only=True)
+            self._check_shapes(meta)
+            spans, bad = self._spans(meta), None
+        except Exception as exc:  # noqa: BLE001 - a damaged file: the checksum says so first
+            meta, spans, bad = None, None, exc
+        with open_read() as fh:
+            crc, size = _read_into(fh, spans) if spans is not None else crc_of_stream(fh, self._buf)
+        if size != entry.size:
+            return f"size {size} != manifest {entry.size}"
+        if crc != entry.crc32c:
+            return f"checksum mismatch ({crc} != {entry.crc32c})"
+        if bad is not None:  # intact bytes, but not this rank's layout
+            raise bad
+        if meta.get("step") != step or meta.get("rank") != self.comm.rank:
+            return "file belongs to another step or rank"
+        if spans is None:  # a torch without storage offsets: load again, mapped, into the staging buffers
+            loaded = torch.load(path, mmap=True, weights_only=True)
+            self.state.fill_staging(loaded)
+            del loaded
+        return None
+
+    def _spans(self, meta: dict) -> list | None:
+        """(file offset, staging tensor) of every tensor, in file order; None if offsets are unknown."""
+        spans = []
+        for group, tensors in self.state.staging.items():
+            for key, dst in tensors.items():
+                m = meta[group][key]
+                base = getattr(m.untyped_storage(), "_checkpoint_offset", None)
+                if base is None or not m.is_contiguous():
+                    return None
+                spans.append((base + m.storage_offset() * m.element_size(), dst))
+        spans.sort(key=lambda s: s[0])
+        return spans
+
+    def _check_shapes(self, loaded: dict) -> None:
+        """Every live tensor has a counterpart of the same shape and dtype (before anything is copied)."""
+        for group, tensors in self.state.live.items():
+            src = loaded.get(group)
+            if not isinstance(src, dict):
+                raise ValueError(f"no {group} state")
+            for key, t in tensors.items():
+                s = src.get(key)
+                if s is None or s.shape != t.shape or s.dtype != t.dtype:
+                    raise ValueError(f"{group}.{key} missing or of another shape")
+
+
+def _read_into(stream, spans: list) -> tuple[str, int]:
+    """CRC32C and length of the whole stream, read once in order: each span's bytes land
+    in its tensor, the rest (zip headers, pickle, directory; small) is read as bytes.
+
+    The CRC32C of each chunk runs on a helper thread (in order: one worker) while the
+    next chunk is read, so on two cores the checksum costs no wall time.
+    """
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="restore-crc") as pool:
+        reader = _CrcReader(stream, pool)
+        complete = True
+        for offset, dst in spans:
+            if offset < reader.pos:
+                raise ValueError("tensors overlap in the file")
+            if not (reader.skip_to(offset) and reader.fill(memoryview(dst.view(-1).view(torch.uint8).numpy()))):
+                complete = False  # shorter than its own index says: the size check fails
+                break
+        if complete:
+            reader.skip_to(None)
+        return reader.result()
+
+
+class _CrcReader:
+    """A sequential reader that checksums everything it reads, the CRC on a helper thread."""
+
+    def __init__(self, stream, pool):
+        self.stream, self.pool = stream, pool
+        self.pos, self._crc, self._jobs = 0, 0, []
+
+    def _add(self, data) -> None:  # crc32c releases the GIL; one worker keeps the order
+        self._crc = crc32c.crc32c(data, self._crc)
+
+    def skip_to(self, offset: int | None) -> bool:
+        """Read (and checksum) up to ``offset``, or to the end with None; False if it ends first."""
+        while offset is None or self.pos < offset:
+            data = self.stream.read(READ_CHUNK if offset is None else min(READ_CHUNK, offset - self.pos))
+            if not data:
+                return offset is None
+            self._jobs.append(self.pool.submit(self._add, data))
+            self.pos += len(data)
+        return True
+
+    def fill(self, target: memoryview) -> bool:
+        """Read straight into ``target`` (a tensor's bytes: never reused, so no copy is needed)."""
+        got = 0
+        while got < len(target):
+            part = target[got:got + READ_CHUNK]
+            n = self.stream.readinto(part) or 0
+            if n == 0:
+                return False
+            self._jobs.append(self.pool.submit(self._add, part[:n]))
+            got, self.pos = got + n, self.pos + n
+        return True
+
+    def result(self) -> tuple[str, int]:
+        for job in self._jobs:
+            job.result()
+        return format_crc(self._crc), self.pos

@@ -1,0 +1,193 @@
+"""``ckpt-emu tune``: measure checkpoint costs by emulation, plan the interval, confirm it.
+
+1. Measure: a short run of the config (its scale and tiers) in sync and async
+   mode gives the stall per checkpoint (worst rank), local write, drain and the
+   async commit (the durability lag: local write + drain + manifest), each at
+   full size (measured / run.scale): the planner reasons about the real job.
+2. Plan: those costs go into the planner (emulator/planner.py) for the target
+   cluster; the recommendation is the mode and interval with the best goodput.
+   With ``--nodes`` above what one machine emulates, the simulator recommends
+   instead (emulator/simulation/recommend.py): every node writes what the
+   measured one did, and drains queue on the shared global tier.
+3. Confirm: one more run, async or sync as recommended, checkpointing every
+   ``round(T / step_seconds)`` steps (full-size step time). A recommended interval longer than the
+   confirmation budget allows is time-compressed by a factor c < 1 (the run uses
+   c*T) and the prediction is recomputed for c*T with the same measured costs.
+   Compression makes the check stricter: overhead and drain overlap scale with
+   1/interval, so a drain that beats c*T beats T.
+The report compares predicted and measured overhead and overlap, says whether
+every drain finished before the next checkpoint, and gives the global
+bandwidth headroom: the measured drain bandwidth over the bandwidth that keeps
+drain overlap at the planner's target at the recommended interval.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from emulator import planner
+from emulator.cli.common import add_config_args, load
+from emulator.errors import UserError
+from emulator.job import outdir
+
+
+def _run(cfg, out: Path, *, modes: list[str], saves: int, interval_steps: int) -> dict:
+    from emulator.launch.runner import execute_run
+    c = cfg.with_overrides(f"run.out={out}", f"checkpoint.modes=[{', '.join(modes)}]",
+                           f"checkpoint.saves={saves}", "checkpoint.loads=0",
+                           f"checkpoint.interval_steps={interval_steps}", "training.steps=null",
+                           "failures.lose_local_after=null")
+    execute_run(c)
+    return json.loads((out / outdir.RESULTS).read_text())
+
+
+def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_seconds: float = 20.0,
+         measure_checkpoints: int = 3, overlap_target: float = 0.10, nodes: int | None = None) -> dict:
+    """Measure, plan, confirm; every time in the result is at full size (measured / run.scale).
+    With ``nodes`` above what one machine emulates, the simulator recommends (emulator/simulation)."""
+    from emulator.simulation import recommend as sim
+    if accelerators < 1:
+        raise UserError("--accelerators: must be >= 1")
+    sim.check_nodes(accelerators, nodes)
+    if confirm_seconds <= 0 or measure_checkpoints < 1:
+        raise UserError("--confirm-seconds must be > 0 and --measure-checkpoints >= 1")
+    if cfg.training.step_seconds <= 0:
+        raise UserError("training.step_seconds: tune needs emulated compute time (> 0) to express intervals")
+    base = Path(cfg.run.out)
+    measured = _measure(cfg, base / "tune-measure", measure_checkpoints)
+    inputs = _plan_inputs(cfg, measured, accelerators, mttf_hours, overlap_target)
+    plan = planner.plan(inputs)
+    best = {m: plan.intervals[f"optimal_{m}"] for m in ("sync", "async")}
+    goodput = {"sync": best["sync"].sync_goodput, "async": best["async"].async_goodput}
+    mode = "async" if cfg.tiers.local is not None and goodput["async"] >= goodput["sync"] else "sync"
+    interval, simulated = best[mode].interval_s, None
+    if sim.needs_simulation(nodes):  # more nodes than one machine emulates: queueing on the global tier
+        simulated = sim.recommend(cfg, str(base / "tune-measure" / outdir.RESULTS), accelerators=accelerators,
+                                  nodes=nodes, mttf_hours=mttf_hours)
+        mode, interval = simulated["mode"], simulated["interval_s"]
+        goodput = {m: v["goodput"] for m, v in simulated["per_mode"].items()}
+    confirmation = _confirm(cfg, base / "tune-confirm", inputs, mode, interval,
+                            max(3, measure_checkpoints), confirm_seconds)
+    return {
+        "accelerators": accelerators, "cluster_mttf_s": plan.cluster_mttf_s, "measured": measured,
+        "recommended": {
+            "mode": mode, "interval_s": interval, "goodput": goodput[mode],
+            "goodput_other_mode": goodput.get("sync" if mode == "async" else "async", math.nan),
+            "source": "simulator" if simulated else "planner", "simulation": simulated,
+            "young_s": plan.young_interval_s, "daly_s": plan.daly_interval_s,
+        },
+        "confirmation": confirmation,
+        "global_bandwidth": _bandwidth(measured, interval, overlap_target),
+        "runs": {"measure": str(base / "tune-measure"), "confirm": str(base / "tune-confirm")},
+    }
+
+
+def _measure(cfg, out: Path, checkpoints: int) -> dict:
+    """A short sync + async run of the config; its costs at full size (measured / scale)."""
+    res = _run(cfg, out, modes=["sync", "async"], saves=checkpoints, interval_steps=cfg.checkpoint.interval_steps)
+    sync, asyn = (res["modes"][m]["full_size"] for m in ("sync", "async"))
+    has_local = cfg.tiers.local is not None
+    return {
+        "bytes": res["bytes"]["run_actual_state"], "full_size_bytes": res["bytes"]["run_emulated"],
+        "scale": cfg.run.scale,
+        "sync_stall_s": sync["stall_mean_s"], "async_stall_s": asyn["stall_mean_s"],
+        "local_write_s": sync["local_write_mean_s"],
+        "drain_s": sync["drain_mean_s"] if has_local else 0.0,
+        # the async commit: from the end of the stall until durable on the global tier
+        "commit_s": asyn["lag_mean_s"] if has_local else 0.0,
+    }
+
+
+def _plan_inputs(cfg, m: dict, accelerators: int, mttf_hours: float, overlap_target: float):
+    has_local = cfg.tiers.local is not None
+    return planner.PlanInputs(
+        accelerators=accelerators, mttf_hours=mttf_hours, overlap_target=overlap_target,
+        stall_seconds=max(m["sync_stall_s"], 1e-6),
+        async_stall_seconds=max(m["async_stall_s"], 1e-6) if has_local else None,
+        drain_seconds=m["drain_s"], commit_seconds=m["commit_s"] if has_local else None,
+        checkpoint_bytes=max(1, int(m["full_size_bytes"])))
+
+
+def _confirm(cfg, out: Path, inputs, mode: str, interval_s: float, checks: int, confirm_seconds: float) -> dict:
+    """Run at the recommended (full-size) interval, time-compressed by c <= 1 when its wall time
+    (checks x interval x scale) would exceed ``confirm_seconds``; compare with the prediction at c*T."""
+    compression = min(1.0, confirm_seconds / (interval_s * cfg.run.scale * checks))
+    steps = max(1, round(interval_s * compression / cfg.training.step_seconds))
+    run_interval = steps * cfg.training.step_seconds  # full size
+    predicted = planner.estimate(inputs, run_interval)
+    got = _run(cfg, out, modes=[mode], saves=checks, interval_steps=steps)["modes"][mode]
+    return {
+        "interval_s": run_interval, "interval_steps": steps, "compression": compression,
+        "checkpoints": got["checkpoints"],
+        "predicted_overhead": predicted.sync_overhead if mode == "sync" else predicted.async_overhead,
+        "measured_overhead": got["overhead_ratio"],
+        "predicted_overlap": predicted.drain_overlap if cfg.tiers.local is not None else 0.0,
+        "measured_overlap": got["drain_overlap_ratio"],
+        "deadline_misses": got["deadline_misses"], "incomplete": got["incomplete"],
+        "drains_beat_next_checkpoint": got["deadline_misses"] == 0 and got["incomplete"] == 0,
+    }
+
+
+def _bandwidth(m: dict, interval_s: float, overlap_target: float) -> dict:
+    """Measured drain bandwidth (full size) over the one that keeps overlap at the target."""
+    drain_bw = m["full_size_bytes"] / m["drain_s"] if m["drain_s"] > 0 else math.inf
+    needed = m["full_size_bytes"] / (overlap_target * interval_s)
+    return {"measured_drain_bytes_per_s": drain_bw, "needed_bytes_per_s": needed,
+            "headroom": drain_bw / needed if needed else math.inf}
+
+
+def _s(v: float) -> str:
+    if v >= 120:
+        return f"{v / 60:.1f} min"
+    return f"{v:.2f} s" if v >= 1 else f"{v * 1000:.1f} ms"
+
+
+def format_tune(r: dict) -> str:
+    m, rec, c, bw = r["measured"], r["recommended"], r["confirmation"], r["global_bandwidth"]
+    lines = [
+        f"tune for {r['accelerators']} accelerators (cluster MTTF {_s(r['cluster_mttf_s'])})",
+        f"  measured at scale {m['scale']:g} ({m['bytes'] / 2**30:.3f} GiB), at full size "
+        f"({m['full_size_bytes'] / 2**30:.1f} GiB): sync stall {_s(m['sync_stall_s'])}, async stall "
+        f"{_s(m['async_stall_s'])}, local write {_s(m['local_write_s'])}, drain {_s(m['drain_s'])}, "
+        f"async commit (durability lag) {_s(m['commit_s'])}",
+        f"  recommended: {rec['mode']} every {_s(rec['interval_s'])} (goodput {rec['goodput'] * 100:.2f} %, "
+        f"other mode at its best {rec['goodput_other_mode'] * 100:.2f} %; Young {_s(rec['young_s'])}, "
+        f"Daly {_s(rec['daly_s'])})",
+        *([f"    by simulation: {rec['simulation']['nodes']:,} nodes, each writing what the measured one did, "
+           f"{rec['simulation']['days_simulated']:.0f} days per interval tried"] if rec.get("simulation") else []),
+        f"  confirmation run: every {_s(c['interval_s'])} at full size ({c['interval_steps']} steps"
+        + (f", time-compressed x{c['compression']:.3g}" if c["compression"] < 1 else "") + f"), "
+        f"{c['checkpoints']} checkpoints",
+        f"    overhead  predicted {c['predicted_overhead'] * 100:6.2f} %   measured {c['measured_overhead'] * 100:6.2f} %",
+        f"    overlap   predicted {c['predicted_overlap'] * 100:6.2f} %   measured {c['measured_overlap'] * 100:6.2f} %",
+        "    drains finished before the next checkpoint: "
+        + ("yes" if c["drains_beat_next_checkpoint"] else
+           f"NO ({c['deadline_misses']} deadline misses, {c['incomplete']} incomplete)"),
+        f"  global bandwidth headroom: x{bw['headroom']:.1f} (measured drain {bw['measured_drain_bytes_per_s'] / 2**30:.2f}"
+        f" GiB/s, needed {bw['needed_bytes_per_s'] / 2**30:.3f} GiB/s for 10 % overlap)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def add_tune_parser(sub) -> None:
+    tune = sub.add_parser("tune", help="measure costs by emulation, plan the interval, confirm it by emulation")
+    add_config_args(tune)
+    tune.add_argument("--accelerators", type=int, required=True, help="accelerators in the target cluster")
+    tune.add_argument("--mttf-hours", type=float, default=50_000.0, help="per-accelerator MTTF (default 50000)")
+    tune.add_argument("--out", help="results folder (measurement and confirmation runs go below it)")
+    tune.add_argument("--confirm-seconds", type=float, default=20.0,
+                      help="longest training time of the confirmation run; longer intervals are time-compressed")
+    tune.add_argument("--measure-checkpoints", type=int, default=3, help="checkpoints per mode when measuring")
+    tune.add_argument("--nodes", type=int, help="nodes of the target cluster; more than one: recommend by simulation")
+    tune.add_argument("--json", action="store_true", help="one JSON object")
+    tune.set_defaults(func=cmd_tune)
+
+
+def cmd_tune(args) -> int:
+    cfg = load(args)
+    result = tune(cfg, accelerators=args.accelerators, mttf_hours=args.mttf_hours,
+                  confirm_seconds=args.confirm_seconds, measure_checkpoints=args.measure_checkpoints,
+                  nodes=args.nodes)
+    print(json.dumps(result, indent=1) if args.json else format_tune(result), end="" if not args.json else "\n")
+    return 0

@@ -1,0 +1,376 @@
+"""Validated run configuration.
+
+YAML (a preset name, a file, or the embedded default) is mapped onto nested
+dataclasses. Unknown keys, wrong types and impossible values raise
+``ConfigError`` naming the dotted key; each dataclass checks its own values in
+``__post_init__`` so an invalid Config cannot exist. Overrides (``--set
+a.b=c``) are applied to the raw mapping before validation, so they are checked
+the same way. A file may say ``extends: other.yaml`` (or a preset name) to
+start from another config.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Optional
+
+from emulator.config.failures import FailuresConfig
+from emulator.config.mapping import (CUSTOM, apply_override, build, coerce, deep_merge, read_yaml_text,
+                                     to_plain)
+from emulator.errors import ConfigError
+from tiers import backend_class
+from tiers.directory import DirOptions
+from tiers.emulated import EmulateOptions as EmulateConfig
+
+DEFAULT_PRESET = "default"
+#: the preset YAMLs (configs/ in the checkout) are this package's data
+PRESETS_PACKAGE = "emulator.presets"
+
+
+def _check(cond: bool, key: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"{key}: {msg}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str = "llama3-8b"
+    num_layers: int = 32
+    hidden_size: int = 4096
+    ffn_hidden_size: int = 14336
+    num_attention_heads: int = 32
+    num_kv_heads: int = 8
+    vocab_size: int = 128256
+
+    def __post_init__(self):
+        for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads", "vocab_size"):
+            _check(getattr(self, f) > 0, f"{f}", "must be > 0")
+        _check(self.num_attention_heads <= self.hidden_size, "num_attention_heads",
+               "must be <= model.hidden_size (head size is hidden_size // heads)")
+        _check(self.num_kv_heads <= self.num_attention_heads, "num_kv_heads",
+               "must be <= model.num_attention_heads")
+
+
+@dataclass(frozen=True)
+class ParallelismConfig:
+    tp: int = 1
+    pp: int = 1
+    dp: int = 8
+    zero_stage: int = 3
+    #: subset mode: only the first 8 ranks (one node) write, as in MLPerf Storage
+    subset: bool = False
+    #: run only the first N ranks of the full job (None: all, or 8 in subset mode)
+    ranks: Optional[int] = None
+
+    def __post_init__(self):
+        for f in ("tp", "pp", "dp"):
+            _check(getattr(self, f) >= 1, f"{f}", "must be >= 1")
+        _check(self.zero_stage in (0, 1, 2, 3), "zero_stage", "must be 0, 1, 2 or 3")
+        _check(not (self.zero_stage == 3 and self.pp > 1), "zero_stage",
+               "ZeRO-3 with pipeline parallelism (pp > 1) is not a supported layout")
+        world = self.world_size
+        if self.ranks is not None:
+            _check(self.ranks >= 1, "ranks", "must be >= 1")
+            _check(self.ranks <= world, "ranks",
+                   f"{self.ranks} ranks requested but this layout has only {world} (tp*pp*dp)")
+        if self.subset:
+            _check(world >= 8, "subset", f"subset mode needs 8 ranks but the layout has {world}")
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def active_ranks(self) -> int:
+        """How many rank processes this run starts."""
+        if self.ranks is not None:
+            return self.ranks
+        return 8 if self.subset else self.world_size
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    #: the real job's time per training step, at full size: a run at ``run.scale`` sleeps
+    #: step_seconds x scale per step, so intervals shrink with the bytes and every ratio
+    #: (overhead, overlap, slowdown, misses) is the full-size design's
+    step_seconds: float = 50.0
+    #: "sleep" (GPU work leaves the host CPU free) or "cpu" (burn a core, to study interference)
+    compute: str = "sleep"
+    #: steps per mode; None: interval_steps * saves. Ignored when --duration is given.
+    steps: Optional[int] = None
+
+    def __post_init__(self):
+        _check(self.step_seconds >= 0, "step_seconds", "must be >= 0")
+        _check(self.compute in ("sleep", "cpu"), "compute", "must be 'sleep' or 'cpu'")
+        if self.steps is not None:
+            _check(self.steps >= 1, "steps", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    interval_steps: int = 5
+    saves: int = 10
+    loads: int = 10
+    modes: tuple = ("sync", "async")
+    #: complete checkpoints kept per tier (retention)
+    keep: int = 2
+    #: torch.save's own zip CRC32 (the CPU cost of torch.save); our manifest has CRC32C anyway
+    torch_crc32: bool = False
+    #: drop the page cache before each load when permitted (root), so loads hit the disk
+    drop_page_cache: bool = True
+    #: a rank whose local write fails with ENOSPC writes its file straight to the global
+    #: tier ("global") or the checkpoint is skipped ("skip"); counted as local_full either way
+    on_local_full: str = "global"
+    #: run the same steps without checkpoints first (mode "none"): the baseline that slowdown,
+    #: interference and goodput are measured against
+    baseline: bool = True
+    #: "emulator" (training with sync/async checkpoints) or "mlperf" (MLPerf Storage's
+    #: checkpointing workload: `saves` writes, then `loads` rank-shifted reads; docs/mlperf.md)
+    protocol: str = "emulator"
+    #: mlperf only: "both", or "write"/"read" as separate runs (reads within 30 s of the writes)
+    phase: str = "both"
+
+    def __post_init__(self):
+        _check(self.interval_steps >= 1, "interval_steps", "must be >= 1")
+        _check(self.saves >= 0, "saves", "must be >= 0")
+        _check(self.loads >= 0, "loads", "must be >= 0")
+        _check(self.keep >= 1, "keep", "must be >= 1")
+        _check(len(self.modes) >= 1, "modes", "must name at least one mode")
+        for m in self.modes:
+            _check(m in ("sync", "async"), "modes", f"unknown mode {m!r} (use sync, async)")
+        _check(len(set(self.modes)) == len(self.modes), "modes", "lists a mode twice")
+        _check(self.on_local_full in ("global", "skip"), "on_local_full", "must be 'global' or 'skip'")
+        _check(self.protocol in ("emulator", "mlperf"), "protocol", "must be 'emulator' or 'mlperf'")
+        _check(self.phase in ("both", "write", "read"), "phase", "must be 'both', 'write' or 'read'")
+        _check(self.phase == "both" or self.protocol == "mlperf", "phase",
+               "write and read phases exist only with checkpoint.protocol: mlperf")
+        if self.protocol == "mlperf":
+            _check(self.saves >= 1 or self.phase == "read", "saves", "the mlperf write phase needs saves >= 1")
+            _check(self.loads >= 1 or self.phase == "write", "loads", "the mlperf read phase needs loads >= 1")
+            _check(self.phase != "both" or self.loads <= self.saves, "loads",
+                   f"{self.loads} reads but only {self.saves} checkpoints written (each read reads one)")
+
+
+@dataclass(frozen=True)
+class StateConfig:
+    """What the synthetic state's bytes look like (emulator/workload/content.py)."""
+
+    #: logical bytes per distinct 4 KiB block; 1: every block unique (a real optimizer state)
+    dedup_ratio: float = 1.0
+    #: bytes per zlib-compressed byte; 1: incompressible (a real optimizer state)
+    compress_ratio: float = 1.0
+    #: where a rank's live state lives: "auto" (a GPU when torch has CUDA, else the CPU),
+    #: "cpu", or "cuda" (refused at preflight where there is no CUDA device)
+    device: str = "auto"
+    #: pinned host memory a rank may use for staging, in GiB (None: the state's size);
+    #: a smaller budget stages through pinned buckets of that size (emulator/workload/staging.py)
+    pinned_budget_gib: Optional[float] = None
+
+    def __post_init__(self):
+        _check(1 <= self.dedup_ratio <= 1024, "dedup_ratio", "must be between 1 (unique) and 1024")
+        _check(1 <= self.compress_ratio <= 512, "compress_ratio", "must be between 1 (incompressible) and 512")
+        _check(self.device in ("auto", "cpu", "cuda"), "device", "must be auto, cpu or cuda")
+        if self.pinned_budget_gib is not None:
+            _check(2 / 1024 <= self.pinned_budget_gib <= 65536, "pinned_budget_gib",
+                   "must be >= 0.002 GiB (two 1 MiB bucket slots), or null for the state's size")
+
+
+@dataclass(frozen=True)
+class DrainConfig:
+    #: files copied at once by a node's drainer
+    concurrency: int = 4
+    #: how the global copy is verified before the manifest is written: "size" or "checksum"
+    verify: str = "size"
+    #: extra attempts per file (and per global manifest) after a transient global-tier error
+    retries: int = 3
+    #: first backoff; doubles per attempt, with jitter (0.5-1x)
+    retry_backoff_s: float = 1.0
+    #: a checkpoint that could not reach the global tier: "continue" training, "fail" the run
+    #: (one-line error, exit 2), or "auto" (fail in sync mode, continue in async mode)
+    on_failure: str = "auto"
+
+    def __post_init__(self):
+        _check(1 <= self.concurrency <= 256, "concurrency", "must be between 1 and 256")
+        _check(self.verify in ("size", "checksum"), "verify", "must be 'size' or 'checksum'")
+        _check(0 <= self.retries <= 100, "retries", "must be between 0 and 100")
+        _check(0 <= self.retry_backoff_s <= 600, "retry_backoff_s", "must be between 0 and 600 seconds")
+        _check(self.on_failure in ("auto", "continue", "fail"), "on_failure", "must be auto, continue or fail")
+
+
+@dataclass(frozen=True)
+class TierConfig:
+    """One tier: a backend from the registry (tiers/__init__.py), its options, optional emulation.
+
+    In YAML the backend's options sit beside ``backend`` and ``emulate``
+    (``{backend: dir, path: ...}``); which keys exist is the backend's ``Options``."""
+
+    backend: str = "dir"
+    options: object = None
+    emulate: Optional[EmulateConfig] = None
+
+
+def _build_tier(data, key: str) -> TierConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{key}: expected a mapping, got {type(data).__name__}")
+    data = dict(data)
+    name = data.pop("backend", "dir")
+    if not isinstance(name, str):
+        raise ConfigError(f"{key}.backend: expected a string, got {name!r}")
+    try:
+        cls = backend_class(name)
+    except KeyError as exc:
+        raise ConfigError(f"{key}.backend: {exc.args[0]}") from None
+    emulate = coerce(data.pop("emulate", None), Optional[EmulateConfig], f"{key}.emulate")
+    options = build(cls.Options, data, key, extra_known=("backend", "emulate"))
+    return TierConfig(name, options, emulate)
+
+
+def _plain_tier(t: TierConfig) -> dict:
+    return {"backend": t.backend, **to_plain(t.options), "emulate": to_plain(t.emulate)}
+
+
+CUSTOM[TierConfig] = (_build_tier, _plain_tier)
+
+
+@dataclass(frozen=True)
+class TiersConfig:
+    #: node-local tier (None: write straight to the global tier, "direct to PFS")
+    local: Optional[TierConfig] = None
+    global_: TierConfig = field(default_factory=lambda: TierConfig("dir", DirOptions("./ckpt-emu-data/global")))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    #: shrink every tensor by this factor so a preset fits the machine (0 < scale <= 1)
+    scale: float = 1.0
+    #: results folder (results.json, report, timeline)
+    out: str = "./ckpt-emu-data/results"
+    #: seed of the synthetic state's random content
+    seed: int = 0
+    #: CPU threads per rank for torch (1 keeps 8 ranks on 2 cores from thrashing)
+    threads_per_rank: int = 1
+
+    def __post_init__(self):
+        _check(0 < self.scale <= 1, "scale", f"must be in (0, 1], got {self.scale}")
+        _check(self.threads_per_rank >= 1, "threads_per_rank", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    #: Prometheus scrape port for this node (None: no endpoint); node N serves port + N
+    port: Optional[int] = None
+    addr: str = "127.0.0.1"
+
+    def __post_init__(self):
+        if self.port is not None:
+            _check(0 < self.port < 65536, "port", "must be a TCP port (1-65535)")
+
+
+def _check_failures(cfg) -> None:
+    """The ``failures:`` checks that need the rest of the config (ranks, tiers)."""
+    ranks, failures = cfg.parallelism.active_ranks, cfg.failures
+    for i, k in enumerate(failures.kill):
+        _check(k.rank < ranks, f"failures.kill[{i}].rank", f"rank {k.rank} does not exist (the run has {ranks} ranks)")
+        _check(k.phase != "drain" or cfg.tiers.local is not None, f"failures.kill[{i}].phase",
+               "'drain' needs tiers.local (a run without a local tier has no drain)")
+    if failures.corrupt is not None:
+        c = failures.corrupt
+        _check(c.rank < ranks, "failures.corrupt.rank", f"rank {c.rank} does not exist (the run has {ranks} ranks)")
+        _check(c.tier != "local" or cfg.tiers.local is not None, "failures.corrupt.tier",
+               "'local' but tiers.local is not configured")
+
+
+@dataclass(frozen=True)
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    parallelism: ParallelismConfig = field(default_factory=ParallelismConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    state: StateConfig = field(default_factory=StateConfig)
+    drain: DrainConfig = field(default_factory=DrainConfig)
+    tiers: TiersConfig = field(default_factory=TiersConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    failures: FailuresConfig = field(default_factory=FailuresConfig)
+
+    def __post_init__(self):
+        _check_failures(self)
+
+    @property
+    def wall_step_seconds(self) -> float:
+        """What a run really waits per step: the full-size step time compressed by run.scale."""
+        return self.training.step_seconds * self.run.scale
+
+    @property
+    def run_modes(self) -> tuple:
+        """The modes a run goes through, in order: the no-checkpoint baseline first if enabled."""
+        return (("none",) if self.checkpoint.baseline else ()) + tuple(self.checkpoint.modes)
+
+    @property
+    def steps_per_mode(self) -> int:
+        if self.training.steps is not None:
+            return self.training.steps
+        return self.checkpoint.interval_steps * self.checkpoint.saves
+
+    def to_dict(self) -> dict:
+        return to_plain(self)
+
+    def with_overrides(self, *assignments: str) -> "Config":
+        """A new, validated config: this one with ``a.b=c`` overrides applied (this one is frozen)."""
+        data = self.to_dict()
+        for assignment in assignments:
+            data = apply_override(data, assignment)
+        return from_mapping(data)
+
+
+# --------------------------------------------------------------------------- loading
+
+def from_mapping(data: dict) -> Config:
+    if not isinstance(data, dict):
+        raise ConfigError("config: the top level must be a mapping of sections")
+    return build(Config, data, "")
+
+
+# --------------------------------------------------------------------------- loading
+
+def preset_names() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files(PRESETS_PACKAGE).iterdir() if p.name.endswith(".yaml"))
+
+
+def _load_source(source: str, seen: tuple = ()) -> dict:
+    """Raw mapping for a path or preset name, with ``extends`` resolved."""
+    path = Path(source)
+    if path.suffix in (".yaml", ".yml") or "/" in source or path.is_file():  # a folder is no config
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {source}")
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config {source}: {exc.strerror}") from None
+        base_dir = path.parent
+    else:
+        res = resources.files(PRESETS_PACKAGE).joinpath(f"{source}.yaml")
+        if not res.is_file():
+            raise ConfigError(f"unknown preset {source!r} (presets: {', '.join(preset_names())})")
+        text = res.read_text()
+        base_dir = None
+    if source in seen:
+        raise ConfigError(f"{source}: 'extends' loops back to itself")
+    data = read_yaml_text(text, source)
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str):
+        raise ConfigError(f"{source}: extends must be a file or preset name")
+    if base_dir is not None and (base_dir / parent).is_file():
+        parent = str(base_dir / parent)
+    return deep_merge(_load_source(parent, seen + (source,)), data)
+
+
+def load_config(source: str | None = None, overrides: list[str] | tuple = ()) -> Config:
+    """Load a preset name or YAML path (None: the embedded default) and apply overrides."""
+    data = _load_source(source or DEFAULT_PRESET)
+    for assignment in overrides:
+        data = apply_override(data, assignment)
+    return from_mapping(data)

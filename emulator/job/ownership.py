@@ -1,0 +1,72 @@
+"""One run owns its tiers and its results folder, for its lifetime.
+
+The CLI claims the results folder before it writes anything there (a second
+``ckpt-emu run`` with the same ``--out`` fails at once, one line, exit 2).
+In the ranks, each node leader claims its node's local tier and rank 0 the
+global tier, before any rank writes to them; every rank then joins all of
+them as a user (tiers/locking.py, tiers/s3_lease.py). A claim that fails ends
+every rank with the same line. The job id ties a run's nodes together: the
+rendezvous id and endpoint for several nodes, a fresh id for one.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+
+from emulator.errors import UserError
+from tiers.base import TierError
+from tiers.locking import Holder, claim_dir, join_dir
+
+JOB_ENV = "CKPT_EMU_JOB"
+
+
+def new_job_id(rdzv_endpoint: str | None, rdzv_id: str) -> str:
+    return f"{rdzv_id}@{rdzv_endpoint}" if rdzv_endpoint else uuid.uuid4().hex[:12]
+
+
+def holder() -> Holder:
+    return Holder(job=os.environ.get(JOB_ENV, "?"))
+
+
+def claim_results_folder(out, job: str):
+    """The CLI's claim on ``run.out``; raises UserError naming the run that holds it."""
+    try:
+        return claim_dir(out, Holder(job=job), what=f"results folder {out}")
+    except TierError as exc:
+        raise UserError(str(exc)) from None
+
+
+def claim_tiers(comm, out, local, global_) -> list:
+    """Collective: claims by node leaders (local) and rank 0 (global), then every rank joins.
+
+    Returns the claims to hold for the run's lifetime; raises UserError on every rank if any
+    claim failed."""
+    claims, error = [join_dir(out, what=f"results folder {out}")], None
+    try:
+        if local is not None and comm.is_node_leader:
+            claims.append(local.claim(holder()))
+        if comm.rank == 0:
+            claims.append(global_.claim(holder()))
+    except TierError as exc:
+        error = f"{exc}{_same_run_hint(exc)}"
+    failed = [e for e in comm.all_gather(error) if e]
+    if failed:
+        release(claims)
+        raise UserError(failed[0])
+    if local is not None and not comm.is_node_leader:
+        claims.append(local.join())
+    if comm.rank != 0:
+        claims.append(global_.join())
+    return claims
+
+
+def _same_run_hint(exc: TierError) -> str:
+    job = os.environ.get(JOB_ENV)
+    if job and f"(run {job})" in str(exc):
+        return " -- another node of this same run: give each node its own local tier ({node} in tiers.local.path)"
+    return ""
+
+
+def release(claims) -> None:
+    for c in claims:
+        c.release()

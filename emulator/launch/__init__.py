@@ -1,0 +1,6 @@
+"""The CLI process's side of a run: it never imports torch.
+
+- ``runner``    preflight of every tier, claiming the results folder, launching (``run`` and ``tune``)
+- ``launcher``  torchrun, Ctrl-C and SIGTERM, the first error of a failed run
+- ``progress``  the live progress line
+"""

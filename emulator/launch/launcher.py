@@ -1,0 +1,115 @@
+"""Start the ranks through PyTorch's own launcher (torch.distributed.run) and watch them.
+
+The launcher runs in its own session so a Ctrl-C reaches only us: we then ask
+the ranks to stop (a file rank 0 polls every step), they finish the step and
+the checkpoint in flight, write the report and exit 0. A second Ctrl-C
+terminates them.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from emulator.errors import UserError
+from emulator.job import outdir
+from emulator.job.lifeline import die_with_parent
+from emulator.job.ownership import JOB_ENV
+
+
+def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, nnodes: int = 1,
+                     rdzv_endpoint: str | None = None, rdzv_id: str | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc)]
+    if nnodes == 1 and not rdzv_endpoint:
+        cmd += ["--standalone"]
+    else:
+        cmd += ["--nnodes", str(nnodes), "--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint,
+                "--rdzv-id", rdzv_id or "ckpt-emu"]
+    cmd += ["-m", "emulator.rank", "--config", str(config_path)]
+    if duration:
+        cmd += ["--duration", str(duration)]
+    return cmd
+
+
+def prepare_out(out: Path, cfg_dict: dict) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in outdir.OUTPUTS:
+        (out / stale).unlink(missing_ok=True)
+    shutil.rmtree(outdir.OutDir(out).shared_root, ignore_errors=True)
+    shutil.rmtree(outdir.OutDir(out).records_root, ignore_errors=True)  # a new run: its attempts start at 0
+    path = out / outdir.CONFIG
+    tmp = out / f".config.{uuid.uuid4().hex[:8]}.json"
+    tmp.write_text(json.dumps(cfg_dict, indent=1))
+    os.replace(tmp, path)
+    return path
+
+
+def _first_error(log: Path) -> str | None:
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("ckpt-emu: error:"):
+            return line[len("ckpt-emu: error:"):].strip()
+    for line in lines:  # the exception line of the first rank that crashed
+        m = re.match(r"^\[rank(\d+)\]: ([\w.]*(?:Error|Exception|Interrupt)\b.*)$", line)
+        if m:
+            return f"rank {m.group(1)} failed: {m.group(2)}"
+    return None
+
+
+def _warnings(log: Path) -> list[str]:
+    """The ranks' ``ckpt-emu: warning:`` lines, each once, in order."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return list(dict.fromkeys(line for line in lines if line.startswith("ckpt-emu: warning:")))
+
+
+def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str = "") -> int:
+    """Run torchrun, logging to the results folder's torchrun.log; returns its exit status."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1", **{JOB_ENV: job})
+    log_path = out / outdir.LOG
+    interrupts = 0
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                preexec_fn=functools.partial(die_with_parent, os.getpid()))
+
+        def on_sigint(signum, frame):
+            nonlocal interrupts
+            interrupts += 1
+            if interrupts == 1:
+                (out / outdir.STOP).touch()
+                print("\nckpt-emu: stopping after the current step (Ctrl-C again to abort)", file=sys.stderr)
+            else:
+                os.killpg(proc.pid, signal.SIGTERM)
+
+        old = signal.signal(signal.SIGINT, on_sigint)
+        old_term = signal.signal(signal.SIGTERM, on_sigint)
+        try:
+            while proc.poll() is None:
+                if progress:
+                    progress.update(out / outdir.STATUS)
+                time.sleep(0.25)
+        finally:
+            signal.signal(signal.SIGINT, old)
+            signal.signal(signal.SIGTERM, old_term)
+            if progress:
+                progress.close()
+    rc = proc.returncode
+    for line in _warnings(log_path):  # what the ranks said the user should know
+        print(line, file=sys.stderr)
+    if rc != 0:
+        reason = _first_error(log_path) or f"a rank failed (exit status {rc})"
+        raise UserError(f"{reason} (full log: {log_path})")
+    return rc

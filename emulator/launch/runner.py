@@ -1,0 +1,84 @@
+"""Check, launch and wait for one emulator run: what ``ckpt-emu run`` and ``ckpt-emu tune`` share.
+
+Nothing is written before the config and the tiers have been checked: each
+tier's backend checks itself (``Tier.preflight``: a directory writable with
+room for ``keep + 1`` checkpoints, a bucket that answers), and every failure
+is one ``UserError`` line.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from emulator.errors import UserError
+from emulator.job.ownership import claim_results_folder, new_job_id
+from emulator.launch.launcher import launch, prepare_out, torchrun_command
+from emulator.launch.progress import Progress
+from emulator.sizing import checkpoint_size
+from tiers import TierError, backend_class
+from tiers.fileops import make_dirs
+
+
+def preflight(cfg, nnodes: int, duration: float | None = None) -> None:
+    """Check the device and every tier before anything is launched; raises UserError naming it."""
+    from emulator.workload.device import resolve_kind
+    resolve_kind(cfg.state.device)  # state.device: cuda on a machine without one ends here
+    size = checkpoint_size(cfg.model, cfg.parallelism)
+    node_bytes = size.run_bytes * cfg.run.scale / max(1, nnodes)
+    copies = _copies_on_a_tier(cfg, duration)
+    if cfg.checkpoint.protocol == "mlperf":  # MLPerf keeps every checkpoint it writes
+        copies = cfg.checkpoint.saves if cfg.checkpoint.phase != "read" else 0
+    per_node = int(node_bytes * copies * 1.05) + (64 << 20)
+    for name, tcfg in (("local", cfg.tiers.local), ("global", cfg.tiers.global_)):
+        if tcfg is None:
+            continue
+        need = per_node * (nnodes if name == "global" else 1)
+        try:
+            backend_class(tcfg.backend).preflight(tcfg.options, need_bytes=need)
+        except TierError as exc:
+            kept = (f"{copies} checkpoints kept" if cfg.checkpoint.protocol == "mlperf"
+                    else f"{cfg.checkpoint.keep} kept + 1 in flight" if copies > cfg.checkpoint.keep
+                    else f"the run writes {copies} checkpoint(s)")
+            raise UserError(f"tiers.{name}: {exc} ({kept})"
+                            if "free, needs" in str(exc) else f"tiers.{name}: {exc}") from None
+
+
+def _copies_on_a_tier(cfg, duration: float | None) -> int:
+    """Checkpoints a tier holds at once at most: ``keep`` complete ones plus the one in flight,
+    or every checkpoint the run writes when that is fewer (unknown under --duration)."""
+    most = cfg.checkpoint.keep + 1
+    if duration is not None:
+        return most
+    written = len(cfg.checkpoint.modes) * (cfg.steps_per_mode // cfg.checkpoint.interval_steps)
+    return max(1, min(most, written))
+
+
+def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_per_node: int | None = None,
+                rdzv_endpoint: str | None = None, rdzv_id: str = "ckpt-emu", quiet: bool = True) -> Path:
+    """Check, launch and wait for one emulator run; returns its results folder."""
+    ranks = cfg.parallelism.active_ranks
+    nproc = nproc_per_node or (ranks // nnodes)
+    if nproc * nnodes != ranks:
+        raise UserError(f"{nnodes} node(s) x {nproc} ranks per node != {ranks} ranks in the config")
+    if nnodes > 1 and not rdzv_endpoint:
+        raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
+    preflight(cfg, nnodes, duration)
+    if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
+        from emulator.mlperf.protocol import check_read_phase
+        check_read_phase(cfg)
+
+    out = Path(cfg.run.out)
+    make_dirs(out)
+    job = new_job_id(rdzv_endpoint, rdzv_id)
+    claim = claim_results_folder(out, job)  # before anything in it is touched
+    try:
+        config_path = prepare_out(out, cfg.to_dict())
+        cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
+                               rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id)
+        progress = None
+        if not quiet and sys.stderr.isatty():
+            progress = Progress(duration)
+        launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress, job=job)
+    finally:
+        claim.release()
+    return out

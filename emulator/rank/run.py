@@ -1,0 +1,364 @@
+"""The rank process: started by torchrun, one per emulated accelerator.
+
+``python -m torch.distributed.run ... -m emulator.rank --config RESOLVED.json`` (``__main__.py``)
+
+Builds the rank's state once (on its device, ``emulator/workload/device.py``), then for each mode trains (compute for
+``step_seconds`` per step, an all-reduce per step like a real data-parallel
+step, which also carries the stop flag so every rank stops at the same
+step) and checkpoints every ``interval_steps``; then runs the loads. Rank 0
+gathers every rank's records and writes results.json, report.txt and
+timeline.png.
+
+Before training, a run cleans up after a crashed one (partial files,
+multipart uploads) and drains checkpoints that are complete locally but not
+globally (``Checkpointer.resume``). When torchrun restarted the workers
+(``--max-restarts``; an injected kill, a real crash), the new attempt first
+restores the newest complete checkpoint, the recovery the report times, and
+continues from there. Fault counts, resumed drains and the recovery are
+added to results.json under ``faults``.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from emulator import metrics
+from emulator.checkpoint.audit import audit_tiers
+from emulator.checkpoint.checkpointer import Checkpointer
+from emulator.checkpoint.injection import Faults, restart_attempt
+from emulator.checkpoint.layout import list_steps
+from emulator.checkpoint.node_loss import NodeLoss
+from emulator.checkpoint.records import RankResult
+from emulator.checkpoint.restore import Restorer, drop_page_cache
+from emulator.checkpoint.retry import RetryPolicy, describe_error
+from emulator.checkpoint.tally import Tally
+from emulator.config import from_mapping
+from emulator.errors import UserError
+from emulator.job import outdir
+from emulator.job.lifeline import watch_parent
+from emulator.job.outdir import OutDir
+from emulator.job.ownership import claim_tiers, release
+from emulator.job.rank_tiers import build_tiers
+from emulator.mlperf.protocol import run_rank
+from emulator.mlperf.report import write_outputs as write_mlperf_outputs
+from emulator.rank.comm import DistComm
+from emulator.rank.training import ModeLoop
+from emulator.results.report import write_outputs as write_run_outputs
+from emulator.workload.device import place
+from emulator.workload.state import RankState
+
+
+class RankRun:
+    """One rank's whole run: set-up, resume/recovery, the modes, the loads, its RankResult."""
+
+    def __init__(self, cfg, out: Path, duration: float | None):
+        self.cfg, self.out, self.duration = cfg, OutDir(out), duration
+        self.comm = DistComm()
+        self.bg_comm = DistComm(dist.new_group(backend="gloo"))
+        self._build_tiers()
+        self.claims = claim_tiers(self.comm, self.out.root, self.local, self.global_)  # before any write
+        self.metrics = self._setup_metrics()
+        self.attempt = restart_attempt()
+        self.tally = Tally(self.metrics)
+        self.faults = Faults.from_config(cfg.failures, self.comm.rank, self.attempt, self.tally)
+        self.global_ = self.faults.wrap_global(self.global_)
+        self.node_loss = NodeLoss(cfg.failures)
+        self._setup_spool()
+        self._recover_tiers()
+        self.placement = place(cfg.state.device, self.comm.local_rank, self.comm.local_world_size)
+        self.state = RankState.from_config(cfg, self.comm.rank, self.placement.device)
+        self._say_staging()
+        p = cfg.parallelism
+        self.meta = {"preset": cfg.model.name, "scale": cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
+                     "zero_stage": p.zero_stage}
+        self.ckpt = self._checkpointer()
+        self.modes = {}
+        self.resumed, self.recovery = [], None
+
+    def _say_staging(self) -> None:
+        """Over the pinned budget the snapshot goes through bucket slots: say so once, at start."""
+        d = self.state.stager.describe()
+        if d["bucketed"] and self.comm.local_rank == 0:
+            _warn(f"node {self.comm.node}: a rank's state ({d['host_bytes'] / (1 << 30):.2f} GiB) exceeds "
+                  f"state.pinned_budget_gib ({d['budget_bytes'] / (1 << 30):.2f} GiB): staging in {d['buckets']} "
+                  f"buckets through {d['pinned_bytes'] / (1 << 30):.3f} GiB of pinned slots")
+
+    def _checkpointer(self):
+        cfg = self.cfg
+        return Checkpointer(
+            self.state, self.local, self.global_, self.bg_comm, keep=cfg.checkpoint.keep,
+            drain_concurrency=cfg.drain.concurrency, drain_verify=cfg.drain.verify, metrics=self.metrics,
+            meta=dict(self.meta), on_local_full=cfg.checkpoint.on_local_full, on_failure=cfg.drain.on_failure,
+            policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally,
+            spool_dir=str(self.out.spool(self.comm.node)), on_record=self._keep_record)
+
+    def _keep_record(self, rec, event: str) -> None:
+        """Append a checkpoint's record, as it starts and once it is over, to this attempt's file:
+        what an attempt did survives a kill."""
+        path = self.out.records(self.comm.rank, self.attempt)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fh.write(json.dumps({"event": event, **rec.to_dict()}) + "\n")
+
+    def _earlier_attempts(self) -> list[dict]:
+        """This rank's records of the run's earlier torchrun attempts (killed ones included)."""
+        out = []
+        for attempt in range(self.attempt):
+            path = self.out.records(self.comm.rank, attempt)
+            lines = [json.loads(x) for x in (path.read_text().splitlines() if path.exists() else []) if x.strip()]
+            out.append({"attempt": attempt, "started": sum(x["event"] == "started" for x in lines),
+                        "records": [{k: v for k, v in x.items() if k != "event"}
+                                    for x in lines if x["event"] == "finished"]})
+        return out
+
+    def _setup_metrics(self):
+        """No port: the null object. A port: multiprocess mode, the node leader serves the node."""
+        port = self.cfg.metrics.port
+        if port is None:
+            return metrics.NULL_METRICS
+        mp_dir = self.out.metrics(self.comm.node)
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(mp_dir)
+        if self.comm.is_node_leader:
+            metrics.prepare_multiprocess_dir(mp_dir)
+        self.comm.barrier()
+        m = metrics.Metrics(multiprocess=True)
+        if self.comm.is_node_leader:
+            self._server = metrics.serve_node(self.cfg.metrics.addr, port + self.comm.node)
+        p = self.cfg.parallelism
+        m.set_info(preset=self.cfg.model.name, scale=self.cfg.run.scale, ranks=p.active_ranks,
+                   nodes=self.comm.nodes, modes=list(self.cfg.checkpoint.modes), version=_version())
+        return m
+
+    def _setup_spool(self) -> None:
+        """Spool files (S3 uploads, drains through tiers without files) go under the results
+        folder, one folder per node, which the node leader empties at start: what a SIGKILL
+        left there is swept. Tiers and the drainer are told the folder (TierScope.spool_dir)."""
+        import shutil
+        spool = self.out.spool(self.comm.node)
+        if self.comm.is_node_leader:
+            shutil.rmtree(spool, ignore_errors=True)
+            spool.mkdir(parents=True, exist_ok=True)
+        self.comm.barrier()
+
+    def _build_tiers(self) -> None:
+        self.local, self.global_ = build_tiers(self.cfg, self.comm, self.out.root)
+
+    def _recover_tiers(self) -> None:
+        """Node leaders clean up what a crashed run left on the tiers this run now owns.
+
+        Best effort: a tier that refuses (e.g. no s3:ListBucketMultipartUploads permission
+        under a least-privilege policy) gets one warning line, and the run goes on."""
+        if not self.comm.is_node_leader:
+            return
+        for name, tier in (("local", self.local), ("global", self.global_ if self.comm.rank == 0 else None)):
+            if tier is None:
+                continue
+            try:
+                asyncio.run(tier.recover_after_crash())
+            except Exception as exc:  # noqa: BLE001 - clean-up must never stop a run
+                self.tally.count("tier_error")
+                _warn(f"tiers.{name}: clean-up of an earlier crash skipped: {describe_error(exc)}")
+
+    def _clean_up_after_run(self) -> None:
+        """End of run: e.g. abort multipart uploads a failed drain could not abort (server was down).
+
+        Safe here: every drain of every node ended inside the last checkpoint's collectives."""
+        self.comm.barrier()
+        if self.comm.rank == 0:
+            try:
+                self.ckpt.loop.run(self.global_.clean_up_after_run())
+            except Exception as exc:  # noqa: BLE001 - the next run's start cleans up too
+                self.tally.count("tier_error")
+                _warn(f"tiers.global: end-of-run clean-up skipped: {describe_error(exc)}")
+
+    # ------------------------------------------------------------------ phases
+
+    def _first_step(self) -> int:
+        """Continue numbering after the newest checkpoint any tier already holds."""
+        newest = 0
+        for tier in (self.local, self.global_):
+            if tier is not None:
+                seen = self.ckpt.loop.run(list_steps(tier))[1]
+                newest = max([newest] + seen)
+        return int(self.comm.all_max(newest)) + 1
+
+    @property
+    def node_failed(self) -> bool:
+        return self.node_loss.happened(len(self.ckpt.records))
+
+    def _restorer(self):
+        tiers = [(n, t) for n, t in (("local", self.local), ("global", self.global_)) if t is not None]
+        return Restorer(self.state, tiers, self.comm, scratch_dir=self.out.scratch,
+                        metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1],
+                        meta=self.meta, tally=self.tally, policy=RetryPolicy.from_config(self.cfg.drain))
+
+    def _recover(self):
+        """After a torchrun restart: restore the newest complete checkpoint and continue from it."""
+        restorer = self._restorer()
+        rec = restorer.load()
+        if rec.ok and restorer.manifest is not None:
+            lineage = restorer.manifest.meta.get("lineage") or []
+            self.ckpt.lineage_base = [[a, min(b, rec.step)] for a, b in lineage if a <= rec.step]
+        return rec
+
+    def run_loads(self) -> tuple[list, bool]:
+        restorer = self._restorer()
+        records, dropped_all = [], True
+        for _ in range(self.cfg.checkpoint.loads):
+            dropped = True  # only node leaders drop (the cache is per machine); the others agree
+            if self.comm.is_node_leader:
+                dropped = self.cfg.checkpoint.drop_page_cache and drop_page_cache()
+            dropped_all &= self.comm.all_min(1.0 if dropped else 0.0) == 1.0
+            self.comm.barrier()
+            records.append(restorer.load())
+        return records, dropped_all
+
+    def _stop_requested(self) -> bool:
+        """Ctrl-C reached the CLI on any node (a collective, so every rank agrees)."""
+        return self.comm.all_max(1.0 if (self.out / outdir.STOP).exists() else 0.0) > 0
+
+    def _train(self, step: int) -> None:
+        loop = ModeLoop(self.cfg, self.state, self.ckpt, self.comm, self.metrics, self.out, self.node_loss)
+        modes = list(self.cfg.run_modes)  # the no-checkpoint baseline first, if enabled
+        budget = self.duration / len(modes) if self.duration else None
+        for mode in modes:
+            if self.node_failed or self._stop_requested():
+                break
+            step, self.modes[mode] = loop.run(mode, step, budget)
+
+    def run(self) -> RankResult:
+        step = self._first_step()
+        self.ckpt.first_step = step
+        self.resumed = self.ckpt.resume()
+        if self.attempt > 0:
+            self.recovery = self._recover()
+        self._train(step)
+        content_audit = self._audit_content()
+        failure = self.node_loss.lose_local(self.comm, self.local, self.ckpt.loop) if self.node_failed else None
+        stopped_early = self._stop_requested()
+        loads, dropped = ([], False) if stopped_early else self.run_loads()
+        self.ckpt.finish()
+        self._clean_up_after_run()
+        self.ckpt.close()
+        self.comm.barrier()  # every rank is done with the tiers before the claims go
+        release(self.claims)
+        return RankResult(
+            rank=self.comm.rank, node=self.comm.node, state_bytes=self.state.nbytes,
+            emulated_bytes=self.state.emulated_bytes, records=[r.to_dict() for r in self.ckpt.records],
+            loads=[r.to_dict() for r in loads], page_cache_dropped=dropped, modes=self.modes,
+            events=[(e.kind, e.start, e.end) for e in self.ckpt.events],
+            local=self.local.describe() if self.local is not None else None, global_=self.global_.describe(),
+            stopped_early=stopped_early, failure=failure, attempt=self.attempt,
+            resume=[r.to_dict() for r in self.resumed],
+            recovery=self.recovery.to_dict() if self.recovery is not None else None,
+            fault_counts=dict(self.tally.counts), content=self.state.content.describe(),
+            content_audit=content_audit, peak_rss_bytes=_peak_rss_bytes(),
+            earlier_attempts=self._earlier_attempts(), device=self.placement.describe(),
+            staging=self.state.stager.describe())
+
+    def _audit_content(self) -> dict | None:
+        try:
+            return audit_tiers([t for t in (self.local, self.global_) if t is not None], self.comm.rank,
+                               self.ckpt.loop)
+        except Exception:  # noqa: BLE001 - an audit must never fail a run
+            self.tally.count("tier_error")
+            return None
+
+
+def _warn(text: str) -> None:
+    print(f"ckpt-emu: warning: {' '.join(text.split())}", file=sys.stderr, flush=True)
+
+
+def _peak_rss_bytes() -> int:
+    """This process's peak resident set (VmHWM), 0 where /proc is unavailable."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("ckpt-emu")
+    except Exception:
+        return "0+unknown"
+
+
+def _init_process_group() -> None:
+    """gloo via torchrun's env; after a torchrun restart, under a per-attempt store prefix.
+
+    torchrun reuses its store across restarts without a per-attempt prefix, so
+    a restarted worker would read the dead workers' gloo addresses and fail
+    with "Connection refused"; a prefix of our own gives each attempt fresh keys."""
+    attempt = restart_attempt()
+    if attempt == 0 or "MASTER_ADDR" not in os.environ:
+        dist.init_process_group(backend="gloo")
+        return
+    from datetime import timedelta
+    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, False,
+                          timeout=timedelta(minutes=10))
+    dist.init_process_group(backend="gloo", store=dist.PrefixStore(f"ckpt-emu/attempt_{attempt}", store),
+                            rank=rank, world_size=world)
+
+
+def _run_emulator(cfg, out: Path, duration: float | None) -> None:
+    run = RankRun(cfg, out, duration)
+    result = run.run()
+    gathered = run.comm.all_gather(result.to_dict())
+    if run.comm.rank == 0:
+        write_run_outputs(cfg, gathered, out)
+    run.comm.barrier()
+
+
+def _run_mlperf(cfg, out: Path) -> None:
+    """MLPerf Storage's protocol instead of training (emulator/mlperf/protocol.py)."""
+    comm = DistComm()
+    gathered = comm.all_gather(run_rank(cfg, out, comm))
+    if comm.rank == 0:
+        write_mlperf_outputs(cfg, gathered, out)
+    comm.barrier()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="emulator.rank")
+    ap.add_argument("--config", required=True, help="resolved config JSON written by `ckpt-emu run`")
+    ap.add_argument("--duration", type=float, default=None, help="seconds of training (soak mode)")
+    args = ap.parse_args(argv)
+    watch_parent()  # the rank dies with its torchrun agent (and so with the CLI)
+    raw = json.loads(Path(args.config).read_text())
+    cfg = from_mapping(raw)
+    out = Path(cfg.run.out)
+    torch.set_num_threads(cfg.run.threads_per_rank)
+    import torch.utils.serialization as ser
+
+    # MLPerf's runs use torch.save as it comes: its zip CRC32 on
+    ser.config.save.compute_crc32 = cfg.checkpoint.torch_crc32 or cfg.checkpoint.protocol == "mlperf"
+    if cfg.state.dedup_ratio > 1:  # duplicate tensor blocks must be duplicate 4 KiB file blocks
+        ser.config.save.storage_alignment = 4096
+    _init_process_group()
+    try:
+        expected = cfg.parallelism.active_ranks
+        if dist.get_world_size() != expected:
+            raise UserError(f"launched {dist.get_world_size()} ranks but the config needs {expected}")
+        if cfg.checkpoint.protocol == "mlperf":
+            _run_mlperf(cfg, out)
+        else:
+            _run_emulator(cfg, out, args.duration)
+    except UserError as exc:
+        print(f"ckpt-emu: error: rank {dist.get_rank()}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        dist.destroy_process_group()
+    return 0

@@ -1,0 +1,120 @@
+"""The training loop of one mode: emulated steps, the per-step all-reduce, a checkpoint every N steps.
+
+A step is the optimizer's update of the state (``RankState.mutate``, inside
+the step's time) plus emulated compute for the rest of the step's wall time
+(``training.step_seconds``, a full-size time, times ``run.scale``): ``sleep``
+(GPU work leaves the host CPU free) or ``cpu`` (burn a core, to study
+interference). Every step ends with an all-reduce, like a real data-parallel
+step, which also carries the stop flag (Ctrl-C, the time budget, the step
+count, a node failure), so every rank stops at the same step.
+
+Mode ``none`` trains the same steps without checkpoints: the baseline that
+slowdown, interference and goodput are measured against.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import deque
+
+from emulator.job import outdir
+
+MAX_EVENTS = 4000  # timeline events kept per rank and kind of source
+
+
+def compute(seconds: float, kind: str) -> None:
+    """``sleep``: wait ``seconds``. ``cpu``: spend ``seconds`` of this thread's CPU time, so a
+    step that shares its core with background work (a drain, torch.save) takes longer, as a
+    CPU-bound step would: that is the interference a run should show."""
+    if seconds <= 0:
+        return
+    if kind == "sleep":
+        time.sleep(seconds)
+        return
+    end = time.thread_time() + seconds
+    x = 1.0001
+    while time.thread_time() < end:
+        for _ in range(2000):
+            x = x * 1.0000001 % 7.0
+
+
+class ModeLoop:
+    """Trains one mode on a rank; ``run`` returns the next step and the mode's span for the report."""
+
+    def __init__(self, cfg, state, ckpt, comm, metrics, out: outdir.OutDir, node_loss):
+        self.cfg, self.state, self.ckpt, self.comm = cfg, state, ckpt, comm
+        self.metrics, self.out, self.node_loss = metrics, out, node_loss
+        self.baseline_step_s = 0.0  # wall time per step of the baseline mode, once it ran
+
+    def _should_stop(self, mode_start: float, budget: float | None, step_in_mode: int) -> bool:
+        if self.node_loss.happened(len(self.ckpt.records)):
+            return True  # every rank counts the same checkpoints: a consistent decision
+        stop = 0.0
+        if self.comm.rank == 0:
+            stop = float((self.out / outdir.STOP).exists()
+                         or (budget is not None and time.time() - mode_start >= budget)
+                         or (budget is None and step_in_mode >= self.cfg.steps_per_mode))
+        return self.comm.all_max(stop) > 0  # the per-step all-reduce of data-parallel training
+
+    def run(self, mode: str, first_step: int, budget: float | None) -> tuple[int, dict]:
+        cfg, m = self.cfg, self.metrics
+        interval = cfg.checkpoint.interval_steps
+        step_wall = cfg.wall_step_seconds
+        m.set_interval(mode, interval * step_wall if mode != "none" else 0.0)
+        self.comm.barrier()
+        start = last = time.time()  # training seconds are added per step so rate() works live
+        step, n, update_cpu = first_step, 0, 0.0
+        compute_events = deque(maxlen=MAX_EVENTS)  # bounded: soak runs must not grow
+        while not self._should_stop(start, budget, n):
+            t, cpu0 = time.time(), time.thread_time()
+            self.state.mutate(step)  # the optimizer update: part of the step's time, not added to it
+            update_cpu += time.thread_time() - cpu0
+            compute(step_wall - (time.time() - t), cfg.training.compute)
+            t_end = time.time()
+            compute_events.append((t, t_end))
+            m.observe_step(mode, t_end - t)
+            if mode != "none" and (n + 1) % interval == 0:
+                self._checkpoint(mode, step, start, n + 1)
+            now = time.time()
+            m.add_training_seconds(mode, now - last)
+            step, n, last = step + 1, n + 1, now
+        train_end = time.time()
+        at_risk = sum(1 for r in self.ckpt.records if r.mode == mode and not (0 < r.durable_at <= train_end))
+        flush = self.ckpt.finish()
+        m.add_training_seconds(mode, train_end - last)
+        if mode == "none":
+            self.baseline_step_s = (train_end - start) / max(1, n)
+            m.set_baseline_step(self.baseline_step_s)
+        else:
+            m.set_at_risk(mode, at_risk)
+        return step, {"start": start, "train_end": train_end, "end": time.time(), "steps": n,
+                      "flush_s": flush, "compute": list(compute_events), "at_risk": at_risk,
+                      "update_cpu_s": update_cpu}
+
+    def _checkpoint(self, mode: str, step: int, mode_start: float, steps_done: int) -> None:
+        self.ckpt.checkpoint(step, mode)
+        self._write_status(mode, step, mode_start)
+        now = time.time()
+        if self.baseline_step_s:
+            per_step = (now - mode_start) / max(1, steps_done)
+            self.metrics.set_slowdown(mode, per_step / self.baseline_step_s - 1)
+        if self.comm.is_node_leader:  # the drain in flight counts too, and nothing caps it at 1
+            busy = sum(r.drain_s for r in self.ckpt.records if r.mode == mode)
+            drainer = self.ckpt.drainer
+            if drainer is not None and drainer.in_flight_since is not None:
+                busy += now - max(drainer.in_flight_since, mode_start)
+            self.metrics.set_drain_overlap(mode, busy / max(now - mode_start, 1e-9))
+
+    def _write_status(self, mode: str, step: int, start: float) -> None:
+        """Rank 0's progress for the CLI's live display (replaced atomically)."""
+        if self.comm.rank != 0:
+            return
+        recs = self.ckpt.records
+        status = {"mode": mode, "step": step, "elapsed_s": time.time() - start, "last_stall_s": recs[-1].stall_s,
+                  "checkpoints": len(recs), "misses": sum(r.missed for r in recs),
+                  "interval_s": self.cfg.checkpoint.interval_steps * self.cfg.wall_step_seconds,
+                  "time": time.time()}
+        tmp = self.out / (outdir.STATUS + ".tmp")
+        tmp.write_text(json.dumps(status))
+        os.replace(tmp, self.out / outdir.STATUS)

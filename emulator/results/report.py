@@ -1,0 +1,215 @@
+"""The run's report: a table per mode, then loads, content, faults and notes; results.json.
+
+The figures come from ``emulator.summary``; this module only says them.
+Durations appear as measured here and, in brackets, at full size (measured /
+run.scale), since a run at a scale compresses time with the bytes.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from emulator.job import outdir
+from emulator.results.summary import build_results
+from emulator.results.timeline import write_timeline
+from emulator.units import GIB
+
+
+def _fmt_s(v: float) -> str:
+    if v >= 120:
+        return f"{v / 60:.1f} min"
+    return f"{v * 1000:.1f} ms" if v < 1 else f"{v:.2f} s"
+
+
+def _pct(key: str):
+    return lambda m: f"{m[key] * 100:.1f} %" if key in m else "-"
+
+
+#: the summary table's rows: label and how to show it from a mode's summary (durations as
+#: "measured (full size)")
+TABLE_ROWS = [
+    ("checkpoints", lambda m: str(m["checkpoints"])),
+    ("stall / ckpt mean", lambda m: _dual(m, "stall_mean_s")),
+    ("stall / ckpt p99", lambda m: _dual(m, "stall_p99_s")),
+    ("  of which device-to-host", lambda m: _dual(m, "d2h_mean_s") if m.get("d2h_mean_s") else "- (state on CPU)"),
+    ("device-to-host rate", lambda m: f"{m['d2h_gib_s']:.1f} GiB/s" if m.get("d2h_gib_s") else "-"),
+    ("worst rank (mean stall)", lambda m: f"{m['worst_rank']} ({_fmt_s(m['worst_rank_stall_mean_s'])})"),
+    ("local write mean", lambda m: _dual(m, "local_write_mean_s")),
+    ("drain mean", lambda m: _dual(m, "drain_mean_s")),
+    ("durability lag mean", lambda m: _dual(m, "lag_mean_s")),
+    ("durability lag p99", lambda m: _dual(m, "lag_p99_s")),
+    ("save throughput", lambda m: f"{m['save_gib_s']:.2f} GiB/s"),
+    ("drain overlap", _pct("drain_overlap_ratio")),
+    ("deadline misses", lambda m: str(m["deadline_misses"])),
+    ("incomplete checkpoints", lambda m: str(m["incomplete"])),
+    ("at risk when training stopped", lambda m: str(m.get("at_risk", 0))),
+    ("overhead (stall/train)", _pct("overhead_ratio")),
+    ("slowdown vs no checkpoints", _pct("slowdown_ratio")),
+    ("  of which interference", _pct("interference_ratio")),
+    ("goodput", _pct("goodput_ratio")),
+    ("step time p50 / p99", lambda m: f"{_fmt_s(m['step_p50_s'])} / {_fmt_s(m['step_p99_s'])}"),
+    ("steps slower than baseline", _pct("slowed_steps_ratio")),
+]
+
+
+def _dual(m: dict, key: str) -> str:
+    return f"{_fmt_s(m[key])} ({_fmt_s(m['full_size'][key])})"
+
+
+def format_table(results: dict) -> str:
+    """The report: what ran where, the per-mode table, then loads, content, faults."""
+    lines = _header_lines(results) + _mode_table(results) + _baseline_lines(results) + _load_lines(results)
+    modes = _shown_modes(results)
+    for m in modes:
+        for err in results["modes"][m]["errors"]:
+            lines.append(f"{m} error: {err}")
+    lines += _content_lines(results) + _fault_lines(results)
+    lines += [f"note: {n}" for n in results.get("notes", [])]
+    if results["stopped_early"]:
+        lines.append("stopped early (Ctrl-C): loads skipped")
+    return "\n".join(lines) + "\n"
+
+
+def _shown_modes(results: dict) -> list[str]:
+    return [m for m, v in results["modes"].items() if v["steps"] or v["checkpoints"]] or list(results["modes"])
+
+
+def _header_lines(results: dict) -> list[str]:
+    b = results["bytes"]
+    return [
+        f"ckpt-emu: {results['preset']} x{results['scale']:g}, {results['ranks']} ranks on {results['nodes']} node(s)",
+        f"  checkpoint: emulated {b['run_emulated'] / GIB:.2f} GiB for these ranks "
+        f"(job {b['job_checkpoint_emulated'] / GIB:.1f} GiB), actual {b['run_actual_state'] / GIB:.3f} GiB",
+        f"  local tier: {results['tiers']['local'] or 'none (direct to global)'}",
+        f"  global tier: {results['tiers']['global']}",
+        *_device_lines(results),
+        f"  time: a step of {results['step_seconds']['full_size']:g} s at full size, "
+        f"{results['step_seconds']['here'] * 1000:.4g} ms here (x{results['scale']:g}); durations below are "
+        "measured (at full size: measured / scale)",
+        "",
+    ]
+
+
+def _device_lines(results: dict) -> list[str]:
+    """Where the state lived, whether ranks share a GPU, and how it is staged."""
+    d = results.get("device") or {"kind": "cpu"}
+    if d["kind"] != "cuda":
+        return ["  device: state on the CPU: the snapshot is a host memmove (no device-to-host copy)"]
+    share, least = d["ranks_per_gpu"], d.get("ranks_per_gpu_min", d["ranks_per_gpu"])
+    shared = f"{least}-{share}" if least != share else f"{share}"
+    lines = [f"  device: state on {d['gpus']} GPU(s) ({', '.join(d['names']) or 'cuda'}), "
+             + (f"{shared} ranks share each GPU and its PCIe link: device-to-host rates are shared, "
+                "unlike a real node's (one GPU per rank)" if share > 1 else "one rank per GPU")]
+    if d["bucketed_ranks"]:
+        lines.append(f"  staging: over the pinned budget ({d['budget_bytes'] / GIB:.2f} GiB < the state): "
+                     f"staged in {d['buckets_max']} buckets of {d['bucket_bytes'] / GIB:.3f} GiB through "
+                     f"{d['pinned_bytes_max'] / GIB:.3f} GiB of pinned slots into one pageable staging copy")
+    else:
+        lines.append(f"  staging: one pinned staging copy per rank ({d['pinned_bytes_max'] / GIB:.2f} GiB, "
+                     f"within the pinned budget), reused by every snapshot")
+    return lines
+
+
+def _mode_table(results: dict) -> list[str]:
+    modes = _shown_modes(results)
+    width = max(len(label) for label, _ in TABLE_ROWS) + 2
+    lines = [" " * width + "".join(f"{m:>24}" for m in modes)]
+    for label, show in TABLE_ROWS:
+        lines.append(f"{label:<{width}}" + "".join(f"{show(results['modes'][m]):>24}" for m in modes))
+    return lines
+
+
+def _baseline_lines(results: dict) -> list[str]:
+    b = results.get("baseline")
+    if not b:
+        return ["baseline: not run (checkpoint.baseline: false): no slowdown, interference or goodput"]
+    return [f"baseline (same steps, no checkpoints): {b['steps']} steps, {_fmt_s(b['step_wall_s'])} per step, "
+            f"compute p50 / p99 {_fmt_s(b['step_p50_s'])} / {_fmt_s(b['step_p99_s'])}"]
+
+
+def _load_lines(results: dict) -> list[str]:
+    ld = results["load"]
+    if not ld["loads"]:
+        return []
+    served = ", ".join(f"{k}: {v}" for k, v in sorted(ld["served_by"].items()))
+    cache = "page cache dropped before each load" if ld["page_cache_dropped"] else \
+        "page cache NOT dropped (not permitted): loads may be served from memory"
+    lines = ["", f"loads: {ld['loads']}, {ld['load_gib_s']:.2f} GiB/s (worst {_fmt_s(ld['load_worst_s'])}), "
+                 f"rank-loads served by {served}; {cache}"]
+    if ld.get("h2d_gib_s"):
+        lines.append(f"  host-to-device into the live tensors (after verification): "
+                     f"{ld['h2d_gib_s']:.1f} GiB/s, {_fmt_s(ld['h2d_mean_s'])} per rank-load")
+    if ld["fallback_count"]:
+        lines.append(f"  fallbacks: {ld['fallback_count']} (e.g. {ld['fallbacks'][0]})")
+    if not ld["ok"]:
+        lines.append("  LOAD FAILED: " + (ld.get("errors") or ["no complete checkpoint could be restored"])[0])
+    return lines
+
+
+def _fault_lines(results: dict) -> list[str]:
+    fa, lines = results.get("faults") or {}, []
+    for a in (results.get("attempts") or [])[:-1]:
+        lines.append(f"attempt {a['attempt']}: restarted; {a['checkpoints_started']} checkpoint(s) started, "
+                     f"{a['checkpoints']} finished, {len(a['complete_on_global'])} complete on the global tier")
+    if fa.get("counts"):
+        lines.append("faults: " + ", ".join(f"{k} {v}" for k, v in fa["counts"].items()))
+    if fa.get("local_full_files"):
+        lines.append(f"local tier full: {fa['local_full_files']} file(s), {fa['direct_to_global_files']} written "
+                     f"straight to global, {fa['skipped_checkpoints']} checkpoint(s) skipped")
+    if fa.get("abandoned_drains"):
+        lines.append(f"abandoned drains: {fa['abandoned_drains']}")
+    for x in fa.get("resumed") or []:
+        lines.append(f"resumed drain of step {x['step']} left by an earlier run: "
+                     + (f"complete on global in {_fmt_s(x['drain_s'])}" if x["ok"] else f"failed ({x['error']})"))
+    if fa.get("recovery"):
+        rv = fa["recovery"]
+        lines.append(f"restart {fa['attempt']}: restored step {rv['step']} in {_fmt_s(rv['seconds'])} "
+                     f"(served by {', '.join(f'{k}: {v}' for k, v in rv['served_by'].items())})")
+    failure = results.get("failure")
+    if failure and failure.get("kind") == "lose_local":
+        lines.append(f"emulated failure: node {failure['node']} lost its local tier after checkpoint "
+                     f"{failure['after_checkpoint']}; recovery per tier: "
+                     + ", ".join(f"{k} {_fmt_s(v)}" for k, v in sorted(results["load"]["recovery_mean_s_by_tier"].items())))
+    return lines
+
+
+def _content_lines(results: dict) -> list[str]:
+    c, mem = results.get("content") or {}, results.get("memory") or {}
+    lines = []
+    if c.get("kind"):
+        what = "unique, incompressible" if c["kind"] == "unique" else \
+            f"reducible (dedup {c['dedup_ratio']:g}x, compress {c['compress_ratio']:g}x)"
+        line = f"content: {what} 4 KiB blocks"
+        if c.get("sampled_blocks"):
+            changed = c.get("changed_across_checkpoints")
+            line += (f"; sampled {c['sampled_blocks']} blocks of the written files: "
+                     f"{c['distinct_within_file'] * 100:.1f} % distinct in a file, "
+                     f"{c['distinct_across_ranks'] * 100:.1f} % across ranks, "
+                     + (f"{changed * 100:.1f} % changed since the previous checkpoint, " if changed is not None else "")
+                     + f"zlib-1 keeps {c['zlib_ratio'] * 100:.1f} %")
+        lines.append(line)
+    update = max((m.get("update_cpu_per_step_s", 0.0) for m in results.get("modes", {}).values()), default=0.0)
+    if update and c.get("update_slices"):
+        lines.append(f"state update: {_fmt_s(update)} CPU per step, 1/{c['update_slices']} of the state re-keyed "
+                     "inside the step's time (the optimizer's stand-in; a real job's runs on its GPUs)")
+    if mem.get("peak_rss_max_bytes"):
+        lines.append(f"memory: peak RSS {mem['peak_rss_max_bytes'] / GIB:.2f} GiB (rank {mem['rank']}) for "
+                     f"{mem['state_plus_staging_bytes'] / GIB:.2f} GiB of host state + one staging copy"
+                     " (+ pinned bucket slots)")
+    return lines
+
+
+def write_outputs(cfg, ranks: list[dict], out: Path) -> dict:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = build_results(cfg, ranks)
+    tmp = out / (outdir.RESULTS + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1))
+    os.replace(tmp, out / outdir.RESULTS)
+    (out / outdir.REPORT).write_text(format_table(results))
+    try:
+        write_timeline(results, out / outdir.TIMELINE)
+    except ImportError:
+        pass
+    return results

@@ -1,0 +1,352 @@
+"""The numbers of a run, from every rank's records (MLPerf style: the worst rank decides).
+
+Per mode: stall per checkpoint (the job's stall at a checkpoint is its worst
+rank's; mean and p99 over checkpoints, and the rank with the highest mean),
+local write and drain durations, save throughput (all ranks' bytes over the
+slowest rank's local write), drain overlap (drain time over the mode's wall
+time, worst node), deadline misses, overhead (the worst rank's total stall
+over the training loop's wall time), and against the no-checkpoint baseline:
+slowdown (wall time per step over the baseline's, minus 1), the part of it
+that is not stall (interference: background work slowing steps), goodput
+(baseline time over the mode's time), step-time percentiles; and the
+durability lag (snapshot to complete on the global tier) with the checkpoints
+still at risk when training stopped. Every duration is also given at full size
+(measured / run.scale). Loads: total bytes over the slowest rank's load time.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+
+from emulator.checkpoint.audit import summarize_audits
+from emulator.results.scale_notes import latency_notes, rate_notes, raw_tier_notes, step_notes
+from emulator.sizing import checkpoint_size
+from emulator.units import GIB
+
+#: durations of a mode's summary that also appear at full size (measured / scale)
+DURATIONS = ("stall_mean_s", "stall_p99_s", "stall_max_s", "d2h_mean_s", "local_write_mean_s", "drain_mean_s",
+             "complete_mean_s", "lag_mean_s", "lag_p99_s", "lag_max_s", "step_wall_s",
+             "step_p50_s", "step_p99_s", "training_wall_s", "stall_total_s")
+#: a step counts as slowed when its compute took this much longer than the baseline's p99
+SLOW_STEP_FACTOR = 1.1
+
+
+def _p(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); 0 for no values."""
+    if not values:
+        return 0.0
+    vals = sorted(values)
+    return vals[max(0, math.ceil(q / 100 * len(vals)) - 1)]
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
+
+
+def summarize_loads(ranks: list[dict]) -> dict:
+    n = min((len(r["loads"]) for r in ranks), default=0)
+    per_load, tiers, fallbacks = [], Counter(), []
+    secs_by_tier = defaultdict(list)
+    for i in range(n):
+        recs = [r["loads"][i] for r in ranks]
+        worst = max(x["seconds"] for x in recs)
+        per_load.append(sum(x["bytes"] for x in recs) / max(worst, 1e-9))
+        for x in recs:
+            tiers[x["tier"] or "none"] += 1
+            secs_by_tier[x["tier"] or "none"].append(x["seconds"])
+            fallbacks += x["fallbacks"]
+    return {
+        "loads": n,
+        "load_gib_s": _mean(per_load) / GIB,
+        "load_worst_s": max((max(r["loads"][i]["seconds"] for r in ranks) for i in range(n)), default=0.0),
+        "ok": all(r["loads"][i]["ok"] for r in ranks for i in range(n)),
+        "served_by": dict(tiers),
+        "recovery_mean_s_by_tier": {k: _mean(v) for k, v in secs_by_tier.items()},
+        **_h2d_figures([r["loads"][i] for r in ranks for i in range(n)]),
+        "fallbacks": fallbacks[:20],
+        "fallback_count": len(fallbacks),
+        "page_cache_dropped": all(r["page_cache_dropped"] for r in ranks) if n else False,
+        "errors": sorted({r["loads"][i].get("error", "") for r in ranks for i in range(n)} - {""})[:3],
+    }
+
+
+def _h2d_figures(loads: list[dict]) -> dict:
+    """A GPU restore's host-to-device copy: mean of the rank-loads' rates (0 without a device)."""
+    rates = [x["bytes"] / x["h2d_s"] for x in loads if x.get("h2d_s", 0.0) > 0 and x["ok"]]
+    return {"h2d_mean_s": _mean(x["h2d_s"] for x in loads if x.get("h2d_s", 0.0) > 0),
+            "h2d_gib_s": _mean(rates) / GIB}
+
+
+def device_summary(ranks: list[dict]) -> dict:
+    """Where the state lived: the device kind, GPUs used, how many ranks share one GPU at most
+    (more than one: they share its PCIe link, unlike a real node), and the staging plan."""
+    devices = [r.get("device") or {"kind": "cpu"} for r in ranks]
+    gpus = {(r["node"], d.get("index")) for r, d in zip(ranks, devices) if d["kind"] == "cuda"}
+    staging = [r.get("staging") or {} for r in ranks]
+    names = sorted({d.get("name", "") for d in devices} - {""})
+    return {"kind": "cuda" if gpus else "cpu", "gpus": len(gpus), "names": names,
+            "ranks_per_gpu": max((d.get("sharing", 1) for d in devices if d["kind"] == "cuda"), default=0),
+            "ranks_per_gpu_min": min((d.get("sharing", 1) for d in devices if d["kind"] == "cuda"), default=0),
+            "pinned_bytes_max": max((x.get("pinned_bytes", 0) for x in staging), default=0),
+            "budget_bytes": min((x.get("budget_bytes", 0) for x in staging), default=0),
+            "bucketed_ranks": sum(bool(x.get("bucketed")) for x in staging),
+            "buckets_max": max((x.get("buckets", 0) for x in staging), default=0),
+            "bucket_bytes": max((x.get("bucket_bytes", 0) for x in staging if x.get("bucketed")), default=0)}
+
+
+def timeline(ranks: list[dict], slow_after: float | None = None) -> dict:
+    """Per mode, events relative to the mode's start, as emulator.timeline expects; a step whose
+    compute took longer than ``slow_after`` seconds is a ``slow_compute`` event."""
+    out = {}
+    for mode in {m for r in ranks for m in r["modes"]}:
+        t0 = min(r["modes"][mode]["start"] for r in ranks if mode in r["modes"])
+        t1 = max(r["modes"][mode]["end"] for r in ranks if mode in r["modes"])
+        events = []
+        for r in ranks:
+            w = r["modes"].get(mode)
+            if not w:
+                continue
+            for s, e in w["compute"]:
+                kind = "slow_compute" if slow_after is not None and mode != "none" and e - s > slow_after else "compute"
+                events.append({"rank": r["rank"], "kind": kind, "start": s - t0, "end": e - t0})
+            for kind, s, e in r["events"]:
+                if t0 <= s <= t1:
+                    events.append({"rank": r["rank"], "kind": kind, "start": s - t0, "end": e - t0})
+        out[mode] = events
+    return out
+
+
+def fault_summary(ranks: list[dict]) -> dict:
+    """What results.json says about faults: counts, resumed drains, the recovery after a restart."""
+    from collections import Counter
+    counts = Counter()
+    for r in ranks:
+        counts.update(r.get("fault_counts") or {})
+    by_step = {}
+    for r in ranks:
+        for x in r.get("resume") or []:
+            s = by_step.setdefault(x["step"], {"step": x["step"], "ok": x["global_complete"], "drain_s": 0.0,
+                                               "error": x["error"]})
+            s["drain_s"] = max(s["drain_s"], x["drain_s"])
+    recs = [r["recovery"] for r in ranks if r.get("recovery")]
+    recovery = None
+    if recs:
+        recovery = {"ok": all(x["ok"] for x in recs), "step": recs[0]["step"],
+                    "seconds": max(x["seconds"] for x in recs),
+                    "served_by": dict(Counter(x["tier"] or "none" for x in recs)),
+                    "fallbacks": [f for x in recs for f in x["fallbacks"]][:20]}
+    records = [x for r in ranks for x in r["records"]]
+    return {
+        "attempt": max((r.get("attempt", 0) for r in ranks), default=0),
+        "counts": dict(sorted(counts.items())),
+        "resumed": [by_step[s] for s in sorted(by_step)],
+        "recovery": recovery,
+        "local_full_files": sum(x["local_full"] for x in records),
+        "direct_to_global_files": sum(x["local_full"] and x["written_to"] == "global" for x in records),
+        "skipped_checkpoints": len({(x["mode"], x["step"]) for x in records if x["skipped"]}),
+        "abandoned_drains": len({(x["mode"], x["step"], x["node"]) for x in records if x["abandoned"]}),
+    }
+
+
+def attempts_summary(cfg, ranks: list[dict]) -> list[dict]:
+    """Every torchrun attempt of the run: each earlier (restarted) one from the records the
+    ranks kept as they went, and the last one; per-mode summaries of each."""
+    last = max((r.get("attempt", 0) for r in ranks), default=0)
+    out = []
+    for attempt in range(last + 1):
+        if attempt == last:
+            per_rank, started = ranks, None
+        else:
+            kept = [next((a for a in r.get("earlier_attempts", []) if a["attempt"] == attempt), {}) for r in ranks]
+            per_rank = [{**r, "modes": {}, "records": k.get("records", [])} for r, k in zip(ranks, kept)]
+            started = max((k.get("started", 0) for k in kept), default=0)
+        records = [x for r in per_rank for x in r["records"]]
+        finished = len({(x["mode"], x["step"]) for x in records})
+        out.append({
+            "attempt": attempt, "ended": "finished" if attempt == last else "restarted",
+            "checkpoints_started": finished if started is None else started,
+            "checkpoints": finished,
+            "complete_on_global": sorted({x["step"] for x in records if x["global_complete"]}),
+            "modes": {m: summarize_mode(m, per_rank) for m in cfg.checkpoint.modes
+                      if any(x["mode"] == m for x in records)},
+        })
+    return out
+
+
+def content_summary(ranks: list[dict]) -> dict:
+    """How the bytes were made and what a sample of the written files shows."""
+    return {**(ranks[0].get("content") or {}),
+            **summarize_audits([r.get("content_audit") for r in ranks])}
+
+
+def memory_summary(ranks: list[dict]) -> dict:
+    """Peak RSS of the worst rank against its host memory by design: the state (when it lives
+    on the CPU), one staging copy, and any pinned bucket slots."""
+    worst = max(ranks, key=lambda r: r.get("peak_rss_bytes", 0))
+    staging = worst.get("staging") or {}
+    on_cpu = (worst.get("device") or {"kind": "cpu"})["kind"] == "cpu"
+    slots = staging.get("pinned_bytes", 0) if staging.get("bucketed") else 0
+    budget = worst["state_bytes"] * (2 if on_cpu else 1) + slots
+    return {"peak_rss_max_bytes": worst.get("peak_rss_bytes", 0), "rank": worst["rank"],
+            "state_plus_staging_bytes": budget,
+            "ratio": worst.get("peak_rss_bytes", 0) / budget if budget else None}
+
+
+def build_results(cfg, ranks: list[dict]) -> dict:
+    ranks = sorted(ranks, key=lambda r: r["rank"])
+    size = checkpoint_size(cfg.model, cfg.parallelism)
+    baseline = summarize_baseline(ranks)
+    results = {
+        "config": cfg.to_dict(),
+        "preset": cfg.model.name,
+        "scale": cfg.run.scale,
+        "ranks": len(ranks),
+        "nodes": len({r["node"] for r in ranks}),
+        "tiers": {"local": ranks[0]["local"], "global": ranks[0]["global"]},
+        "bytes": {
+            "job_checkpoint_emulated": size.total_bytes,
+            "run_emulated": sum(r["emulated_bytes"] for r in ranks),
+            "run_actual_state": sum(r["state_bytes"] for r in ranks),
+        },
+        "step_seconds": {"full_size": cfg.training.step_seconds, "here": cfg.wall_step_seconds},
+        "baseline": baseline,
+        "modes": {m: summarize_mode(m, ranks, baseline, cfg.run.scale) for m in cfg.checkpoint.modes},
+        "load": summarize_loads(ranks),
+        "stopped_early": any(r["stopped_early"] for r in ranks),
+        "failure": ranks[0].get("failure"),
+        "faults": fault_summary(ranks),
+        "attempts": attempts_summary(cfg, ranks),
+        "content": content_summary(ranks),
+        "memory": memory_summary(ranks),
+        "device": device_summary(ranks),
+        "timeline": timeline(ranks, baseline["step_p99_s"] * SLOW_STEP_FACTOR if baseline else None),
+        "per_rank": [{k: r.get(k) for k in ("rank", "node", "records", "loads", "earlier_attempts")} for r in ranks],
+    }
+    results["notes"] = host_notes(cfg, results)
+    return results
+
+
+def host_notes(cfg, results: dict) -> list[str]:
+    """Where a figure is this host's or the scale's rather than the full-size design's."""
+    return step_notes(cfg, results) + raw_tier_notes(cfg, results) + rate_notes(cfg, results) + \
+        latency_notes(cfg, results)
+
+
+def _by_step(mode: str, ranks: list[dict]) -> dict:
+    by_step = defaultdict(list)
+    for r in ranks:
+        for rec in r["records"]:
+            if rec["mode"] == mode:
+                by_step[rec["step"]].append(rec)
+    return by_step
+
+
+def _walls(mode: str, ranks: list[dict]) -> list[dict]:
+    return [r["modes"][mode] for r in ranks if mode in r.get("modes", {})]
+
+
+def step_times(mode: str, ranks: list[dict]) -> list[float]:
+    """Every rank's compute time per step of the mode (the stall is not in it)."""
+    return [e - s for w in _walls(mode, ranks) for s, e in w["compute"]]
+
+
+def summarize_baseline(ranks: list[dict]) -> dict | None:
+    """The no-checkpoint mode: wall time per step (slowest rank) and compute percentiles."""
+    walls = _walls("none", ranks)
+    if not walls:
+        return None
+    steps = max(w["steps"] for w in walls)
+    train = max(w["train_end"] - w["start"] for w in walls)
+    times = step_times("none", ranks)
+    return {"steps": steps, "training_wall_s": train, "step_wall_s": train / max(1, steps),
+            "step_p50_s": _p(times, 50), "step_p99_s": _p(times, 99),
+            "update_cpu_per_step_s": _update_cpu_per_step(walls)}
+
+
+def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, scale: float = 1.0) -> dict:
+    out = {**_checkpoint_figures(mode, ranks), **_loop_figures(mode, ranks, baseline)}
+    out["overhead_ratio"] = out["stall_total_s"] / out["training_wall_s"] if out["training_wall_s"] else 0.0
+    if baseline is not None:
+        out.update(_against_baseline(out, baseline))
+    out["full_size"] = {k: out[k] / scale for k in DURATIONS if k in out}
+    return out
+
+
+def _checkpoint_figures(mode: str, ranks: list[dict]) -> dict:
+    by_step = _by_step(mode, ranks)
+    steps = sorted(by_step)
+    worst = lambda key: [max(x[key] for x in by_step[s]) for s in steps]  # noqa: E731
+    job_stall, lags = worst("stall_s"), [max(x["lag_s"] for x in by_step[s]) for s in steps
+                                          if all(x["global_complete"] for x in by_step[s])]
+    save_tp = [sum(x["file_bytes"] for x in by_step[s]) / max(1e-9, max(x["local_write_s"] for x in by_step[s]))
+               for s in steps]
+    per_rank_stall = {r["rank"]: [x["stall_s"] for x in r["records"] if x["mode"] == mode] for r in ranks}
+    worst_rank = max(per_rank_stall, key=lambda k: _mean(per_rank_stall[k])) if steps else 0
+    return {
+        "checkpoints": len(steps),
+        "stall_mean_s": _mean(job_stall), "stall_p99_s": _p(job_stall, 99), "stall_max_s": max(job_stall, default=0.0),
+        "worst_rank": worst_rank, "worst_rank_stall_mean_s": _mean(per_rank_stall.get(worst_rank, [])),
+        **_d2h_figures(by_step, steps),
+        "local_write_mean_s": _mean(worst("local_write_s")), "drain_mean_s": _mean(worst("drain_s")),
+        "complete_mean_s": _mean(worst("complete_s")), "save_gib_s": _mean(save_tp) / GIB,
+        "lag_mean_s": _mean(lags), "lag_p99_s": _p(lags, 99), "lag_max_s": max(lags, default=0.0),
+        "deadline_misses": sum(any(x["missed"] for x in by_step[s]) for s in steps),
+        "incomplete": sum(not all(x["global_complete"] for x in by_step[s]) for s in steps),
+        "errors": sorted({x["error"] for s in steps for x in by_step[s] if x["error"]})[:5],
+        "stall_total_s": max((sum(v) for v in per_rank_stall.values()), default=0.0),
+        "drain_overlap_ratio": _drain_overlap(mode, ranks, by_step),
+    }
+
+
+def _d2h_figures(by_step: dict, steps: list) -> dict:
+    """The device-to-host copy inside the stall (worst rank per checkpoint), and its rate:
+    the slowest rank's bytes over its time, per checkpoint (0 where no rank has a device)."""
+    worst = [max(by_step[s], key=lambda x: x.get("d2h_s", 0.0)) for s in steps]
+    rates = [x["d2h_bytes"] / x["d2h_s"] for x in worst if x.get("d2h_s", 0.0) > 0]
+    return {"d2h_mean_s": _mean(x.get("d2h_s", 0.0) for x in worst), "d2h_gib_s": _mean(rates) / GIB}
+
+
+def _drain_overlap(mode: str, ranks: list[dict], by_step: dict) -> float:
+    """Drain time of the worst node over the mode's wall time (not capped: above 1, drains lag)."""
+    walls = _walls(mode, ranks)
+    mode_wall = max((w["end"] - w["start"] for w in walls), default=0.0)
+    node_drain = defaultdict(float)
+    for recs in by_step.values():
+        for node in {x["node"] for x in recs}:
+            node_drain[node] += max(x["drain_s"] for x in recs if x["node"] == node)
+    return max(node_drain.values(), default=0.0) / mode_wall if mode_wall else 0.0
+
+
+def _loop_figures(mode: str, ranks: list[dict], baseline: dict | None) -> dict:
+    walls = _walls(mode, ranks)
+    steps = max((w["steps"] for w in walls), default=0)
+    train = max((w["train_end"] - w["start"] for w in walls), default=0.0)
+    times = step_times(mode, ranks)
+    out = {"steps": steps, "training_wall_s": train, "step_wall_s": train / steps if steps else 0.0,
+           "step_p50_s": _p(times, 50), "step_p99_s": _p(times, 99),
+           "at_risk": max((w.get("at_risk", 0) for w in walls), default=0),
+           "final_flush_s": max((w["flush_s"] for w in walls), default=0.0),
+           "update_cpu_per_step_s": _update_cpu_per_step(walls)}
+    if baseline is not None and baseline["step_p99_s"] > 0:
+        slow = baseline["step_p99_s"] * SLOW_STEP_FACTOR
+        out["slowed_steps_ratio"] = sum(t > slow for t in times) / len(times) if times else 0.0
+    return out
+
+
+def _update_cpu_per_step(walls: list[dict]) -> float:
+    """CPU seconds per step of the state's update (the optimizer's stand-in, inside the step's
+    time), the busiest rank's: host CPU a real job spends on its GPUs instead."""
+    return max((w.get("update_cpu_s", 0.0) / w["steps"] for w in walls if w["steps"]), default=0.0)
+
+
+def _against_baseline(m: dict, baseline: dict) -> dict:
+    """Slowdown = wall per step / baseline's - 1; of it, stall per step over the baseline step is
+    the checkpoints' own share and the rest is interference; goodput = baseline time / mode time."""
+    base = baseline["step_wall_s"]
+    if not (base > 0 and m["steps"] and m["step_wall_s"] > 0):
+        return {}
+    slowdown = m["step_wall_s"] / base - 1
+    stall_share = m["stall_total_s"] / m["steps"] / base
+    return {"slowdown_ratio": slowdown, "stall_share_ratio": stall_share,
+            "interference_ratio": slowdown - stall_share, "goodput_ratio": base / m["step_wall_s"]}

@@ -1,0 +1,176 @@
+"""Synthetic model + optimizer state for one rank, and its reusable staging buffers.
+
+Shapes follow the rank's share of the model (sizing.py): bf16 per-layer
+weights for its pipeline stage, split by TP (and flattened over DP under
+ZeRO-3, as ZeRO stores them), and ZeRO-style flat fp32 partitions for the
+optimizer (master weights, exp_avg, exp_avg_sq, each plus a 5H tail as in
+DLIO). ``scale`` shrinks every tensor by the same factor.
+
+Content (``emulator/workload/content.py``) is made once, before any timing, from a
+per-rank random pool keyed per 4 KiB block, so storage cannot dedup or
+compress it; each training step re-keys 1/interval of it, so consecutive
+checkpoints share no block either. The live state lives on the rank's device
+(``state.device``: the CPU, or a GPU); its one host staging copy is allocated and
+touched once and reused for every snapshot, because fresh pages are far slower to
+touch than pages in use (docs/performance.md). The snapshot is ``emulator.staging``:
+a memmove per tensor on the CPU, device-to-host copies into pinned buffers on a GPU.
+That copy is the whole async stall.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from emulator import sizing
+from emulator.workload.content import Content
+from emulator.workload.staging import Stager, StageTiming, copier_for
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple
+    dtype: torch.dtype
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * torch.empty((), dtype=self.dtype).element_size()
+
+
+def _scaled(shape: tuple, scale: float) -> tuple:
+    """Shrink the leading dimension so numel scales by ``scale`` (at least one row)."""
+    if scale >= 1.0:
+        return shape
+    lead = max(1, round(shape[0] * scale))
+    return (lead,) + tuple(shape[1:])
+
+
+def model_specs(model, par, coords: sizing.RankCoords, scale: float = 1.0) -> list[TensorSpec]:
+    """bf16 weights this rank writes: per-layer tensors of its stage, or none (ZeRO<3, DP>0)."""
+    if par.zero_stage < 3 and coords.dp != 0:
+        return []
+    h, f, v, tp = model.hidden_size, model.ffn_hidden_size, model.vocab_size, par.tp
+    kv = sizing.kv_dim(model)
+    first = sum(sizing.layers_on_stage(model.num_layers, par.pp, s) for s in range(coords.pp))
+    count = sizing.layers_on_stage(model.num_layers, par.pp, coords.pp)
+    shapes: list[tuple[str, tuple]] = []
+    if coords.pp == 0:
+        shapes.append(("embedding.weight", (v // tp, h)))
+    for layer in range(first, first + count):
+        p = f"layers.{layer}."
+        shapes += [
+            (p + "input_norm.weight", (h,)),
+            (p + "attention.qkv.weight", ((h + 2 * kv) // tp, h)),
+            (p + "attention.dense.weight", (h, h // tp)),
+            (p + "post_attention_norm.weight", (h,)),
+            (p + "mlp.gate_up.weight", (2 * f // tp, h)),
+            (p + "mlp.down.weight", (h, f // tp)),
+        ]
+    if coords.pp == par.pp - 1:
+        shapes += [("lm_head.weight", (v // tp, h)), ("final_norm.weight", (h,))]
+    specs = []
+    for name, shape in shapes:
+        if par.zero_stage == 3:  # ZeRO-3 keeps a flat 1/DP partition of every parameter
+            numel = 1
+            for d in shape:
+                numel *= d
+            shape = (max(1, numel // par.dp),)
+        specs.append(TensorSpec(name, _scaled(shape, scale), torch.bfloat16))
+    return specs
+
+
+def optimizer_specs(model, par, coords: sizing.RankCoords, scale: float = 1.0) -> list[TensorSpec]:
+    """fp32 flat partitions: master weights and Adam's two moments, each with a 5H tail."""
+    elems = sizing.optimizer_elems_for_rank(model, par, coords)
+    if elems == 0:
+        return []
+    tail = 5 * model.hidden_size
+    specs = []
+    for state in ("fp32_master", "exp_avg", "exp_avg_sq"):
+        specs.append(TensorSpec(f"{state}.partition", _scaled((elems - tail,), scale), torch.float32))
+        specs.append(TensorSpec(f"{state}.tail", _scaled((tail,), scale), torch.float32))
+    return specs
+
+
+def _allocate(specs: list[TensorSpec], device) -> dict[str, torch.Tensor]:
+    return {s.name: torch.empty(s.shape, dtype=s.dtype, device=device) for s in specs}
+
+
+class RankState:
+    """The live state a rank checkpoints, plus staging buffers of identical layout."""
+
+    def __init__(self, model, par, rank: int, scale: float = 1.0, seed: int = 0, *,
+                 update_slices: int = 1, dedup_ratio: float = 1.0, compress_ratio: float = 1.0,
+                 device="cpu", pinned_budget: int | None = None):
+        self.coords = sizing.rank_coords(rank, par.tp, par.pp, par.dp)
+        self.model_specs = model_specs(model, par, self.coords, scale)
+        self.optim_specs = optimizer_specs(model, par, self.coords, scale)
+        self.emulated_bytes = sizing.rank_size(model, par, rank).total_bytes
+        self.device = torch.device(device)
+        self.live = {"model": _allocate(self.model_specs, self.device),
+                     "optimizer": _allocate(self.optim_specs, self.device)}
+        self.content = Content(list(self.tensors("live")), seed=seed, rank=rank, slices=update_slices,
+                               dedup_ratio=dedup_ratio, compress_ratio=compress_ratio)
+        self.content.fill()
+        live = list(self.tensors("live"))
+        self.stager = Stager([t.numel() * t.element_size() for t in live], copier_for(self.device), pinned_budget)
+        host = iter(self.stager.host_buffers(live))  # allocated and touched once, reused by every snapshot
+        self.staging = {g: {k: next(host) for k in ts} for g, ts in self.live.items()}
+
+    @classmethod
+    def from_config(cls, cfg, rank: int, device="cpu") -> "RankState":
+        """The state rank ``rank`` of a run of ``cfg`` trains and checkpoints, on ``device``."""
+        budget = cfg.state.pinned_budget_gib
+        return cls(cfg.model, cfg.parallelism, rank, cfg.run.scale, cfg.run.seed,
+                   update_slices=cfg.checkpoint.interval_steps, dedup_ratio=cfg.state.dedup_ratio,
+                   compress_ratio=cfg.state.compress_ratio, device=device,
+                   pinned_budget=None if budget is None else int(budget * (1 << 30)))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for g in self.live.values() for t in g.values())
+
+    def tensors(self, which: str = "live"):
+        state = self.live if which == "live" else self.staging
+        for group in state.values():
+            yield from group.values()
+
+    def snapshot(self) -> StageTiming:
+        """Copy the live state into the staging buffers (device-to-host on a GPU)."""
+        return self.stager.to_host(list(self.tensors("live")), list(self.tensors("staging")))
+
+    def adopt_staging(self) -> StageTiming | None:
+        """Make the staging buffers' bytes (a verified restore) the live state.
+
+        On the CPU the roles swap (staging becomes live and vice versa) instead of
+        copying the whole state a second time; on a GPU the bytes go host-to-device
+        into the live tensors (returns that copy's timing). Call it only with no
+        checkpoint in flight (the pipeline reads the staging buffers).
+        """
+        if self.device.type != "cpu":
+            return self.stager.to_device(list(self.tensors("staging")), list(self.tensors("live")))
+        self.live, self.staging = self.staging, self.live
+        self.content.bind(list(self.tensors("live")))
+        return None
+
+    def mutate(self, step: int) -> None:
+        """One training step's update of the live state: re-keys 1/update_slices of its bytes."""
+        self.content.advance(step)
+
+    def payload(self, step: int) -> dict:
+        """What torch.save writes: the staged tensors plus a little metadata."""
+        return {"step": step, "rank": self.coords.rank, **self.staging}
+
+    def fill_staging(self, loaded: dict) -> int:
+        """Copy a loaded checkpoint into the staging buffers (``adopt_staging`` makes it live)."""
+        n = 0
+        for g, ts in self.staging.items():
+            src = loaded[g]
+            for k, t in ts.items():
+                t.copy_(src[k])
+                n += t.numel() * t.element_size()
+        return n
