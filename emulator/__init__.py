@@ -13,6 +13,7 @@ The packages, top to bottom; each imports only from those below it
 - ``job``         one run's lifetime: its results folder, ownership, lifelines, its tiers
 - ``simulation``  the whole cluster by discrete-event simulation
 - ``config``      YAML -> validated frozen dataclasses
+- ``design``      a storage design in an architect's terms; a node's share of a shared link
 - the kernel:     ``errors``, ``units``, ``sizing``, ``planner``, ``metrics``
 
 Where bytes live is the ``tiers`` package beside this one, which imports nothing of it.

@@ -86,3 +86,55 @@ def table(rows: list, header: list | None = None, indent: str = "  ", left: tupl
         cells = [str(c).ljust(widths[i]) if i in left else str(c).rjust(widths[i]) for i, c in enumerate(r)]
         lines.append((indent + "  ".join(cells)).rstrip())
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- sizes and rates as vendors quote them
+
+_SIZE_UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "pb": 1e15,
+               "kib": KIB, "mib": MIB, "gib": GIB, "tib": TIB, "pib": 1 << 50}
+_BIT_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12}
+_AMOUNT = re.compile(r"^\s*(-?(?:\d+(?:\.\d*)?|\.\d+))\s*([A-Za-z]+)\s*$")
+
+
+def _amount(text, where: str, what: str, example: str, shown=None) -> tuple[float, str]:
+    match = _AMOUNT.match(str(text))
+    if match is None:
+        raise UserError(f"{where}: {shown or repr(text)} is not a {what} with a unit (e.g. {example})")
+    return float(match.group(1)), match.group(2)
+
+
+def parse_size(text, where: str) -> int:
+    """'3.84TB', '7.68 TiB', '512GiB' -> bytes. Decimal (TB) and binary (TiB) units; a unit is required."""
+    value, unit = _amount(text, where, "size", "3.84TB, 512GiB")
+    scale = _SIZE_UNITS.get(unit.lower()) if unit[-1] in "Bb" and not unit.endswith("bit") else None
+    if scale is None or (unit[-1] == "b" and len(unit) > 1):  # 'Gb' is bits: a size is in bytes
+        raise UserError(f"{where}: {text!r}: unknown size unit {unit!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
+    if value <= 0:
+        raise UserError(f"{where}: {text!r} must be > 0")
+    return int(value * scale)
+
+
+def parse_rate(text, where: str) -> float:
+    """'7GB/s', '6.5GiB/s', '400Gb/s', '400Gbit/s' -> bytes/s.
+
+    Bytes (B) or bits (b, bit) per second, decimal or binary prefixes, as vendors
+    quote devices (GB/s) and links (Gb/s). A unit is required: a bare number is
+    ambiguous between GB/s, GiB/s and Gb/s.
+    """
+    t = str(text).strip()
+    if not t.endswith("/s"):
+        raise UserError(f"{where}: {text!r} is not a rate with a unit (e.g. 7GB/s, 6.5GiB/s, 400Gb/s)")
+    value, unit = _amount(t[:-2], where, "rate", "7GB/s, 6.5GiB/s, 400Gb/s", shown=repr(text))
+    if unit.endswith("bit") or (unit.endswith("b") and not unit.lower().endswith("ib")):
+        scale = _BIT_UNITS.get(unit.lower())
+        scale = scale / 8 if scale else None
+    elif unit.endswith("B"):
+        scale = _SIZE_UNITS.get(unit.lower())
+    else:
+        scale = None
+    if scale is None:
+        raise UserError(f"{where}: {text!r}: unknown rate unit {unit + '/s'!r} "
+                        "(use MB/s, GB/s, GiB/s, TB/s, Gb/s, Gbit/s)")
+    if value <= 0:
+        raise UserError(f"{where}: {text!r} must be > 0")
+    return value * scale

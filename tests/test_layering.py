@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: emulator's packages, top to bottom (docs/architecture.md); the kernel's modules are one level,
 #: and tiers/ is below all of emulator/
 LAYERS = ["cli", "launch", "rank", "mlperf", "results", "checkpoint", "workload", "job", "simulation", "config",
-          "kernel"]
+          "design", "kernel"]
 KERNEL = {"errors", "units", "sizing", "planner", "metrics"}
 
 #: where a project module may be imported inside a function: the CLI process keeps torch (and with

@@ -27,8 +27,8 @@ def add_simulate_parser(subparsers):
     a = p.add_argument
     a("config", nargs="?", default=None, help="preset name or YAML file (default: the embedded default)")
     a("--set", action="append", metavar="KEY=VALUE", help="override any config key")
-    a("--nodes", required=True, metavar="N", help="nodes in the job")
-    a("--accelerators-per-node", default="8", metavar="A", help="ranks (accelerators) per node (default 8)")
+    a("--nodes", metavar="N", help="nodes in the job (default: the config's design.job.nodes; required without one)")
+    a("--accelerators-per-node", metavar="A", help="ranks (accelerators) per node (default: the design's, else 8)")
     a("--days", default="30", metavar="D", help="simulated wall time in days (default 30)")
     a("--interval", default="config", metavar="T",
       help="training time between checkpoints: a time (500, 9m, 1.5h), 'config' (interval_steps x "
@@ -78,8 +78,9 @@ def _num(args, name: str, *, kind=float, minimum: float | None = None, above: fl
 def parse_inputs(args) -> dict:
     """Every flag, checked and converted (nothing is run or written here)."""
     return {
-        "nodes": _num(args, "nodes", kind=int, minimum=1, maximum=10 ** 7),
-        "per_node": _num(args, "accelerators_per_node", kind=int, minimum=1, maximum=4096),
+        "nodes": _num(args, "nodes", kind=int, minimum=1, maximum=10 ** 7, optional=True),
+        "per_node": _num(args, "accelerators_per_node", kind=int, minimum=1, maximum=4096, optional=True) or 8,
+        "per_node_given": args.accelerators_per_node is not None,
         "days": _num(args, "days", above=0, maximum=36500),
         "mttf_hours": _num(args, "mttf_hours", above=0, maximum=1e9),
         "node_loss_fraction": _num(args, "node_loss_fraction", minimum=0, maximum=1),
@@ -123,6 +124,17 @@ def _intervals(args, cfg, study: Study, cals: dict) -> None:
             study.interval_sources[mode] = "--interval"
 
 
+def _job_shape(cfg, v: dict) -> tuple[int, int]:
+    """(nodes, accelerators per node): the flags, else the config's design, else --nodes is required."""
+    d = cfg.design
+    per_node = v["per_node"] if v["per_node_given"] or d is None else d.accelerators_per_node
+    if v["nodes"] is not None:
+        return v["nodes"], per_node
+    if d is None:
+        raise UserError("--nodes: required (the config has no design.job.nodes)")
+    return d.job_nodes(cfg.parallelism.world_size), per_node
+
+
 def build_study(args):
     """Config, calibration, design and study from the command line; raises UserError on bad input."""
     from emulator.config import load_config
@@ -131,7 +143,8 @@ def build_study(args):
     v = parse_inputs(args)
     modes = list(cfg.checkpoint.modes)
     cals = load_calibration(cfg, args.calibrate, modes) if args.calibrate else {m: None for m in modes}
-    opts = Options(nodes=v["nodes"], accelerators_per_node=v["per_node"], as_run=args.as_run,
+    nodes, per_node = _job_shape(cfg, v)
+    opts = Options(nodes=nodes, accelerators_per_node=per_node, as_run=args.as_run,
                    snapshot_gib_s=v["snapshot_gib_s"], global_gib_s=v["global_gib_s"], nic_gib_s=v["nic_gib_s"])
     if args.as_run and (args.failures or args.sweep):
         raise UserError("--as-run reproduces an emulation run: no --failures or --sweep with it")

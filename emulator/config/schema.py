@@ -10,6 +10,7 @@ start from another config.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -18,7 +19,10 @@ from typing import Optional
 from emulator.config.failures import FailuresConfig
 from emulator.config.mapping import (CUSTOM, apply_override, build, coerce, deep_merge, read_yaml_text,
                                      to_plain)
+from emulator.design.spec import DesignSpec, parse_design
+from emulator.design.share import node_share
 from emulator.errors import ConfigError
+from emulator.units import GIB
 from tiers import backend_class
 from tiers.directory import DirOptions
 from tiers.emulated import EmulateOptions as EmulateConfig
@@ -293,6 +297,8 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     failures: FailuresConfig = field(default_factory=FailuresConfig)
+    #: the storage design in an architect's terms (emulator/design/spec.py); sets the tiers' emulation
+    design: Optional[DesignSpec] = None
 
     def __post_init__(self):
         _check_failures(self)
@@ -329,7 +335,55 @@ class Config:
 def from_mapping(data: dict) -> Config:
     if not isinstance(data, dict):
         raise ConfigError("config: the top level must be a mapping of sections")
-    return build(Config, data, "")
+    cfg = build(Config, data, "")
+    if cfg.design is None:
+        return cfg
+    return build(Config, _with_design_emulation(data, cfg), "")
+
+
+CUSTOM[DesignSpec] = (parse_design, lambda d: d.text)
+
+
+def design_emulation(cfg: Config) -> dict:
+    """``{tier: emulate mapping}`` that makes a run behave as one node of ``cfg.design``.
+
+    The local tier is the node's device, shared by its ranks. The global tier is
+    this node's share of the aggregate when every node of the modelled job drains
+    at once (a synchronous job checkpoints everywhere at the same step), behind the
+    node's NIC: min(NIC, aggregate / nodes), the share the simulator gives a node.
+    Capacity is counted in the bytes a run moves (x run.scale), as the tier counts.
+    """
+    d, out = cfg.design, {}
+    if d.local is not None:
+        out["local"] = {"write_gib_s": d.local.write_bps / GIB, "read_gib_s": d.local.read_bps / GIB,
+                        "latency_ms": d.local.latency_s * 1000, "shared_by": "node"}
+        if d.local.capacity_bytes is not None:
+            out["local"]["capacity_gib"] = d.local.capacity_bytes * cfg.run.scale / GIB
+    if d.global_ is not None:
+        nodes = d.job_nodes(cfg.parallelism.world_size)
+        out["global"] = {"write_gib_s": node_share(d.global_.write_bps, d.nic_bps, nodes) / GIB,
+                         "read_gib_s": node_share(d.global_.read_bps, d.nic_bps, nodes) / GIB,
+                         "latency_ms": d.global_.latency_s * 1000, "shared_by": "node"}
+    return out
+
+
+def _with_design_emulation(data: dict, cfg: Config) -> dict:
+    """``data`` with the tiers' ``emulate`` set from the design; a different one set by hand is an error."""
+    data = copy.deepcopy(data)
+    tiers = data.setdefault("tiers", {})
+    for name, emulate in design_emulation(cfg).items():
+        section = "design.node.local" if name == "local" else "design.global"
+        if name == "local" and cfg.tiers.local is None:
+            raise ConfigError(f"{section}: the config has no tiers.local to emulate it on")
+        built = cfg.tiers.local if name == "local" else cfg.tiers.global_
+        tier = dict(tiers[name]) if isinstance(tiers.get(name), dict) else _plain_tier(built)
+        given = tier.get("emulate")
+        same = given is not None and coerce(given, EmulateConfig, "") == coerce(emulate, EmulateConfig, "")
+        if given is not None and not same:
+            raise ConfigError(f"tiers.{name}.emulate: set by {section}; keep one of the two")
+        tier["emulate"] = emulate
+        tiers[name] = tier
+    return data
 
 
 # --------------------------------------------------------------------------- loading

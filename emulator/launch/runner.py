@@ -53,6 +53,16 @@ def _copies_on_a_tier(cfg, duration: float | None) -> int:
     return max(1, min(most, written))
 
 
+def _check_design_nodes(cfg, nnodes: int) -> None:
+    """A run emulates some of the design's nodes: never more than the modelled job has."""
+    if cfg.design is None:
+        return
+    modelled = cfg.design.job_nodes(cfg.parallelism.world_size)
+    if modelled < nnodes:
+        raise UserError(f"design.job.nodes: {modelled} modelled node(s), fewer than the {nnodes} this run "
+                        "emulates (--nnodes)")
+
+
 def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_per_node: int | None = None,
                 rdzv_endpoint: str | None = None, rdzv_id: str = "ckpt-emu", quiet: bool = True) -> Path:
     """Check, launch and wait for one emulator run; returns its results folder."""
@@ -62,6 +72,7 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
         raise UserError(f"{nnodes} node(s) x {nproc} ranks per node != {ranks} ranks in the config")
     if nnodes > 1 and not rdzv_endpoint:
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
+    _check_design_nodes(cfg, nnodes)
     preflight(cfg, nnodes, duration)
     if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
         from emulator.mlperf.protocol import check_read_phase

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from emulator.config import ParallelismConfig
+from emulator.design.spec import DEFAULT_NIC
 from emulator.errors import ConfigError, UserError
 from emulator.simulation.inputs import Calibration, retention_requests, tier_latency, tier_sharing
 from emulator.simulation.sharing import LinkLimits, limits, node_load
@@ -166,14 +167,16 @@ def _rate(tier_cfg, direction: str, calibrated: float | None, what: str, sources
     return None
 
 
-def _recovery(tier_cfg, read_bps, groups, files: int, alone: bool, nic_bps: float | None = None) -> list:
-    """Seconds to restore each group's nodes from a tier: every node at once, or one node ``alone``."""
-    if read_bps is None:
+def _recovery(tier_cfg, read_bps, groups, files: int, alone: bool, nic_bps: float | None = None,
+              design_limits: LinkLimits | None = None) -> list:
+    """Seconds to restore each group's nodes from a tier: every node at once, or one node ``alone``.
+    ``design_limits``: the design's aggregate and NIC, which replace the tier's configured sharing."""
+    if read_bps is None and design_limits is None:
         return [0.0 for _ in groups]
-    sb = tier_sharing(tier_cfg)
-    lim = limits(sb, read_bps, kind="read", files=files)
+    sb = "node" if design_limits is not None else tier_sharing(tier_cfg)
+    lim = design_limits or limits(sb, read_bps, kind="read", files=files)
     if nic_bps:
-        lim = LinkLimits(lim.aggregate_bps, nic_bps)
+        lim = LinkLimits(lim.aggregate_bps, min(nic_bps, lim.node_bps))
     active = 1 if alone else sum(g.nodes for g in groups)
     rate = lim.node_rate(active)
     lat = 2 * tier_latency(tier_cfg)  # manifest, then the file
@@ -260,6 +263,17 @@ def _global_links(cfg, opts: Options, c, files: int, local: bool, sources: dict,
     return _override(gw, opts), _override(dr, opts)
 
 
+def design_links(cfg, opts: Options) -> tuple[LinkLimits, LinkLimits] | None:
+    """(write, read) limits of the global tier from ``cfg.design``: the job's aggregate behind each
+    node's NIC (emulator/design/share.py); flags override either. None without a design."""
+    d = cfg.design
+    if d is None or d.global_ is None:
+        return None
+    nic = opts.nic_gib_s * GIB if opts.nic_gib_s else d.nic_bps
+    write = opts.global_gib_s * GIB if opts.global_gib_s else d.global_.write_bps
+    return LinkLimits(write, nic), LinkLimits(d.global_.read_bps, nic)
+
+
 def _write_loads(cfg, groups, local: bool) -> dict:
     def load(tier_cfg, g):
         return node_load(tier_sharing(tier_cfg), kind="write", file_bytes=g.file_bytes, node_bytes=g.node_bytes,
@@ -285,6 +299,12 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
         rate = _rate(t.local, "write", c.local_write_bps, "local_write", sources)
         local_write = _tier_limits(t.local, rate, "write", files, 1, c.nodes, "local_write", sources, notes)
     global_write, drain = _global_links(cfg, opts, c, files, local, sources, notes)
+    design = design_links(cfg, opts)
+    if design is not None:  # the design's rates, not the emulated node's share of them, nor a calibration
+        global_write = drain = design[0]
+        sources.update(global_write="design", drain="design", global_read="design")
+        if not cfg.design.nic_stated:
+            notes.append(f"design.node.nic: not given; assumed {DEFAULT_NIC} per node")
     l_lat, g_lat = tier_latency(t.local) if local else 0.0, tier_latency(t.global_)
     local_read = _rate(t.local, "read", c.local_read_bps, "local_read", sources, required=False) if local else None
     global_read = _rate(t.global_, "read", c.global_read_bps, "global_read", sources, required=False)
@@ -301,6 +321,8 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
         coord_pre_s=c.coord_pre_s, coord_post_s=c.coord_post_s,
         housekeeping_s=_housekeeping(cfg, files, world_files, l_lat, g_lat, local, c.retention_request_s),
         recovery_local_s=max(_recovery(t.local, local_read, groups, files, alone=False)) if local else 0.0,
-        recovery_global=tuple(_recovery(t.global_, global_read, groups, files, alone=True, nic_bps=nic)),
-        recovery_global_all_s=max(_recovery(t.global_, global_read, groups, files, alone=False, nic_bps=nic)),
+        recovery_global=tuple(_recovery(t.global_, global_read, groups, files, alone=True, nic_bps=nic,
+                                        design_limits=design and design[1])),
+        recovery_global_all_s=max(_recovery(t.global_, global_read, groups, files, alone=False, nic_bps=nic,
+                                            design_limits=design and design[1])),
         write_loads=_write_loads(cfg, groups, local), sources=sources, notes=notes)

@@ -11,7 +11,7 @@ from emulator.simulation.model import RunSpec, simulate
 from emulator.simulation.plot import write_breakdown, write_heatmap
 from emulator.units import GIB, fmt_duration
 
-_SOURCE = {"measured": "measured", "config": "config", "assumed": "assumed", "none": "not paced"}
+_SOURCE = {"measured": "measured", "config": "config", "design": "design", "assumed": "assumed", "none": "not paced"}
 
 
 def _bw(bps: float) -> str:

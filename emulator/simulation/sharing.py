@@ -16,22 +16,9 @@ produce it (:func:`rate_from`). Tests check that one inverts the other.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from emulator.design.share import LinkLimits
 
 SHARINGS = ("none", "rank", "node", "job")
-
-
-@dataclass(frozen=True)
-class LinkLimits:
-    """Limits of one shared link: aggregate over the job and cap per node, bytes/s (inf: none)."""
-
-    aggregate_bps: float = math.inf
-    node_bps: float = math.inf
-
-    def node_rate(self, active_nodes: int) -> float:
-        """What each node gets when ``active_nodes`` transfer at once (fair share)."""
-        return min(self.node_bps, self.aggregate_bps / max(1, active_nodes))
 
 
 def streams(kind: str, files: int, concurrency: int) -> int:

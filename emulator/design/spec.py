@@ -1,0 +1,136 @@
+"""The ``design:`` config section: a storage design in the terms an architect uses.
+
+    design:
+      job: {nodes: 2048, accelerators_per_node: 8}
+      node:
+        local: {write: 7GB/s, read: 7GB/s, capacity: 3.84TB, latency_ms: 0.1}
+        nic: 400Gb/s
+      global: {write: 400GB/s, read: 400GB/s, latency_ms: 1}
+
+Rates and sizes take the units vendors quote (emulator/units.py): bytes or
+bits, decimal or binary prefixes; a bare number is refused as ambiguous. The
+local device is the node's: its ranks share it. The global storage's rates are
+the aggregate of the whole job; each node reaches it through its NIC
+(emulator/design/share.py). The spec keeps the user's text, so a config
+written back (results.json, ``tune``'s runs) reads the same.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from emulator.errors import ConfigError, UserError
+from emulator.units import parse_rate, parse_size
+
+#: the NIC when the design names none: a 400 Gb/s link, as on current H100/H200 nodes; always stated
+DEFAULT_NIC = "400Gb/s"
+_SECTIONS = {"job": ("nodes", "accelerators_per_node"), "node": ("local", "nic"),
+             "global": ("write", "read", "latency_ms")}
+_LOCAL = ("write", "read", "capacity", "latency_ms")
+
+
+@dataclass(frozen=True)
+class LocalDevice:
+    write_bps: float
+    read_bps: float
+    capacity_bytes: Optional[int] = None
+    latency_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class GlobalStorage:
+    write_bps: float
+    read_bps: float
+    latency_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class DesignSpec:
+    """A design: the modelled job, one node's local device and NIC, the shared global storage."""
+
+    nodes: Optional[int]              # None: the preset's ranks / accelerators_per_node
+    accelerators_per_node: int
+    local: Optional[LocalDevice]
+    nic_bps: float
+    nic_stated: bool                  # False: DEFAULT_NIC was assumed (reports say so)
+    global_: Optional[GlobalStorage]
+    text: dict                        # the section as the user wrote it
+
+    def job_nodes(self, world_size: int) -> int:
+        """The modelled job's nodes: as given, else the preset's ranks over accelerators per node."""
+        return self.nodes if self.nodes is not None else max(1, -(-world_size // self.accelerators_per_node))
+
+
+def _mapping(value, key: str, known: tuple) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__}")
+    for k in value:
+        if k not in known:
+            raise ConfigError(f"{key}.{k}: unknown key (known: {', '.join(known)})")
+    return value
+
+
+def _user(fn, value, key: str):
+    try:
+        return fn(value, key)
+    except UserError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _count(value, key: str, default=None) -> Optional[int]:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key}: must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def _latency(value, key: str) -> float:
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"{key}: must be a number of milliseconds >= 0, got {value!r}")
+    return value / 1000
+
+
+def _local(d: dict) -> Optional[LocalDevice]:
+    d = _mapping(d, "design.node.local", _LOCAL)
+    if not d:
+        return None
+    for k in ("write", "read"):
+        if k not in d:
+            raise ConfigError(f"design.node.local.{k}: needed (the device's {k} rate, e.g. 7GB/s)")
+    cap = d.get("capacity")
+    return LocalDevice(_user(parse_rate, d["write"], "design.node.local.write"),
+                       _user(parse_rate, d["read"], "design.node.local.read"),
+                       _user(parse_size, cap, "design.node.local.capacity") if cap is not None else None,
+                       _latency(d.get("latency_ms"), "design.node.local.latency_ms"))
+
+
+def _global(d: dict) -> Optional[GlobalStorage]:
+    d = _mapping(d, "design.global", _SECTIONS["global"])
+    if not d:
+        return None
+    if "write" not in d:
+        raise ConfigError("design.global.write: needed (the job's aggregate write bandwidth, e.g. 400GB/s)")
+    write = _user(parse_rate, d["write"], "design.global.write")
+    read = _user(parse_rate, d["read"], "design.global.read") if "read" in d else write
+    return GlobalStorage(write, read, _latency(d.get("latency_ms"), "design.global.latency_ms"))
+
+
+def parse_design(data, key: str = "design") -> DesignSpec:
+    """The ``design:`` mapping -> DesignSpec; ConfigError naming the key on bad input."""
+    data = _mapping(data, key, tuple(_SECTIONS))
+    job = _mapping(data.get("job"), "design.job", _SECTIONS["job"])
+    node = _mapping(data.get("node"), "design.node", _SECTIONS["node"])
+    nic = node.get("nic")
+    return DesignSpec(
+        nodes=_count(job.get("nodes"), "design.job.nodes"),
+        accelerators_per_node=_count(job.get("accelerators_per_node"), "design.job.accelerators_per_node", 8),
+        local=_local(node.get("local")),
+        nic_bps=_user(parse_rate, nic if nic is not None else DEFAULT_NIC, "design.node.nic"),
+        nic_stated=nic is not None,
+        global_=_global(data.get("global")),
+        text=dict(data))
