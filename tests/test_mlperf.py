@@ -407,3 +407,49 @@ def test_a_read_keeps_no_second_copy_of_the_file_in_memory(tmp_path):
         tracemalloc.stop()
     assert nbytes > 128 << 20
     assert peak < nbytes / 8, peak
+
+
+def _record_torch_load(monkeypatch):
+    import torch
+
+    seen = []
+    real = torch.load
+
+    def load(f, *args, **kwargs):
+        seen.append(f)
+        return real(f, *args, **kwargs)
+    monkeypatch.setattr(torch, "load", load)
+    return seen
+
+
+def _one_file(tmp_path, tier):
+    import torch
+
+    from emulator.mlperf import protocol as mlperf
+    specs = tuple(type("Spec", (), {"name": f"t{i}"})() for i in range(2))
+    f = mlperf.RankFile("f.pt", specs)
+    mlperf.save_files(tier, 1, [f], {s.name: torch.ones(1 << 16) for s in specs})
+    return mlperf, f
+
+
+def test_a_directory_tier_is_read_with_the_call_dlio_makes(tmp_path, monkeypatch):
+    """DLIO loads a file system checkpoint with ``torch.load(path)``: torch's own file reader, not a
+    Python file object (which ran about 1.3x slower on the same bytes)."""
+    from tiers.directory import DirTier
+    tier = DirTier(tmp_path / "t")
+    mlperf, f = _one_file(tmp_path, tier)
+    seen = _record_torch_load(monkeypatch)
+    nbytes = mlperf.load_files(tier, 1, [f])
+    assert len(seen) == 1 and isinstance(seen[0], str) and seen[0] == str(tier.local_path(mlperf.file_key(1, f)))
+    assert nbytes == tier.local_path(mlperf.file_key(1, f)).stat().st_size
+
+
+def test_an_emulated_tier_is_still_read_through_its_pacing(tmp_path, monkeypatch):
+    """A path would bypass the emulated read rate: an emulated tier is read through its reader."""
+    from tiers.directory import DirTier
+    from tiers.emulated import EmulatedTier
+    tier = EmulatedTier(DirTier(tmp_path / "t"), read_bps=1 << 40)
+    mlperf, f = _one_file(tmp_path, tier)
+    seen = _record_torch_load(monkeypatch)
+    mlperf.load_files(tier, 1, [f])
+    assert len(seen) == 1 and not isinstance(seen[0], (str, Path))

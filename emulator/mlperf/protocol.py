@@ -32,7 +32,7 @@ from emulator.job.ownership import claim_tiers, release
 from emulator.job.rank_tiers import build_tiers
 from emulator.workload.content import Content
 from emulator.workload.state import model_specs, optimizer_specs
-from tiers.base import Sink
+from tiers.base import Sink, unwrap
 
 EPOCH = 1
 #: the MLPerf rule: drop the client's page cache when its checkpoint data is under 3x its memory
@@ -135,13 +135,29 @@ def _seekable(fh) -> bool:
         return False
 
 
+def _plain_path(tier, key: str) -> Path | None:
+    """The file behind ``key`` when nothing stands between it and the reader (no emulation wrapper)."""
+    if unwrap(tier) is not tier:
+        return None
+    return tier.local_path(key)
+
+
 def load_files(tier, step: int, files: list[RankFile]) -> int:
-    """``torch.load`` each file whole, as DLIO does; returns the bytes read. A seekable reader
-    is loaded from directly (through the tier, so emulated read rates apply, and no second
-    in-memory copy of a multi-GiB file); others are read whole first."""
+    """``torch.load`` each file whole, as DLIO does; returns the bytes read.
+
+    A plain directory tier is read with DLIO's own call, ``torch.load(path)`` (torch's C++ file
+    reader). Otherwise a seekable reader is loaded from directly (through the tier, so emulated
+    read rates apply, and no second in-memory copy of a multi-GiB file); others are read whole first.
+    """
     total = 0
     for f in files:
         key = file_key(step, f)
+        path = _plain_path(tier, key)
+        if path is not None:
+            loaded = torch.load(str(path), weights_only=True)
+            total += path.stat().st_size
+            _check_tensors(step, f, loaded)
+            continue
         with tier.open_read(key) as fh:
             if _seekable(fh):
                 loaded = torch.load(fh, weights_only=True)
@@ -151,9 +167,13 @@ def load_files(tier, step: int, files: list[RankFile]) -> int:
                 total += len(data)
                 loaded = torch.load(io.BytesIO(data), weights_only=True)
                 del data
-        if len(loaded) != len(f.specs):
-            raise UserError(f"{file_key(step, f)}: holds {len(loaded)} tensors, expected {len(f.specs)}")
+        _check_tensors(step, f, loaded)
     return total
+
+
+def _check_tensors(step: int, f: RankFile, loaded) -> None:
+    if len(loaded) != len(f.specs):
+        raise UserError(f"{file_key(step, f)}: holds {len(loaded)} tensors, expected {len(f.specs)}")
 
 
 # --------------------------------------------------------------------------- the host
