@@ -29,7 +29,8 @@ def test_a_baseline_mode_runs_first_and_every_mode_is_measured_against_it(sleep_
     assert base["steps"] == 32 and base["step_wall_s"] > 0
     assert set(res["timeline"]) == {"none", "sync", "async"}
     for mode, m in res["modes"].items():
-        assert m["steps"] == base["steps"], mode  # the same work
+        # the same work; async then trains on while its last checkpoint drains, as a job would
+        assert m["steps"] == base["steps"] if mode != "async" else m["steps"] >= base["steps"], mode
         assert m["goodput_ratio"] == pytest.approx(1 / (1 + m["slowdown_ratio"]))
         assert m["interference_ratio"] == pytest.approx(m["slowdown_ratio"] - m["stall_share_ratio"])
     sync, asyn = res["modes"]["sync"], res["modes"]["async"]
@@ -57,7 +58,7 @@ def test_durability_lag_and_checkpoints_at_risk(sleep_run):
         assert m["lag_mean_s"] >= 0.9 * (m["local_write_mean_s"] + m["drain_mean_s"]), mode
         assert m["lag_max_s"] >= m["lag_p99_s"] >= m["lag_mean_s"] > 0
     assert sleep_run["modes"]["sync"]["at_risk"] == 0  # sync waits for durability
-    assert 0 <= sleep_run["modes"]["async"]["at_risk"] <= 1  # the last one may still be draining
+    assert sleep_run["modes"]["async"]["at_risk"] == 0  # training went on until the last one drained
     for rec in (x for r in sleep_run["per_rank"] for x in r["records"]):
         assert rec["lag_s"] >= rec["local_write_s"] + rec["drain_s"] - 1e-6
 

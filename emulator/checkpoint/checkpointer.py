@@ -165,6 +165,10 @@ class Checkpointer:
         if rec.missed:
             m.deadline_missed(rec.mode)
 
+    def in_flight(self) -> bool:
+        """Whether an async checkpoint's write, drain or commit is still running on this rank."""
+        return self._inflight is not None and not self._inflight.done()
+
     def finish(self) -> float:
         """Wait for the checkpoint in flight (end of a mode); returns the seconds waited."""
         t = time.time()

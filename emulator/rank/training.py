@@ -21,6 +21,8 @@ from collections import deque
 from emulator.job import outdir
 
 MAX_EVENTS = 4000  # timeline events kept per rank and kind of source
+#: votes of the per-step stop all-reduce (the largest wins): stop now > a checkpoint in flight > steps done
+_STEPS_DONE, _IN_FLIGHT, _STOP_NOW = 1.0, 2.0, 4.0
 
 
 def compute(seconds: float, kind: str) -> None:
@@ -48,14 +50,22 @@ class ModeLoop:
         self.baseline_step_s = 0.0  # wall time per step of the baseline mode, once it ran
 
     def _should_stop(self, mode_start: float, budget: float | None, step_in_mode: int) -> bool:
+        """Every rank's same decision, from one all-reduce (the per-step one of data-parallel training).
+
+        Ctrl-C, the time budget or a node loss stop at once. Reaching the step count stops only
+        once no rank has a checkpoint in flight: the last async checkpoint's write and drain
+        overlap training steps, as every other checkpoint's do, instead of a loop that has ended.
+        """
         if self.node_loss.happened(len(self.ckpt.records)):
             return True  # every rank counts the same checkpoints: a consistent decision
-        stop = 0.0
+        vote = _IN_FLIGHT if self.ckpt.in_flight() else 0.0
         if self.comm.rank == 0:
-            stop = float((self.out / outdir.STOP).exists()
-                         or (budget is not None and time.time() - mode_start >= budget)
-                         or (budget is None and step_in_mode >= self.cfg.steps_per_mode))
-        return self.comm.all_max(stop) > 0  # the per-step all-reduce of data-parallel training
+            if (self.out / outdir.STOP).exists() or (budget is not None and time.time() - mode_start >= budget):
+                vote = _STOP_NOW
+            elif budget is None and step_in_mode >= self.cfg.steps_per_mode:
+                vote = max(vote, _STEPS_DONE)
+        decision = self.comm.all_max(vote)
+        return decision == _STOP_NOW or decision == _STEPS_DONE
 
     def run(self, mode: str, first_step: int, budget: float | None) -> tuple[int, dict]:
         cfg, m = self.cfg, self.metrics
@@ -66,6 +76,7 @@ class ModeLoop:
         start = last = time.time()  # training seconds are added per step so rate() works live
         step, n, update_cpu = first_step, 0, 0.0
         compute_events = deque(maxlen=MAX_EVENTS)  # bounded: soak runs must not grow
+        last_step = cfg.steps_per_mode if budget is None else float("inf")  # steps past it only wait for a drain
         while not self._should_stop(start, budget, n):
             t, cpu0 = time.time(), time.thread_time()
             self.state.mutate(step)  # the optimizer update: part of the step's time, not added to it
@@ -74,7 +85,7 @@ class ModeLoop:
             t_end = time.time()
             compute_events.append((t, t_end))
             m.observe_step(mode, t_end - t)
-            if mode != "none" and (n + 1) % interval == 0:
+            if mode != "none" and (n + 1) % interval == 0 and n < last_step:
                 self._checkpoint(mode, step, start, n + 1)
             now = time.time()
             m.add_training_seconds(mode, now - last)
