@@ -5,6 +5,13 @@
 
 Edit the panels here, not in the JSON; tests/test_grafana.py fails when they differ.
 
+The dashboard is built with grafana-foundation-sdk, Grafana's dashboards-as-code library (its
+typed builders and models; its JSON encoder writes the file). It is a development dependency
+only (the ``test`` extra): nothing in ``emulator`` imports it. The JSON is the output of the build
+constraints.txt pins, the one generated for Grafana 11.0 (schema 39, the version of this
+dashboard): the SDK publishes one build per Grafana version and the builds write different
+defaults, so another one would rewrite the file; :func:`render` refuses to run with it.
+
 Every panel and the ``job`` variable use the ``datasource`` variable (uid
 ``${datasource}``), so the dashboard works with any Prometheus datasource, whatever its
 name or uid, without ``__inputs``. Variables: ``datasource``, ``job`` (the scrape job(s)
@@ -18,64 +25,89 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from importlib.metadata import version
 from pathlib import Path
+
+from grafana_foundation_sdk.builders import common, dashboard, prometheus, timeseries
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import dashboard as model
+from grafana_foundation_sdk.models.common import (
+    AxisColorMode, AxisPlacement, BarAlignment, GraphDrawStyle, GraphGradientMode, GraphThresholdsStyleMode,
+    LegendDisplayMode, LegendPlacement, LineInterpolation, LineStyle, ScaleDistribution, SortOrder, StackingMode,
+    TooltipDisplayMode, VisibilityMode)
+from grafana_foundation_sdk.models.dashboard import (
+    DashboardCursorSync, DataSourceRef, DynamicConfigValue, FieldColor, FieldColorModeId, GridPos, Threshold,
+    VariableHide, VariableOption, VariableRefresh, VariableSort)
+from grafana_foundation_sdk.models.prometheus import QueryEditorMode
 
 from emulator.units import GIB
 
-OUT = Path(__file__).resolve().parent / "dashboards" / "ckpt-emu.json"
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "grafana" / "dashboards" / "ckpt-emu.json"
 UID = "ckpt-emu"
-DS = {"type": "prometheus", "uid": "${datasource}"}
+SCHEMA_VERSION = 39  # as Grafana 11.0 writes it; the SDK's model defaults to 36
+SDK = "grafana-foundation-sdk"
+DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 J = 'job=~"$job"'
 
 
-def target(expr: str, legend: str, ref: str) -> dict:
-    return {"datasource": DS, "editorMode": "code", "expr": expr, "legendFormat": legend, "range": True,
-            "refId": ref}
+def target(expr: str, legend: str, ref: str) -> prometheus.Dataquery:
+    """A range query in code mode on the ``datasource`` variable."""
+    return (prometheus.Dataquery().datasource(DS).editor_mode(QueryEditorMode.CODE).expr(expr)
+            .legend_format(legend).range().ref_id(ref))
 
 
-def thresholds(*steps) -> dict:
-    """steps: (value or None for the base, colour)."""
-    return {"mode": "absolute", "steps": [{"color": c, "value": v} for v, c in steps]}
+def thresholds(line: tuple | None) -> dashboard.ThresholdsConfig:
+    """No threshold (green), or a (value, colour) line over a transparent base."""
+    steps = [Threshold(value=None, color="transparent"), Threshold(value=line[0], color=line[1])] if line \
+        else [Threshold(value=None, color="green")]
+    return dashboard.ThresholdsConfig().mode(model.ThresholdsMode.ABSOLUTE).steps(steps)
 
 
-def panel(title: str, description: str, targets: list, *, unit: str, grid: tuple, min_=0, max_=None,
-          threshold_line: tuple | None = None, threshold_style: str = "line", overrides: list | None = None,
-          draw: str = "line", stack: bool = False) -> dict:
-    custom = {
-        "axisBorderShow": False, "axisCenteredZero": False, "axisColorMode": "text", "axisLabel": "",
-        "axisPlacement": "auto", "barAlignment": 0, "drawStyle": draw, "fillOpacity": 10,
-        "gradientMode": "none", "hideFrom": {"legend": False, "tooltip": False, "viz": False},
-        "insertNulls": False, "lineInterpolation": "linear", "lineWidth": 1, "pointSize": 4,
-        "scaleDistribution": {"type": "linear"}, "showPoints": "auto", "spanNulls": False,
-        "stacking": {"group": "A", "mode": "normal" if stack else "none"},
-        "thresholdsStyle": {"mode": threshold_style if threshold_line else "off"},
-    }
-    defaults = {"color": {"mode": "palette-classic"}, "custom": custom, "unit": unit, "min": min_,
-                "thresholds": thresholds((None, "transparent"), (threshold_line[0], threshold_line[1]))
-                if threshold_line else thresholds((None, "green"))}
-    if max_ is not None:
-        defaults["max"] = max_
+def series_style(p: timeseries.Panel, draw: GraphDrawStyle, stack: bool,
+                 threshold_style: GraphThresholdsStyleMode) -> timeseries.Panel:
+    """The series style every panel shares, every field written out as Grafana saves it, with the
+    drawing, stacking and threshold style of this panel."""
+    return (p.axis_border_show(False).axis_centered_zero(False).axis_color_mode(AxisColorMode.TEXT).axis_label("")
+            .axis_placement(AxisPlacement.AUTO).bar_alignment(BarAlignment.CENTER).draw_style(draw).fill_opacity(10)
+            .gradient_mode(GraphGradientMode.NONE)
+            .hide_from(common.HideSeriesConfig().legend(False).tooltip(False).viz(False))
+            .insert_nulls(False).line_interpolation(LineInterpolation.LINEAR).line_width(1).point_size(4)
+            .scale_distribution(common.ScaleDistributionConfig().type(ScaleDistribution.LINEAR))
+            .show_points(VisibilityMode.AUTO).span_nulls(False)
+            .stacking(common.StackingConfig().group("A").mode(StackingMode.NORMAL if stack else StackingMode.NONE))
+            .thresholds_style(common.GraphThresholdsStyleConfig().mode(threshold_style)))
+
+
+def panel(title: str, description: str, targets: list, *, unit: str, grid: tuple, threshold_line: tuple | None = None,
+          threshold_style: GraphThresholdsStyleMode = GraphThresholdsStyleMode.LINE, overrides: list | None = None,
+          draw: GraphDrawStyle = GraphDrawStyle.LINE, stack: bool = False) -> timeseries.Panel:
+    """A time-series panel at grid = (x, y, w, h), its axis from 0, with a table legend (last and max)
+    and a multi-series tooltip; threshold_line = (value, colour) draws that line in threshold_style."""
     x, y, w, h = grid
-    return {
-        "type": "timeseries", "title": title, "description": description, "datasource": DS,
-        "gridPos": {"x": x, "y": y, "w": w, "h": h},
-        "fieldConfig": {"defaults": defaults, "overrides": overrides or []},
-        "options": {"legend": {"calcs": ["lastNotNull", "max"], "displayMode": "table", "placement": "bottom",
-                               "showLegend": True},
-                    "tooltip": {"mode": "multi", "sort": "desc"}},
-        "targets": targets,
-    }
+    p = (timeseries.Panel().title(title).description(description).datasource(DS)
+         .grid_pos(GridPos(x=x, y=y, w=w, h=h)).targets(targets)
+         .color_scheme(dashboard.FieldColor().mode(FieldColorModeId.PALETTE_CLASSIC))
+         .unit(unit).min(0).thresholds(thresholds(threshold_line))
+         .legend(common.VizLegendOptions().calcs(["lastNotNull", "max"]).display_mode(LegendDisplayMode.TABLE)
+                 .placement(LegendPlacement.BOTTOM).show_legend(True))
+         .tooltip(common.VizTooltipOptions().mode(TooltipDisplayMode.MULTI).sort(SortOrder.DESCENDING)))
+    series_style(p, draw, stack, threshold_style if threshold_line else GraphThresholdsStyleMode.OFF)
+    for regex, properties in overrides or []:
+        p.override_by_regexp(regex, properties)
+    return p
 
 
-def override(regex: str, props: dict) -> dict:
-    return {"matcher": {"id": "byRegexp", "options": regex},
-            "properties": [{"id": k, "value": v} for k, v in props.items()]}
+def override(regex: str, props: dict) -> tuple[str, list[DynamicConfigValue]]:
+    """Field properties (id: value) for the series whose names match regex."""
+    return regex, [DynamicConfigValue(id_val=k, value=v) for k, v in props.items()]
 
 
-DASHED = {"custom.lineStyle": {"dash": [10, 10], "fill": "dash"}, "custom.fillOpacity": 0}
+DASHED = {"custom.lineStyle": LineStyle(dash=[10, 10], fill="dash"), "custom.fillOpacity": 0}
 
 
-def panels() -> list[dict]:
+def panels() -> list[timeseries.Panel]:
+    """The panels, row by row (two 12-wide panels or 12 + 6 + 6 per row, 8 high), numbered from 1."""
     out = []
     # ---- row 1: the training loop's view
     out.append(panel(
@@ -100,7 +132,7 @@ def panels() -> list[dict]:
             "while it is not training.",
             [target(f'ckpt_emu:overhead:ratio{{{J},mode="{mode}"}}', "{{job}} " + mode, "A")],
             unit="percentunit", grid=(12 + 6 * i, 0, 6, 8), threshold_line=(0.05, "red"),
-            threshold_style="dashed"))
+            threshold_style=GraphThresholdsStyleMode.DASHED))
     # ---- row 2: drains
     out.append(panel(
         "Drain overlap (worst node)",
@@ -125,9 +157,9 @@ def panels() -> list[dict]:
          target(f"sum by (mode) (increase(ckpt_emu_drain_deadline_misses_total{{{J}}}[$window]))",
                 "deadline misses {{mode}}", "B")],
         unit="bytes", grid=(12, 8, 12, 8),
-        overrides=[override("deadline misses.*", {"unit": "short", "custom.axisPlacement": "right",
-                                                  "custom.drawStyle": "bars", "custom.fillOpacity": 60,
-                                                  "decimals": 0})]))
+        overrides=[override("deadline misses.*", {"unit": "short", "custom.axisPlacement": AxisPlacement.RIGHT,
+                                                  "custom.drawStyle": GraphDrawStyle.BARS,
+                                                  "custom.fillOpacity": 60, "decimals": 0})]))
     # ---- row 3: tiers
     out.append(panel(
         "Write throughput per tier",
@@ -149,7 +181,8 @@ def panels() -> list[dict]:
          target(f"3 * max(ckpt_emu_checkpoint_interval_seconds{{{J}}}) + max(ckpt_emu_last_durability_lag_seconds{{{J}}})",
                 "alert threshold", "B")],
         unit="s", grid=(12, 16, 12, 8),
-        overrides=[override("alert threshold.*", {**DASHED, "color": {"fixedColor": "red", "mode": "fixed"}})]))
+        overrides=[override("alert threshold.*",
+                            {**DASHED, "color": FieldColor(mode=FieldColorModeId.FIXED, fixed_color="red")})]))
     # ---- row 4: MLPerf figures and phases
     out.append(panel(
         "Save / load throughput (GiB/s)",
@@ -185,7 +218,7 @@ def panels() -> list[dict]:
         "abandoned and failed drains, checksum mismatches on restore, a full local tier, tier errors. "
         "All zero in a healthy run.",
         [target(f"sum by (kind) (increase(ckpt_emu_faults_total{{{J}}}[$window]))", "{{kind}}", "A")],
-        unit="short", grid=(12, 32, 12, 8), draw="bars", stack=True))
+        unit="short", grid=(12, 32, 12, 8), draw=GraphDrawStyle.BARS, stack=True))
     # ---- row 6: what the job loses end to end, and how long a checkpoint takes to be safe
     out.append(panel(
         "Slowdown against the no-checkpoint baseline",
@@ -194,7 +227,8 @@ def panels() -> list[dict]:
         "the job, stalls and interference (background writes and drains slowing the steps) alike. "
         "The report splits it into the two.",
         [target(f"max by (mode) (ckpt_emu_slowdown_ratio{{{J}}})", "{{mode}}", "A")],
-        unit="percentunit", grid=(0, 40, 12, 8), threshold_line=(0.05, "red"), threshold_style="dashed"))
+        unit="percentunit", grid=(0, 40, 12, 8), threshold_line=(0.05, "red"),
+        threshold_style=GraphThresholdsStyleMode.DASHED))
     out.append(panel(
         "Durability lag p50 / p99 by mode",
         "From a checkpoint's snapshot until it is complete on the global tier (local write, drain, "
@@ -206,58 +240,74 @@ def panels() -> list[dict]:
                 f"(rate(ckpt_emu_durability_lag_seconds_bucket{{{J}}}[$window])))", "p99 {{mode}}", "B")],
         unit="s", grid=(12, 40, 12, 8)))
     for i, p in enumerate(out, start=1):
-        p["id"] = i
+        p.id(i)
     return out
 
 
-def templating() -> dict:
-    return {"list": [
-        {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
-         "current": {}, "hide": 0, "includeAll": False, "multi": False, "options": [], "refresh": 1,
-         "regex": "", "skipUrlSync": False},
-        {"name": "job", "label": "Job", "type": "query", "datasource": DS,
-         "definition": "label_values(ckpt_emu_info, job)",
-         "query": {"query": "label_values(ckpt_emu_info, job)", "refId": "PrometheusVariableQueryEditor-VariableQuery",
-                   "qryType": 1},
-         "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-         "hide": 0, "includeAll": True, "allValue": ".+", "multi": True, "options": [], "refresh": 2,
-         "regex": "", "skipUrlSync": False, "sort": 1},
-        {"name": "window", "label": "Window (per-checkpoint statistics)", "type": "interval",
-         "query": "1m,5m,15m,30m,1h", "auto": False, "auto_count": 30, "auto_min": "10s",
-         "current": {"selected": True, "text": "5m", "value": "5m"},
-         "options": [{"selected": v == "5m", "text": v, "value": v} for v in ("1m", "5m", "15m", "30m", "1h")],
-         "hide": 0, "refresh": 2, "skipUrlSync": False},
-    ]}
+def datasource_variable() -> dashboard.DatasourceVariable:
+    """Any Prometheus datasource: every query uses it."""
+    return (dashboard.DatasourceVariable("datasource").label("Data source").type("prometheus")
+            .hide(VariableHide.DONT_HIDE).include_all(False).multi(False).regex(""))
 
 
-def dashboard() -> dict:
-    return {
-        "uid": UID,
-        "title": "ckpt-emu: checkpoint stalls, drains and durability",
-        "description": "Live metrics of ckpt-emu runs (tiered checkpoint emulator). Generated by grafana/generate.py.",
-        "tags": ["ckpt-emu", "checkpointing", "storage"],
-        "schemaVersion": 39,
-        "version": 1,
-        "editable": True,
-        "graphTooltip": 1,
-        "liveNow": False,
-        "refresh": "10s",
-        "time": {"from": "now-1h", "to": "now"},
-        "timepicker": {},
-        "timezone": "",
-        "fiscalYearStartMonth": 0,
-        "weekStart": "",
-        "links": [],
-        "annotations": {"list": [{
-            "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True, "hide": True,
-            "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard"}]},
-        "templating": templating(),
-        "panels": panels(),
-    }
+def job_variable() -> dashboard.QueryVariable:
+    """The scrape job(s) of the run, all by default (``.+``, not the list of values)."""
+    query = "label_values(ckpt_emu_info, job)"
+    return (dashboard.QueryVariable("job").label("Job").datasource(DS)
+            .query({"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery", "qryType": 1})
+            .current(VariableOption(selected=True, text=["All"], value=["$__all"]))
+            .hide(VariableHide.DONT_HIDE).include_all(True).all_value(".+").multi(True).options([])
+            .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED).regex("").sort(VariableSort.ALPHABETICAL_ASC))
+
+
+def window_variable() -> dashboard.IntervalVariable:
+    """The window of per-checkpoint statistics, 5m by default (see the module docstring)."""
+    values = ("1m", "5m", "15m", "30m", "1h")
+    return (dashboard.IntervalVariable("window").label("Window (per-checkpoint statistics)").values(",".join(values))
+            .auto(False).step_count(30).min_interval("10s")
+            .current(VariableOption(selected=True, text="5m", value="5m"))
+            .options([VariableOption(selected=v == "5m", text=v, value=v) for v in values])
+            .hide(VariableHide.DONT_HIDE))
+
+
+def annotations() -> dashboard.AnnotationQuery:
+    """Grafana's built-in annotations and alerts, hidden."""
+    return (dashboard.AnnotationQuery().built_in(1).datasource(DataSourceRef(type_val="grafana", uid="-- Grafana --"))
+            .enable(True).hide(True).icon_color("rgba(0, 211, 255, 1)").name("Annotations & Alerts")
+            .type("dashboard"))
+
+
+def build() -> model.Dashboard:
+    """The whole dashboard, as the SDK's model."""
+    d = (dashboard.Dashboard("ckpt-emu: checkpoint stalls, drains and durability").uid(UID)
+         .description("Live metrics of ckpt-emu runs (tiered checkpoint emulator). Generated by grafana/generate.py.")
+         .tags(["ckpt-emu", "checkpointing", "storage"]).version(1).editable().tooltip(DashboardCursorSync.CROSSHAIR)
+         .live_now(False).refresh("10s").time("now-1h", "now").timezone("").fiscal_year_start_month(0).week_start("")
+         .links([]).annotation(annotations())
+         .variables([datasource_variable(), job_variable(), window_variable()]))
+    for p in panels():
+        d.with_panel(p)
+    out = d.build()
+    out.schema_version = SCHEMA_VERSION  # the builder has no setter for it
+    return out
+
+
+def pinned_sdk() -> str | None:
+    """The SDK version constraints.txt pins (None without a pin)."""
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        name, _, pinned = line.partition("==")
+        if name.strip() == SDK:
+            return pinned.strip()
+    return None
 
 
 def render() -> str:
-    return json.dumps(dashboard(), indent=2) + "\n"
+    """The dashboard's JSON, as committed; only with the pinned SDK build, whose output it is."""
+    pinned, installed = pinned_sdk(), version(SDK)
+    if installed != pinned:
+        raise RuntimeError(f"{SDK} {installed} is installed, constraints.txt pins {pinned}: "
+                           "pip install -c constraints.txt -e '.[test]'")
+    return json.dumps(build(), cls=JSONEncoder, indent=2) + "\n"
 
 
 def main(argv=None) -> int:

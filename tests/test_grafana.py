@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 from emu import results, small_config
 from prom import ROOT, finite, free_port, http_get, prometheus, require  # noqa: F401 - fixture
@@ -55,6 +56,8 @@ def promtool(*args, input=None) -> subprocess.CompletedProcess:
 # --------------------------------------------------------------------------- static
 
 def test_generated_dashboard_is_committed():
+    if sys.version_info < (3, 11):
+        pytest.skip("grafana/generate.py needs grafana-foundation-sdk, which needs Python 3.11")
     spec = importlib.util.spec_from_file_location("grafana_generate", GRAFANA / "generate.py")
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
