@@ -14,10 +14,12 @@ Why it looks like this:
   series; a step number is never a label.
 * Every gauge has a deliberate ``multiprocess_mode`` (see ``_GAUGES``). Unlabelled
   gauges are created at 0 in *every* process's file, so "min" is never used.
-* Counters that alerts or ratios use are created at 0 before their first event
-  (deadline misses and fault kinds at start, a mode's stall and training seconds when
-  ``set_interval`` announces the mode), so ``rate()``/``increase()`` see the first
-  increment instead of a series that is born at its final value.
+* Every series whose labels are known and whose zero is true exists from the start
+  (``_create_known_series``): counters at 0, histograms with no observation, so panels
+  and rules have data during the baseline and ``rate()``/``increase()`` see the first
+  increment instead of a series that is born at its final value. A gauge whose 0 would
+  be false (the newest checkpoint's time, a throughput, a slowdown) stays absent until
+  it is measured; docs/metrics-and-dashboards.md says why, family by family.
 * Drain-busy seconds are accrued while a drain is in flight (a ticker thread, started
   at the first drain and asleep while none runs, adds the elapsed time every
   ``tick_s``), not in one lump when the drain ends: a drain of
@@ -78,7 +80,7 @@ _GAUGES = {
     "baseline_step_seconds": ((), "max", "Wall time of one training step without checkpoints (the baseline mode 'none'); 0 until it ran."),
     "slowdown_ratio": (("mode",), "max", "The mode's wall time per step over the baseline's, minus 1: what checkpointing costs the job end to end (stall and interference); worst rank on the node."),
     "checkpoints_at_risk": (("mode",), "max", "Checkpoints of the mode not yet durable on the global tier when its training stopped."),
-    "last_durability_lag_seconds": ((), "mostrecent", "Durability lag (snapshot to complete on the global tier) of the newest durable checkpoint."),
+    "last_durability_lag_seconds": ((), "mostrecent", "Durability lag (snapshot to complete on the global tier) of the newest durable checkpoint; 0 before the first."),
     "last_complete_checkpoint_timestamp_seconds": (("tier",), "max", "Unix time when the newest checkpoint became complete (manifest written) on the tier."),
     "last_complete_checkpoint_step": (("tier",), "mostrecent", "Training step of the most recently completed checkpoint on the tier."),
     "checkpoint_interval_seconds": (("mode",), "max", "Configured wall time between checkpoints; alert thresholds are multiples of it."),
@@ -143,13 +145,7 @@ class Metrics:
         self._c = {n: Counter(PREFIX + n, h, labels, registry=reg) for n, (labels, h) in _COUNTERS.items()}
         self._h = {n: Histogram(PREFIX + n, h, labels, registry=reg, buckets=BUCKETS)
                    for n, (labels, h) in _HISTOGRAMS.items()}
-        # Counters with known label values start at 0 so increase() sees the first event.
-        for mode in MODES:
-            self._c["drain_deadline_misses"].labels(mode=mode)
-        for kind in FAULT_KINDS:
-            self._c["faults"].labels(kind=kind)
-        for tier in TIERS:
-            self._c["checkpoints_completed"].labels(tier=tier)
+        self._create_known_series()
         self._g["start_time_seconds"].set(time.time())
         self._lock = threading.Lock()
         self._in_flight = 0
@@ -160,16 +156,33 @@ class Metrics:
         self._closed = False
         self._ticker = None
 
+    def _create_known_series(self):
+        """Create at once every series a panel or rule reads whose labels come from a closed
+        set and whose zero is true before the first checkpoint: a counter at 0, a histogram
+        with no observation. The newest durability lag starts at 0, as the alert rule
+        already reads it while there is none ("mostrecent": a real lag, set after the
+        collectives that follow every rank's start, is always newer than these zeros)."""
+        for mode in MODES:
+            for counter in ("drain_deadline_misses", "stall_seconds", "training_seconds"):
+                self._c[counter].labels(mode=mode)
+            for histogram in ("checkpoint_stall_seconds", "step_duration_seconds", "durability_lag_seconds"):
+                self._h[histogram].labels(mode=mode)
+        for kind in FAULT_KINDS:
+            self._c["faults"].labels(kind=kind)
+        for tier in TIERS:
+            self._c["checkpoints_completed"].labels(tier=tier)
+        self._g["last_durability_lag_seconds"].set(0)
+
     def set_info(self, *, preset: str, scale: float, ranks: int, nodes: int, modes: list[str], version: str):
         self._g["info"].labels(preset=preset, scale=f"{scale:g}", ranks=str(ranks), nodes=str(nodes),
                                modes=",".join(modes), version=version).set(1)
 
     def set_interval(self, mode: str, seconds: float):
-        """Announce that ``mode`` starts, checkpointing every ``seconds`` (configured)."""
+        """Announce that ``mode`` starts, checkpointing every ``seconds`` (configured). Its drain
+        overlap so far is 0 (no drain yet), which is true from now on and not before."""
         mode = _check("mode", mode, MODES)
         self._g["checkpoint_interval_seconds"].labels(mode=mode).set(seconds)
-        for name in ("stall_seconds", "training_seconds"):  # at 0, so rate() sees the first increment
-            self._c[name].labels(mode=mode)
+        self._g["drain_overlap_ratio"].labels(mode=mode).set(0)
 
     def observe_stall(self, mode: str, seconds: float):
         self._h["checkpoint_stall_seconds"].labels(mode=_check("mode", mode, MODES)).observe(seconds)
