@@ -177,6 +177,23 @@ class Metrics:
         self._g["info"].labels(preset=preset, scale=f"{scale:g}", ranks=str(ranks), nodes=str(nodes),
                                modes=",".join(modes), version=version).set(1)
 
+    def set_tiers(self, *, local: str | None, global_: str):
+        """Announce the run's tiers by their backends (``local=None``: none, ranks write to the
+        global tier): their byte counters start at 0 and the phases such a run has start with
+        no observation, so the throughput and phase panels have series before the first
+        checkpoint. (``d2h`` appears with the first GPU snapshot: CPU runs have none.)"""
+        local, global_ = None if local is None else _check_backend(local), _check_backend(global_)
+        first = ("local", local) if local is not None else ("global", global_)
+        tiers = [first] + ([("global", global_)] if local is not None else [])
+        phases = [("snapshot", *first), ("local_write", *first)] + [("load", *tier) for tier in tiers]
+        if local is not None:
+            phases.append(("drain", "global", global_))
+        for tier, backend in tiers:
+            for counter in ("written_bytes", "read_bytes"):
+                self._c[counter].labels(tier=tier, backend=backend)
+        for phase, tier, backend in phases:
+            self._h["phase_duration_seconds"].labels(phase=phase, tier=tier, backend=backend)
+
     def set_interval(self, mode: str, seconds: float):
         """Announce that ``mode`` starts, checkpointing every ``seconds`` (configured). Its drain
         overlap so far is 0 (no drain yet), which is true from now on and not before."""
