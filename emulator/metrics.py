@@ -86,6 +86,7 @@ _GAUGES = {
     "checkpoint_interval_seconds": (("mode",), "max", "Configured wall time between checkpoints; alert thresholds are multiples of it."),
     "throughput_bytes_per_second": (("op", "mode"), "mostrecent", "MLPerf-style throughput: total bytes over the slowest rank's time, published by rank 0."),
     "start_time_seconds": ((), "max", "Unix time when this run's metrics started (latest rank on the node)."),
+    "mode_start_time_seconds": (("mode",), "max", "Unix time when the mode's training started (latest rank on the node); the checkpoint-age rule counts from the first checkpointing mode's start."),
     "info": (("preset", "scale", "ranks", "nodes", "modes", "version"), "max", "Run description; the value is always 1."),
 }
 _COUNTERS = {
@@ -200,6 +201,7 @@ class Metrics:
         mode = _check("mode", mode, MODES)
         self._g["checkpoint_interval_seconds"].labels(mode=mode).set(seconds)
         self._g["drain_overlap_ratio"].labels(mode=mode).set(0)
+        self._g["mode_start_time_seconds"].labels(mode=mode).set(time.time())
 
     def observe_stall(self, mode: str, seconds: float):
         self._h["checkpoint_stall_seconds"].labels(mode=_check("mode", mode, MODES)).observe(seconds)

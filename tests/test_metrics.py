@@ -83,6 +83,8 @@ def test_stall_histogram_and_overhead_counters(m, reg):
     m.set_interval("sync", 30)
     assert val(reg, "ckpt_emu_checkpoint_interval_seconds", mode="sync") == 30
     assert val(reg, "ckpt_emu_drain_overlap_ratio", mode="sync") == 0  # started, no drain yet
+    assert 0 <= time.time() - val(reg, "ckpt_emu_mode_start_time_seconds", mode="sync") < 60
+    assert val(reg, "ckpt_emu_mode_start_time_seconds", mode="async") is None
     m.observe_stall("sync", 0.3)
     m.observe_stall("sync", 4.0)
     m.add_stall_seconds("sync", 4.3)
@@ -443,6 +445,7 @@ def test_every_queried_family_is_exported_during_the_baseline(tmp_path):
         assert modes(name) == set(M.MODES), name
     assert modes("ckpt_emu_checkpoint_stall_seconds_bucket", le="+Inf") == set(M.MODES)
     assert modes("ckpt_emu_drain_overlap_ratio") == {"none"}  # the mode that started: no drain yet, truly 0
+    assert modes("ckpt_emu_mode_start_time_seconds") == {"none"}  # the age rule ignores it: no checkpointing mode yet
     assert {(s["tier"], s["backend"]) for s in series["ckpt_emu_written_bytes_total"]} == {("local", "dir"),
                                                                                          ("global", "s3")}
 
