@@ -14,10 +14,12 @@ Why it looks like this:
   series; a step number is never a label.
 * Every gauge has a deliberate ``multiprocess_mode`` (see ``_GAUGES``). Unlabelled
   gauges are created at 0 in *every* process's file, so "min" is never used.
-* Counters that alerts or ratios use are created at 0 before their first event
-  (deadline misses and fault kinds at start, a mode's stall and training seconds when
-  ``set_interval`` announces the mode), so ``rate()``/``increase()`` see the first
-  increment instead of a series that is born at its final value.
+* Every series whose labels are known and whose zero is true exists from the start
+  (``_create_known_series``): counters at 0, histograms with no observation, so panels
+  and rules have data during the baseline and ``rate()``/``increase()`` see the first
+  increment instead of a series that is born at its final value. A gauge whose 0 would
+  be false (the newest checkpoint's time, a throughput, a slowdown) stays absent until
+  it is measured; docs/metrics-and-dashboards.md says why, family by family.
 * Drain-busy seconds are accrued while a drain is in flight (a ticker thread, started
   at the first drain and asleep while none runs, adds the elapsed time every
   ``tick_s``), not in one lump when the drain ends: a drain of
@@ -78,12 +80,13 @@ _GAUGES = {
     "baseline_step_seconds": ((), "max", "Wall time of one training step without checkpoints (the baseline mode 'none'); 0 until it ran."),
     "slowdown_ratio": (("mode",), "max", "The mode's wall time per step over the baseline's, minus 1: what checkpointing costs the job end to end (stall and interference); worst rank on the node."),
     "checkpoints_at_risk": (("mode",), "max", "Checkpoints of the mode not yet durable on the global tier when its training stopped."),
-    "last_durability_lag_seconds": ((), "mostrecent", "Durability lag (snapshot to complete on the global tier) of the newest durable checkpoint."),
+    "last_durability_lag_seconds": ((), "mostrecent", "Durability lag (snapshot to complete on the global tier) of the newest durable checkpoint; 0 before the first."),
     "last_complete_checkpoint_timestamp_seconds": (("tier",), "max", "Unix time when the newest checkpoint became complete (manifest written) on the tier."),
     "last_complete_checkpoint_step": (("tier",), "mostrecent", "Training step of the most recently completed checkpoint on the tier."),
     "checkpoint_interval_seconds": (("mode",), "max", "Configured wall time between checkpoints; alert thresholds are multiples of it."),
     "throughput_bytes_per_second": (("op", "mode"), "mostrecent", "MLPerf-style throughput: total bytes over the slowest rank's time, published by rank 0."),
     "start_time_seconds": ((), "max", "Unix time when this run's metrics started (latest rank on the node)."),
+    "mode_start_time_seconds": (("mode",), "max", "Unix time when the mode's training started (latest rank on the node); the checkpoint-age rule counts from the first checkpointing mode's start."),
     "info": (("preset", "scale", "ranks", "nodes", "modes", "version"), "max", "Run description; the value is always 1."),
 }
 _COUNTERS = {
@@ -143,13 +146,7 @@ class Metrics:
         self._c = {n: Counter(PREFIX + n, h, labels, registry=reg) for n, (labels, h) in _COUNTERS.items()}
         self._h = {n: Histogram(PREFIX + n, h, labels, registry=reg, buckets=BUCKETS)
                    for n, (labels, h) in _HISTOGRAMS.items()}
-        # Counters with known label values start at 0 so increase() sees the first event.
-        for mode in MODES:
-            self._c["drain_deadline_misses"].labels(mode=mode)
-        for kind in FAULT_KINDS:
-            self._c["faults"].labels(kind=kind)
-        for tier in TIERS:
-            self._c["checkpoints_completed"].labels(tier=tier)
+        self._create_known_series()
         self._g["start_time_seconds"].set(time.time())
         self._lock = threading.Lock()
         self._in_flight = 0
@@ -160,16 +157,51 @@ class Metrics:
         self._closed = False
         self._ticker = None
 
+    def _create_known_series(self):
+        """Create at once every series a panel or rule reads whose labels come from a closed
+        set and whose zero is true before the first checkpoint: a counter at 0, a histogram
+        with no observation. The newest durability lag starts at 0, as the alert rule
+        already reads it while there is none ("mostrecent": a real lag, set after the
+        collectives that follow every rank's start, is always newer than these zeros)."""
+        for mode in MODES:
+            for counter in ("drain_deadline_misses", "stall_seconds", "training_seconds"):
+                self._c[counter].labels(mode=mode)
+            for histogram in ("checkpoint_stall_seconds", "step_duration_seconds", "durability_lag_seconds"):
+                self._h[histogram].labels(mode=mode)
+        for kind in FAULT_KINDS:
+            self._c["faults"].labels(kind=kind)
+        for tier in TIERS:
+            self._c["checkpoints_completed"].labels(tier=tier)
+        self._g["last_durability_lag_seconds"].set(0)
+
     def set_info(self, *, preset: str, scale: float, ranks: int, nodes: int, modes: list[str], version: str):
         self._g["info"].labels(preset=preset, scale=f"{scale:g}", ranks=str(ranks), nodes=str(nodes),
                                modes=",".join(modes), version=version).set(1)
 
+    def set_tiers(self, *, local: str | None, global_: str):
+        """Announce the run's tiers by their backends (``local=None``: none, ranks write to the
+        global tier): their byte counters start at 0 and the phases such a run has start with
+        no observation, so the throughput and phase panels have series before the first
+        checkpoint. (``d2h`` appears with the first GPU snapshot: CPU runs have none.)"""
+        local, global_ = None if local is None else _check_backend(local), _check_backend(global_)
+        first = ("local", local) if local is not None else ("global", global_)
+        tiers = [first] + ([("global", global_)] if local is not None else [])
+        phases = [("snapshot", *first), ("local_write", *first)] + [("load", *tier) for tier in tiers]
+        if local is not None:
+            phases.append(("drain", "global", global_))
+        for tier, backend in tiers:
+            for counter in ("written_bytes", "read_bytes"):
+                self._c[counter].labels(tier=tier, backend=backend)
+        for phase, tier, backend in phases:
+            self._h["phase_duration_seconds"].labels(phase=phase, tier=tier, backend=backend)
+
     def set_interval(self, mode: str, seconds: float):
-        """Announce that ``mode`` starts, checkpointing every ``seconds`` (configured)."""
+        """Announce that ``mode`` starts, checkpointing every ``seconds`` (configured). Its drain
+        overlap so far is 0 (no drain yet), which is true from now on and not before."""
         mode = _check("mode", mode, MODES)
         self._g["checkpoint_interval_seconds"].labels(mode=mode).set(seconds)
-        for name in ("stall_seconds", "training_seconds"):  # at 0, so rate() sees the first increment
-            self._c[name].labels(mode=mode)
+        self._g["drain_overlap_ratio"].labels(mode=mode).set(0)
+        self._g["mode_start_time_seconds"].labels(mode=mode).set(time.time())
 
     def observe_stall(self, mode: str, seconds: float):
         self._h["checkpoint_stall_seconds"].labels(mode=_check("mode", mode, MODES)).observe(seconds)

@@ -71,15 +71,20 @@ def test_private_registries_do_not_share_state():
     a, b = Metrics(r1), Metrics(r2)
     a.observe_stall("sync", 1.0)
     assert val(r1, "ckpt_emu_checkpoint_stall_seconds_count", mode="sync") == 1
-    assert val(r2, "ckpt_emu_checkpoint_stall_seconds_count", mode="sync") is None
+    assert val(r2, "ckpt_emu_checkpoint_stall_seconds_count", mode="sync") == 0  # created, nothing observed
     assert Metrics().registry is not Metrics().registry
 
 
 def test_stall_histogram_and_overhead_counters(m, reg):
+    for mode in M.MODES:  # created at 0 at start, so rate() sees the first increment
+        assert val(reg, "ckpt_emu_stall_seconds_total", mode=mode) == 0
+        assert val(reg, "ckpt_emu_training_seconds_total", mode=mode) == 0
+    assert val(reg, "ckpt_emu_drain_overlap_ratio", mode="sync") is None  # not started: no overlap to speak of
     m.set_interval("sync", 30)
-    assert val(reg, "ckpt_emu_stall_seconds_total", mode="sync") == 0  # created at 0 when the mode starts
-    assert val(reg, "ckpt_emu_training_seconds_total", mode="sync") == 0
     assert val(reg, "ckpt_emu_checkpoint_interval_seconds", mode="sync") == 30
+    assert val(reg, "ckpt_emu_drain_overlap_ratio", mode="sync") == 0  # started, no drain yet
+    assert 0 <= time.time() - val(reg, "ckpt_emu_mode_start_time_seconds", mode="sync") < 60
+    assert val(reg, "ckpt_emu_mode_start_time_seconds", mode="async") is None
     m.observe_stall("sync", 0.3)
     m.observe_stall("sync", 4.0)
     m.add_stall_seconds("sync", 4.3)
@@ -92,7 +97,7 @@ def test_stall_histogram_and_overhead_counters(m, reg):
     assert val(reg, "ckpt_emu_checkpoint_stall_seconds_bucket", mode="sync", le="+Inf") == 2
     assert val(reg, "ckpt_emu_stall_seconds_total", mode="sync") == pytest.approx(4.3)
     assert val(reg, "ckpt_emu_training_seconds_total", mode="sync") == 20
-    assert val(reg, "ckpt_emu_stall_seconds_total", mode="async") is None  # async never started
+    assert val(reg, "ckpt_emu_stall_seconds_total", mode="async") == 0  # async never started
 
 
 def test_phases_bytes_steps(m, reg):
@@ -223,6 +228,29 @@ def test_multiprocess_needs_the_directory_before_import(monkeypatch, tmp_path):
         Metrics(multiprocess=True)  # prometheus_client was imported without it in this process
 
 
+def test_tiers_announced_create_their_bytes_and_phases(reg):
+    """The phases a run of that layout has, on the tier each goes to, with nothing observed."""
+    def phases(r):
+        return {(s.labels["phase"], s.labels["tier"], s.labels["backend"])
+                for f in families(r) if f.name == "ckpt_emu_phase_duration_seconds"
+                for s in f.samples if s.name.endswith("_count")}
+
+    def written(r):
+        return {(tier, backend) for tier in M.TIERS for backend in ("dir", "s3")
+                if val(r, "ckpt_emu_written_bytes_total", tier=tier, backend=backend) == 0}
+    Metrics(reg).set_tiers(local="dir", global_="s3")
+    assert phases(reg) == {("snapshot", "local", "dir"), ("local_write", "local", "dir"), ("load", "local", "dir"),
+                           ("drain", "global", "s3"), ("load", "global", "s3")}
+    assert written(reg) == {("local", "dir"), ("global", "s3")}
+    assert val(reg, "ckpt_emu_read_bytes_total", tier="global", backend="s3") == 0
+    direct = CollectorRegistry()  # no local tier: ranks write to the global tier, nothing drains
+    Metrics(direct).set_tiers(local=None, global_="s3")
+    assert phases(direct) == {("snapshot", "global", "s3"), ("local_write", "global", "s3"), ("load", "global", "s3")}
+    assert written(direct) == {("global", "s3")}
+    with pytest.raises(ValueError, match="backend"):
+        Metrics().set_tiers(local="Local Disk", global_="s3")
+
+
 # --------------------------------------------------------------------------- naming
 
 def families(reg):
@@ -350,3 +378,82 @@ def test_one_node_endpoint_aggregates_two_real_processes(tmp_path):
         for p in (leader, follower):
             if p.poll() is None:
                 p.communicate("\n", timeout=30)
+
+
+# --------------------------------------------------------------------------- before the first checkpoint
+
+BASELINE_CHILD = textwrap.dedent("""
+    import sys
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.multiprocess import MultiProcessCollector
+    from emulator import metrics
+    m = metrics.Metrics(multiprocess=True)  # what a rank does at start (emulator/rank/run.py)
+    m.set_info(preset="llama3-8b", scale=0.001, ranks=1, nodes=1, modes=["sync", "async"], version="t")
+    m.set_tiers(local="dir", global_="s3")
+    m.set_interval("none", 0.0)  # the baseline mode starts: steps, no checkpoint
+    for _ in range(3):
+        m.observe_step("none", 0.25)
+        m.add_training_seconds("none", 0.25)
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)
+    sys.stdout.write(generate_latest(registry).decode())
+    m.close()
+""")
+
+#: Families a panel or a rule queries that stay absent until there is something true to say,
+#: and why (a 0 there would be a false statement; docs/metrics-and-dashboards.md).
+ABSENT_UNTIL_MEASURED = {
+    "ckpt_emu_last_complete_checkpoint_timestamp_seconds": "0 is a checkpoint in 1970; the age rule counts from the start instead",
+    "ckpt_emu_throughput_bytes_per_second": "no save or load yet: 0 B/s would be a measurement that was not made",
+    "ckpt_emu_slowdown_ratio": "measured at a mode's checkpoints: 0 would claim checkpointing is free",
+}
+
+
+def queried_names() -> set[str]:
+    """Every ckpt_emu_ series name a dashboard panel or a Prometheus rule reads."""
+    text = (ROOT / "grafana" / "dashboards" / "ckpt-emu.json").read_text()
+    text += "".join(p.read_text() for p in (ROOT / "grafana" / "rules").glob("*-rules.yml"))
+    return set(re.findall(r"\bckpt_emu_[a-z0-9_]+", text))
+
+
+def test_every_queried_family_is_exported_during_the_baseline(tmp_path):
+    """A rank that has only trained baseline steps: every family the dashboard or the rules read
+    is on the endpoint (counters at 0, histograms with no observation, the mode's overlap at 0),
+    except those whose 0 would be false, which must stay absent."""
+    mp_dir = tmp_path / "node0"
+    M.prepare_multiprocess_dir(mp_dir)
+    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(mp_dir), PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", BASELINE_CHILD], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    series = {}
+    for f in text_string_to_metric_families(r.stdout):
+        for s in f.samples:
+            series.setdefault(s.name, []).append(s.labels)
+
+    wanted = queried_names() - set(ABSENT_UNTIL_MEASURED)
+    assert "ckpt_emu_checkpoint_stall_seconds_bucket" in wanted, "the dashboard's queries were not found"
+    missing, early = sorted(wanted - set(series)), sorted(set(ABSENT_UNTIL_MEASURED) & set(series))
+    assert not missing, f"queried but not exported before the first checkpoint: {missing}"
+    assert not early, f"exported before there is a true value: {early}"
+
+    def modes(name, **labels):
+        return {s["mode"] for s in series.get(name, []) if labels.items() <= s.items()}
+    for name in ("ckpt_emu_stall_seconds_total", "ckpt_emu_training_seconds_total",
+                 "ckpt_emu_drain_deadline_misses_total", "ckpt_emu_checkpoint_stall_seconds_count",
+                 "ckpt_emu_durability_lag_seconds_count", "ckpt_emu_step_duration_seconds_count"):
+        assert modes(name) == set(M.MODES), name
+    assert modes("ckpt_emu_checkpoint_stall_seconds_bucket", le="+Inf") == set(M.MODES)
+    assert modes("ckpt_emu_drain_overlap_ratio") == {"none"}  # the mode that started: no drain yet, truly 0
+    assert modes("ckpt_emu_mode_start_time_seconds") == {"none"}  # the age rule ignores it: no checkpointing mode yet
+    assert {(s["tier"], s["backend"]) for s in series["ckpt_emu_written_bytes_total"]} == {("local", "dir"),
+                                                                                         ("global", "s3")}
+
+    text = r.stdout
+    for line in text.splitlines():  # nothing but the baseline's steps has a value yet
+        if line.startswith("ckpt_emu_") and not line.startswith(("ckpt_emu_info", "ckpt_emu_start_time_seconds")) \
+                and 'mode="none"' not in line:
+            assert float(line.rsplit(" ", 1)[1]) == 0, line
+    check = subprocess.run([require("promtool"), "check", "metrics"], input=text, capture_output=True, text=True,
+                           timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr

@@ -134,6 +134,7 @@ class RankRun:
         p = self.cfg.parallelism
         m.set_info(preset=self.cfg.model.name, scale=self.cfg.run.scale, ranks=p.active_ranks,
                    nodes=self.comm.nodes, modes=list(self.cfg.checkpoint.modes), version=_version())
+        m.set_tiers(local=self.local.backend if self.local is not None else None, global_=self.global_.backend)
         return m
 
     def _setup_spool(self) -> None:
