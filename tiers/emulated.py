@@ -9,6 +9,12 @@ How bandwidth is paced: see ``tiers/pacing.py`` (a transfer books its bytes
 after its real I/O, so the I/O overlaps the emulated time). Capacity:
 ``tiers/capacity.py``.
 
+The rule for a write (put, put_file, a sink up to its commit): it takes
+max(real time of write + commit, bytes/rate + latency). The emulated device's
+time and the real backend's (a DirTier's fsync, an upload) overlap; neither is
+added to the other. A sink therefore books its bytes as it writes but waits
+once, after the real commit, until its bytes are due plus the commit's latency.
+
 Who shares a bucket (``shared_by``):
 
 * ``none``: every call or stream gets the full rate on its own bucket.
@@ -22,7 +28,8 @@ Who shares a bucket (``shared_by``):
   exact only while every rank transfers at the same time.
 
 Latency: each request (call, stream open, sink commit) pays ``latency`` plus
-a uniform random extra in ``[0, jitter]`` from an RNG seeded with the rank.
+a uniform random extra in ``[0, jitter]`` from an RNG seeded with the rank;
+for transfers it comes after their bytes are due, overlapping the real I/O.
 Capacity: writes that would exceed it fail with ``OSError(ENOSPC)`` before
 anything becomes visible. Usage starts from the inner tier's contents and is
 shared through ``shared_dir`` by every process writing to the same storage
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import os
 import random
 import threading
@@ -83,20 +91,24 @@ class _Pacer:
         if bucket is not None and n:
             bucket.wait_until(bucket.reserve(n, start))
 
-    async def finish(self, bucket: TokenBucket | None, n: int, start: float) -> None:
-        if bucket is not None and n:
-            delay = bucket.reserve(n, start) - bucket.clock()
-            if delay > 0:
-                await self.tier._async_sleep(delay)
+    def bytes_due(self, bucket: TokenBucket | None, n: int, start: float) -> float:
+        """Book ``n`` bytes moved from ``start`` on; when the emulated device has them (no wait)."""
+        return bucket.reserve(n, start) if bucket is not None and n else start
 
 
 class _ThrottledSink(WrappedSink):
-    """Paces each write and claims capacity before it; the commit pays latency (WrappedSink)."""
+    """Books each write's bytes and claims capacity before it; waits once, after the real commit.
+
+    Waiting at the commit, not write by write, lets the backend's real commit (a
+    DirTier's fsync) overlap the emulated transfer: the stream takes
+    max(real write + commit, bytes/rate + latency), as put and put_file do.
+    """
 
     def __init__(self, tier: "EmulatedTier", key: str, inner: Sink):
         super().__init__(tier, key, inner)
         self._bucket = tier._writes.bucket() if tier._writes.bucket else None
         self._reserved = 0
+        self._due = -math.inf  # when the emulated device has every byte booked so far
 
     def write(self, data) -> int:
         n = memoryview(data).nbytes
@@ -108,15 +120,25 @@ class _ThrottledSink(WrappedSink):
                 self.abort()  # nothing half-written may linger, whatever the caller does next
                 raise
             self._reserved += n
-        start = self._bucket.clock() if self._bucket else 0.0
+        start = self._tier._now(self._bucket)
         written = self._inner.write(data)
-        self._tier._writes.finish_sync(self._bucket, n, start)
+        self._due = max(self._due, self._tier._writes.bytes_due(self._bucket, n, start))
         return written
 
     def commit(self) -> None:
+        if self._done:
+            return
         capacity = self._tier._capacity
-        replaced = _run_sync(self._tier.inner.size(self._key)) if capacity is not None and not self._done else None
-        super().commit()  # latency, then the inner commit; aborts (freeing what it claimed) on failure
+        replaced = _run_sync(self._tier.inner.size(self._key)) if capacity is not None else None
+        issued = self._tier._now(self._bucket)
+        try:
+            self._inner.commit()
+        except BaseException:
+            self.abort()  # frees what it claimed
+            raise
+        self._done = True
+        answered = self._tier._answered(max(self._due, issued), f"commit {self._key}")
+        self._tier._wait_sync(self._bucket, answered)
         if capacity is not None:
             capacity.free(replaced)
 
@@ -235,16 +257,35 @@ class EmulatedTier(TierWrapper):
         with self._rng_lock:
             return self.latency_s + self._rng.uniform(0, self.jitter_s)
 
-    async def _paced(self, pacer: _Pacer, op, nbytes):
-        """Latency, then ``op()``, then wait out the rest of n/rate from its start.
+    def _now(self, bucket: TokenBucket | None) -> float:
+        """The clock deadlines are on: the bucket's (shared buckets use the wall clock)."""
+        return bucket.clock() if bucket is not None else (self._clock or time.monotonic)()
 
+    def _answered(self, bytes_due: float, what: str) -> float:
+        """When a request answers: once its bytes are due, plus one request latency."""
+        return bytes_due + self.request_delay(what)
+
+    def _wait_sync(self, bucket: TokenBucket | None, deadline: float) -> None:
+        delay = deadline - self._now(bucket)
+        if delay > 0:
+            self._sleep(delay)
+
+    async def _wait(self, bucket: TokenBucket | None, deadline: float) -> None:
+        delay = deadline - self._now(bucket)
+        if delay > 0:
+            await self._async_sleep(delay)
+
+    async def _paced(self, pacer: _Pacer, op, nbytes, what: str):
+        """``op()``, then wait until its bytes are due (n/rate from its start) plus the latency.
+
+        The real I/O overlaps the emulated time: max(real, n/rate + latency).
         ``nbytes`` is a count, or a function of op's result (for reads).
         """
-        await self.before("request")
         bucket = pacer.bucket() if pacer.bucket else None
-        start = bucket.clock() if bucket else 0.0
+        start = self._now(bucket)
         result = await op()
-        await pacer.finish(bucket, nbytes(result) if callable(nbytes) else nbytes, start)
+        n = nbytes(result) if callable(nbytes) else nbytes
+        await self._wait(bucket, self._answered(pacer.bytes_due(bucket, n, start), what))
         return result
 
     async def _write_whole(self, key: str, n: int, op) -> None:
@@ -252,7 +293,7 @@ class EmulatedTier(TierWrapper):
         validate_key(key)
         cap = self._capacity
         if cap is None:
-            return await self._paced(self._writes, op, n)
+            return await self._paced(self._writes, op, n, f"put {key}")
         await asyncio.to_thread(cap.reserve, n, f"write of {key}")
 
         async def write_and_account():
@@ -263,7 +304,7 @@ class EmulatedTier(TierWrapper):
                 cap.free(n)
                 raise
             cap.free(replaced)  # the new version's bytes stay claimed, the old one's are freed
-        await self._paced(self._writes, write_and_account, n)
+        await self._paced(self._writes, write_and_account, n, f"put {key}")
 
     # ------------------------------------------------------------------ Tier API
 
@@ -271,14 +312,14 @@ class EmulatedTier(TierWrapper):
         await self._write_whole(key, memoryview(data).nbytes, lambda: self.inner.put(key, data))
 
     async def get(self, key) -> bytes:
-        return await self._paced(self._reads, lambda: self.inner.get(key), len)
+        return await self._paced(self._reads, lambda: self.inner.get(key), len, f"get {key}")
 
     async def put_file(self, key, src) -> None:
         await self._write_whole(key, os.stat(src).st_size, lambda: self.inner.put_file(key, src))
 
     async def get_file(self, key, dest) -> None:
         await self._paced(self._reads, lambda: self.inner.get_file(key, dest),
-                          lambda _: os.stat(dest).st_size)
+                          lambda _: os.stat(dest).st_size, f"download {key}")
 
     async def delete(self, key) -> None:
         await self.before(f"delete {key}")

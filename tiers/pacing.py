@@ -4,7 +4,8 @@ may finish, in-process or shared by several processes through a small state file
 Transfers book their bytes *after* doing the real I/O, anchored at the moment
 they started, then sleep until their booked finish time, so real I/O overlaps
 the emulated time instead of adding to it, and transfers that share a bucket
-queue behind each other (N streams on one bucket get rate/N each).
+queue behind each other (N streams on one bucket get rate/N each). A write
+stream books as it writes and sleeps once, after its real commit (tiers/emulated.py).
 """
 from __future__ import annotations
 
