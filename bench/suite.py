@@ -17,6 +17,7 @@ key                           ratio                                       better
 local_write                   throughput ours / dd conv=fsync             higher  >= 0.9
 mlperf_write                  throughput MLPerf-mode save / dd conv=fsync higher  >= 0.9
 drain_dir                     throughput ours (Drainer) / cp + sync -f    higher  >= 0.9
+drain_verify_cost             drain verify checksum / verify size         lower   (none)
 drain_s3                      throughput S3Tier.put_file / upload_file    higher  >= 0.9
 load                          throughput Restorer.load / dd read          higher  >= 0.9
 async_stall_vs_dcp_best       stall ours async / DCP reused stager staged lower   <= 1.0
@@ -50,7 +51,7 @@ from .common import Params
 BENCHMARKS = {
     "local_write": ["local_write"],
     "mlperf_write": ["mlperf_write"],
-    "drain_dir": ["drain_dir"],
+    "drain_dir": ["drain_dir", "drain_verify_cost"],
     "drain_s3": ["drain_s3"],
     "load": ["load"],
     "async_stall": ["async_stall_vs_dcp_best", "async_stall_vs_floor", "async_stall_vs_dcp_default",

@@ -49,8 +49,17 @@ def test_cli_local_write_pair(tmp_path):
 
 def test_drain_dir_pair_in_process(tmp_path):
     res = run_in_process("drain_dir", Params(workdir=str(tmp_path), **TINY))
-    assert list(res) == ["drain_dir"]
+    assert list(res) == ["drain_dir", "drain_verify_cost"]
     check_throughput_result("drain_dir", res["drain_dir"])
+    assert "verify checksum" in res["drain_dir"]["ours_is"]  # the default drain is the one measured
+    cost = res["drain_verify_cost"]
+    assert "error" not in cost and all(k in cost for k in KEYS)
+    assert cost["pairs"] == 1 and cost["unit"] == "s" and cost["better"] == "lower"
+    assert cost["target"] is None and cost["met"] is None  # a measured cost, not a goal
+    # a time ratio of the same round: checksum drain seconds over size-only drain seconds
+    assert cost["ours"] > 0 and cost["baseline"] > 0
+    assert math.isclose(cost["ratio"], cost["ours"] / cost["baseline"], rel_tol=1e-6)
+    assert cost["bytes"] == res["drain_dir"]["bytes"]
 
 
 def test_mlperf_write_pair_in_process(tmp_path):

@@ -3,6 +3,7 @@ tests/example_backend.py use only the documented steps."""
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import subprocess
 import sys
@@ -53,13 +54,15 @@ def test_the_example_backend_in_a_real_run(tmp_path):
 
 def test_the_example_fault_kind_is_retried_by_the_drainer(tmp_path):
     from emulator.checkpoint.drainer import Drainer
+    from emulator.checkpoint.integrity import crc_of_stream
     from emulator.checkpoint.layout import FileEntry
     from emulator.checkpoint.retry import RetryPolicy
     local, glob = DirTier(tmp_path / "local"), EveryNthFails(DirTier(tmp_path / "global"), n=3)
     entries = []
     for i in range(3):
-        asyncio.run(local.put(f"s/f{i}", os.urandom(1000)))
-        entries.append(FileEntry(f"s/f{i}", i, 1000, ""))
+        data = os.urandom(1000)
+        asyncio.run(local.put(f"s/f{i}", data))
+        entries.append(FileEntry(f"s/f{i}", i, 1000, crc_of_stream(io.BytesIO(data))[0]))
     result = asyncio.run(Drainer(local, glob, concurrency=1, policy=RetryPolicy(retries=3, backoff_s=0.01))
                          .drain(entries))
     assert result.ok and result.retries == 2 and glob.requests == 8  # copy + verify per attempt

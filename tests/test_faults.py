@@ -27,15 +27,17 @@ from faultproxy import CutProxy
 from s3server import TEST_ENV, make_bucket, raw_client, s3_endpoint  # noqa: F401 - pytest fixture
 
 from emulator.checkpoint.checkpointer import Checkpointer, CheckpointFailed
+from emulator.checkpoint.drainer import DEFAULT_VERIFY
 from emulator.checkpoint.injection import damage
 from emulator.checkpoint.layout import Manifest, manifest_key, step_dir
 from emulator.checkpoint.restore import Restorer
 from emulator.checkpoint.retry import RetryPolicy
 from emulator.checkpoint.tally import Tally
 from emulator.cli import main
-from emulator.config import load_config
+from emulator.config import DrainConfig, load_config
 from emulator.rank.comm import SoloComm
 from emulator.workload.state import RankState
+from tiers.base import TierWrapper
 from tiers.directory import DirTier
 from tiers.emulated import EmulatedTier
 from tiers.faulty import FaultyTier, TransientFault
@@ -200,6 +202,44 @@ def test_resume_drains_checkpoints_complete_only_locally(cfg, tmp_path):
     again = Run(cfg, local, glob)
     assert again.ckpt.resume() == []  # nothing left to do
     again.close()
+
+
+# --------------------------------------------------------------------------- a drained copy whose bytes differ
+
+class FlipsEachUpload(TierWrapper):
+    """A global tier that stores every uploaded rank file with one byte flipped: same size, wrong bytes."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.flipped = 0
+
+    async def put_file(self, key, src):
+        await super().put_file(key, src)
+        if key.endswith(".pt"):
+            await asyncio.to_thread(damage, self.inner, key, "flip")
+            self.flipped += 1
+
+
+def test_default_drain_verification_rejects_a_copy_of_the_right_size_with_wrong_bytes(cfg, tmp_path):
+    local, glob = dirs(tmp_path)
+    flipping = FlipsEachUpload(glob)
+    run = Run(cfg, local, flipping, drain_verify=cfg.drain.verify, on_failure="continue")
+    rec = run.to(2, "sync")
+    run.close()
+    assert cfg.drain.verify == DrainConfig().verify == DEFAULT_VERIFY  # the default, as a run gets it
+    assert not rec.global_complete and rec.local_complete, rec.error
+    assert "checksum" in rec.error and flipping.flipped == 3  # every attempt (retries=2) was checked
+    assert run.ckpt.tally.counts["drain_abandoned"] == 1
+    assert not (tmp_path / "global" / manifest_key(2)).exists()
+
+
+def test_size_verification_is_what_it_says_it_does_not_read_the_bytes(cfg, tmp_path):
+    """``drain.verify: size``, the cheaper option, counts the same damaged copy complete."""
+    local, glob = dirs(tmp_path)
+    run = Run(cfg, local, FlipsEachUpload(glob), drain_verify="size")
+    rec = run.to(2, "sync")
+    run.close()
+    assert rec.global_complete and (tmp_path / "global" / manifest_key(2)).exists()
 
 
 # --------------------------------------------------------------------------- restore never loads a bad checkpoint

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from emulator.checkpoint.drainer import Drainer
+from emulator.checkpoint.integrity import crc_of_stream
 from emulator.checkpoint.layout import FileEntry
 from tiers.directory import DirTier
 
@@ -104,7 +105,9 @@ def test_drain_on_one_filesystem_moves_real_bytes(mounted):
     key = "step_00000001/rank0.pt"
     write_random(local.local_path(key), FILE_BYTES)
     before = used_bytes(mnt)
-    result = asyncio.run(Drainer(local, glob).drain([FileEntry(key, 0, FILE_BYTES, "")]))
+    with open(local.local_path(key), "rb") as fh:
+        crc = crc_of_stream(fh)[0]
+    result = asyncio.run(Drainer(local, glob).drain([FileEntry(key, 0, FILE_BYTES, crc)]))
     assert result.ok, result.error
     grown = used_bytes(mnt) - before
     assert grown >= 0.95 * FILE_BYTES, f"drain grew used space by {grown} of {FILE_BYTES} bytes: cloned"

@@ -1,6 +1,7 @@
 """The tier contract on S3Tier against a real S3 server (moto over HTTP), plus S3-only behaviour:
 multipart uploads, abort of a failed upload, ranged downloads and clear, credential-free errors."""
 import asyncio
+import io
 import os
 
 import pytest
@@ -232,6 +233,7 @@ def test_endpoint_userinfo_not_in_describe():
 def test_transient_part_failure_is_retried_by_the_drain(tier, tmp_path):
     """The tier makes each request once; the drain's retry policy tries the file again."""
     from emulator.checkpoint.drainer import Drainer
+    from emulator.checkpoint.integrity import crc_of_stream
     from emulator.checkpoint.layout import FileEntry
     from emulator.checkpoint.retry import RetryPolicy
     from tiers.directory import DirTier
@@ -246,7 +248,7 @@ def test_transient_part_failure_is_retried_by_the_drain(tier, tmp_path):
             raise ConnectionResetError("injected: one-off reset")
     tier._client.meta.events.register("before-parameter-build.s3.UploadPart", fail_once)
     result = run(Drainer(local, tier, policy=RetryPolicy(retries=2, backoff_s=0.01))
-                 .drain([FileEntry("big.bin", 0, len(data), "")]))
+                 .drain([FileEntry("big.bin", 0, len(data), crc_of_stream(io.BytesIO(data))[0])]))
     assert result.ok and result.retries == 1 and failures == [3] and run(tier.get("big.bin")) == data
     assert run(tier.list_multipart_uploads()) == []  # the failed attempt's upload was aborted
 

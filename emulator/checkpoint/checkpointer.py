@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import torch
 
 from emulator.checkpoint import layout
-from emulator.checkpoint.drainer import Drainer, DrainResult
+from emulator.checkpoint.drainer import DEFAULT_VERIFY, Drainer, DrainResult
 from emulator.checkpoint.injection import NO_FAULTS
 from emulator.checkpoint.integrity import ChecksumSink
 from emulator.checkpoint.loop import LoopThread
@@ -87,7 +87,7 @@ class Checkpointer:
     comm: object  # DistComm on the pipeline's own group
     keep: int = 2
     drain_concurrency: int = 4
-    drain_verify: str = "size"
+    drain_verify: str = DEFAULT_VERIFY
     metrics: object = NULL_METRICS
     meta: dict = field(default_factory=dict)
     loop: LoopThread = None

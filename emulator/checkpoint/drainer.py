@@ -3,9 +3,13 @@
 Runs on each node's leader (local rank 0) in the background, with at most
 ``concurrency`` files in flight (asyncio semaphore). Bytes move through the
 tier's bulk door (``put_file``), so a directory-to-directory drain uses the
-kernel's copy path and S3 uses multipart uploads. Each copy is verified (size,
-or a full CRC32C re-read) before the drain counts as done; the manifest is
-written by the caller only after every node's drain succeeded.
+kernel's copy path and S3 uses multipart uploads. Each copy is verified before
+the drain counts as done: by default its bytes are read back from the global
+tier, streamed in small chunks, and their CRC32C compared with the one the
+local write recorded (``verify="checksum"``); ``verify="size"`` only compares
+the size, which a copy with wrong bytes passes. A copy that fails verification
+is retried like a transient error. The manifest is written by the caller only
+after every node's drain succeeded.
 
 Transient global-tier errors (an S3 5xx, a timeout, a refused connection) are
 retried per file with exponential backoff (``drain.retries``,
@@ -31,8 +35,14 @@ from emulator.metrics import NULL_METRICS
 from tiers.base import Tier
 
 
+#: read-back chunk of the checksum verification: up to ``concurrency`` of them are in memory at once
+VERIFY_CHUNK = 4 << 20
+#: what a drain checks on the global copy when not told: its bytes, not only its size
+DEFAULT_VERIFY = "checksum"
+
+
 class DrainError(Exception):
-    pass
+    """The global copy does not match the local file; transient: the copy is tried again."""
 
 
 @dataclass
@@ -54,7 +64,7 @@ class DrainResult:
 
 
 class Drainer:
-    def __init__(self, source: Tier, dest: Tier, *, concurrency: int = 4, verify: str = "size",
+    def __init__(self, source: Tier, dest: Tier, *, concurrency: int = 4, verify: str = DEFAULT_VERIFY,
                  metrics=NULL_METRICS, node: int = 0, policy: RetryPolicy | None = None, tally: Tally | None = None,
                  spool_dir: str | None = None):
         self.source, self.dest = source, dest
@@ -120,13 +130,25 @@ class Drainer:
             await self.dest.put_file(entry.key, spool)
 
     async def _verify(self, entry: FileEntry) -> None:
-        size = await self.dest.size(entry.key)
-        if size != entry.size:
-            raise DrainError(f"{entry.key}: global copy has {size} bytes, expected {entry.size}")
-        if self.verify == "checksum":
-            def read_crc():
-                with self.dest.open_read(entry.key) as fh:
-                    return crc_of_stream(fh)[0]
-            crc = await asyncio.to_thread(read_crc)
-            if crc != entry.crc32c:
-                raise DrainError(f"{entry.key}: global copy checksum {crc} != {entry.crc32c}")
+        if self.verify == "size":
+            _check_size(entry, await self.dest.size(entry.key))
+            return
+        crc, size = await asyncio.to_thread(self._read_back, entry.key)
+        _check_size(entry, size)
+        if crc != entry.crc32c:
+            raise DrainError(f"{entry.key}: global copy checksum {crc} != {entry.crc32c} (CRC32C of the local write)")
+
+    def _read_back(self, key: str) -> tuple[str, int | None]:
+        """CRC32C and length of the bytes the global tier holds, streamed through one small
+        buffer (no second copy of the file in memory); length None if the copy is missing."""
+        try:
+            with self.dest.open_read(key) as fh:
+                return crc_of_stream(fh, bytearray(VERIFY_CHUNK))
+        except FileNotFoundError:
+            return "", None
+
+
+def _check_size(entry: FileEntry, size: int | None) -> None:
+    if size != entry.size:
+        got = "is missing" if size is None else f"has {size} bytes"
+        raise DrainError(f"{entry.key}: global copy {got}, expected {entry.size} bytes")

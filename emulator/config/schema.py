@@ -184,8 +184,9 @@ class StateConfig:
 class DrainConfig:
     #: files copied at once by a node's drainer
     concurrency: int = 4
-    #: how the global copy is verified before the manifest is written: "size" or "checksum"
-    verify: str = "size"
+    #: how the global copy is verified before the manifest is written: "checksum" reads its bytes
+    #: back and compares their CRC32C with the local write's; "size" (cheaper) compares only the size
+    verify: str = "checksum"
     #: extra attempts per file (and per global manifest) after a transient global-tier error
     retries: int = 3
     #: first backoff; doubles per attempt, with jitter (0.5-1x)
