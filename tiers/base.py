@@ -232,6 +232,14 @@ class Tier(abc.ABC):
         """A filesystem path holding the object, if this tier has one (for mmap loads)."""
         return None
 
+    async def read_from_path(self, key: str, nbytes: int) -> None:
+        """Account for ``nbytes`` of ``key`` read straight from ``local_path`` (a drain's copy).
+
+        A plain tier has nothing to add; an emulated one makes the caller wait as its
+        device would, so a read that bypasses ``open_read`` is not free.
+        """
+        return None
+
     async def close(self) -> None:
         """Release connections and threads; the default has nothing to release."""
 
@@ -324,6 +332,9 @@ class TierWrapper(Tier):
 
     def local_path(self, key) -> Path | None:
         return self.inner.local_path(key)
+
+    async def read_from_path(self, key: str, nbytes: int) -> None:
+        await self.inner.read_from_path(key, nbytes)
 
     def claim(self, holder) -> Claim:
         return self.inner.claim(holder)

@@ -69,6 +69,9 @@ class EmulateOptions:
     shared_by: str = "none"
     #: emulated capacity; writes past it fail with ENOSPC
     capacity_gib: Optional[float] = None
+    #: reads and writes on separate paths (true), or one device that both share (false): a drain
+    #: reading the device then slows the next checkpoint's write on it, and the other way round
+    duplex: bool = True
 
     def __post_init__(self):
         for name in ("write_gib_s", "read_gib_s", "capacity_gib"):
@@ -82,18 +85,23 @@ class EmulateOptions:
 
 
 class _Pacer:
-    """Bandwidth for one direction: where its buckets come from, and how a transfer waits."""
+    """Bandwidth for one direction: where its buckets come from, and how a transfer waits.
 
-    def __init__(self, tier: "EmulatedTier", bucket: Callable[[], TokenBucket] | None):
-        self.tier, self.bucket = tier, bucket
+    ``weight`` converts this direction's bytes into the bucket's: a read on a device that
+    shares one bucket with writes (not duplex) books n x write_rate / read_rate, so it takes
+    n / read_rate of the device's time and that time is not the writes'.
+    """
+
+    def __init__(self, tier: "EmulatedTier", bucket: Callable[[], TokenBucket] | None, weight: float = 1.0):
+        self.tier, self.bucket, self.weight = tier, bucket, weight
 
     def finish_sync(self, bucket: TokenBucket | None, n: int, start: float) -> None:
         if bucket is not None and n:
-            bucket.wait_until(bucket.reserve(n, start))
+            bucket.wait_until(bucket.reserve(n * self.weight, start))
 
     def bytes_due(self, bucket: TokenBucket | None, n: int, start: float) -> float:
         """Book ``n`` bytes moved from ``start`` on; when the emulated device has them (no wait)."""
-        return bucket.reserve(n, start) if bucket is not None and n else start
+        return bucket.reserve(n * self.weight, start) if bucket is not None and n else start
 
 
 class _ThrottledSink(WrappedSink):
@@ -196,7 +204,7 @@ class EmulatedTier(TierWrapper):
                  latency_s: float = 0.0, jitter_s: float = 0.0, shared_by: str = "none",
                  capacity_bytes: int | None = None, scope: TierScope | None = None, seed: int | None = None,
                  clock: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
-                 async_sleep: Callable | None = None):
+                 async_sleep: Callable | None = None, duplex: bool = True):
         if shared_by not in SHARED_BY:
             raise ValueError(f"shared_by must be none, rank, node or job, got {shared_by!r}")
         super().__init__(inner, sleep=sleep or time.sleep, async_sleep=async_sleep)
@@ -213,8 +221,12 @@ class EmulatedTier(TierWrapper):
             shared_dir = self.scope.shared_dir
             path = Path(shared_dir) / f"capacity-{where}" if shared_dir else None
             self._capacity = Capacity(int(capacity_bytes), inner, path)
+        self.duplex = duplex
         self._writes = _Pacer(self, self._bucket_source(write_bps, "write"))
-        self._reads = _Pacer(self, self._bucket_source(read_bps, "read"))
+        if duplex or not (write_bps and read_bps):
+            self._reads = _Pacer(self, self._bucket_source(read_bps, "read"))
+        else:  # one device: reads take their time out of the writes' bucket
+            self._reads = _Pacer(self, self._writes.bucket, weight=write_bps / read_bps)
 
     @classmethod
     def from_config(cls, inner: Tier, emulate_cfg: EmulateOptions, scope: TierScope | None = None) -> "EmulatedTier":
@@ -224,7 +236,7 @@ class EmulatedTier(TierWrapper):
         return cls(inner, write_bps=gib(c.write_gib_s), read_bps=gib(c.read_gib_s),
                    latency_s=c.latency_ms / 1000, jitter_s=c.jitter_ms / 1000, shared_by=c.shared_by,
                    capacity_bytes=None if c.capacity_gib is None else int(c.capacity_gib * GIB),
-                   scope=scope)
+                   scope=scope, duplex=c.duplex)
 
     # ------------------------------------------------------------------ pacing plumbing
 
@@ -316,6 +328,14 @@ class EmulatedTier(TierWrapper):
 
     async def put_file(self, key, src) -> None:
         await self._write_whole(key, os.stat(src).st_size, lambda: self.inner.put_file(key, src))
+
+    async def read_from_path(self, key: str, nbytes: int) -> None:
+        """A read the caller does itself from ``local_path``: wait as the device would
+        (n / read rate from now, plus one request latency; shared with writes unless duplex)."""
+        async def nothing():
+            return None
+        await self._paced(self._reads, nothing, nbytes, f"read {key}")
+        await self.inner.read_from_path(key, nbytes)
 
     async def get_file(self, key, dest) -> None:
         await self._paced(self._reads, lambda: self.inner.get_file(key, dest),

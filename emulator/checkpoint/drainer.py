@@ -122,7 +122,10 @@ class Drainer:
     async def _copy(self, entry: FileEntry) -> None:
         path = self.source.local_path(entry.key)
         if path is not None and path.is_file():
-            await self.dest.put_file(entry.key, path)
+            # the copy reads the local device as it writes the global tier: the slower of the two
+            # (and the real copy) sets its time; an emulated local tier is not read for free
+            await asyncio.gather(self.dest.put_file(entry.key, path),
+                                 self.source.read_from_path(entry.key, entry.size))
             return
         with tempfile.TemporaryDirectory(prefix="ckpt-emu-drain-", dir=self.spool_dir) as tmp:
             spool = Path(tmp) / "file"

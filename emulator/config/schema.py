@@ -357,7 +357,7 @@ def design_emulation(cfg: Config) -> dict:
     d, out = cfg.design, {}
     if d.local is not None:
         out["local"] = {"write_gib_s": d.local.write_bps / GIB, "read_gib_s": d.local.read_bps / GIB,
-                        "latency_ms": d.local.latency_s * 1000, "shared_by": "node"}
+                        "latency_ms": d.local.latency_s * 1000, "shared_by": "node", "duplex": d.local.duplex}
         if d.local.capacity_bytes is not None:
             out["local"]["capacity_gib"] = d.local.capacity_bytes * cfg.run.scale / GIB
     if d.global_ is not None:

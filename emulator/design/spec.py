@@ -3,14 +3,15 @@
     design:
       job: {nodes: 2048, accelerators_per_node: 8}
       node:
-        local: {write: 7GB/s, read: 7GB/s, capacity: 3.84TB, latency_ms: 0.1}
+        local: {write: 7GB/s, read: 7GB/s, capacity: 3.84TB, latency_ms: 0.1, duplex: false}
         nic: 400Gb/s
       global: {write: 400GB/s, read: 400GB/s, latency_ms: 1}
 
 Rates and sizes take the units vendors quote (emulator/units.py): bytes or
 bits, decimal or binary prefixes; a bare number is refused as ambiguous. The
-local device is the node's: its ranks share it. The global storage's rates are
-the aggregate of the whole job; each node reaches it through its NIC
+local device is the node's: its ranks share it, and its reads (a drain) and
+writes (the next checkpoint) share it unless ``duplex``. The global storage's
+rates are the aggregate of the whole job; each node reaches it through its NIC
 (emulator/design/share.py). The spec keeps the user's text, so a config
 written back (results.json, ``tune``'s runs) reads the same.
 """
@@ -26,7 +27,7 @@ from emulator.units import parse_rate, parse_size
 DEFAULT_NIC = "400Gb/s"
 _SECTIONS = {"job": ("nodes", "accelerators_per_node"), "node": ("local", "nic"),
              "global": ("write", "read", "latency_ms")}
-_LOCAL = ("write", "read", "capacity", "latency_ms")
+_LOCAL = ("write", "read", "capacity", "latency_ms", "duplex")
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class LocalDevice:
     read_bps: float
     capacity_bytes: Optional[int] = None
     latency_s: float = 0.0
+    duplex: bool = False              # reads and writes share the device unless it says otherwise
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,12 @@ def _count(value, key: str, default=None) -> Optional[int]:
     return value
 
 
+def _flag(value, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    return value
+
+
 def _latency(value, key: str) -> float:
     if value is None:
         return 0.0
@@ -106,7 +114,8 @@ def _local(d: dict) -> Optional[LocalDevice]:
     return LocalDevice(_user(parse_rate, d["write"], "design.node.local.write"),
                        _user(parse_rate, d["read"], "design.node.local.read"),
                        _user(parse_size, cap, "design.node.local.capacity") if cap is not None else None,
-                       _latency(d.get("latency_ms"), "design.node.local.latency_ms"))
+                       _latency(d.get("latency_ms"), "design.node.local.latency_ms"),
+                       _flag(d.get("duplex", False), "design.node.local.duplex"))
 
 
 def _global(d: dict) -> Optional[GlobalStorage]:
