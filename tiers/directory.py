@@ -19,8 +19,8 @@ import aiofiles
 import aiofiles.os
 
 from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
-from .fileops import (copy_file_durable, is_partial, make_dirs, partial_path, publish, remove_empty_dirs,
-                      remove_file, write_all)
+from .fileops import (copy_file_durable, fs_type, is_partial, make_dirs, partial_path, publish,
+                      remove_empty_dirs, remove_file, write_all)
 from .locking import INTERNAL_FILES, claim_dir, join_dir
 
 
@@ -199,4 +199,16 @@ class DirTier(Tier):
         return removed
 
     def describe(self) -> str:
-        return f"dir:{self.root}"
+        """The folder and what holds its bytes (``on tmpfs, host memory``, ``on ext4``): a tier
+        emulated on memory can be paced to a device faster than this host's disk."""
+        return f"dir:{self.root}{_backing(self.root)}"
+
+
+def _backing(root: Path) -> str:
+    try:
+        fs = fs_type(os.stat(root).st_dev)
+    except OSError:
+        return ""
+    if not fs:
+        return ""
+    return " (on tmpfs, host memory)" if fs == "tmpfs" else f" (on {fs})"

@@ -358,13 +358,15 @@ class EmulatedTier(TierWrapper):
     def describe(self) -> str:
         bits = []
         if self.write_bps:
-            bits.append(f"write {self.write_bps / GIB:g} GiB/s")
+            bits.append(f"write {self.write_bps / GIB:.4g} GiB/s")
         if self.read_bps:
-            bits.append(f"read {self.read_bps / GIB:g} GiB/s")
+            bits.append(f"read {self.read_bps / GIB:.4g} GiB/s")
         if self.latency_s or self.jitter_s:
             bits.append(f"{self.latency_s * 1000:g} ms" + (f" +0-{self.jitter_s * 1000:g} ms" if self.jitter_s else ""))
         if self.shared_by != "none":
             bits.append(f"shared by {self.shared_by}")
+        if not self.duplex and self.write_bps and self.read_bps:
+            bits.append("reads and writes share the device")
         if self._capacity is not None:
             bits.append(f"capacity {self._capacity.limit / GIB:g} GiB")
         return f"{self.inner.describe()} (emulated: {', '.join(bits) or 'pass-through'})"
