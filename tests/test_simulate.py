@@ -278,6 +278,7 @@ def _bad_inputs(tmp: Path, run_results: Path) -> list:
         (base + ["--sweep", "interval=-5m"], "--sweep interval"),
         (base + ["--days", "0"], "--days: must be > 0"),
         (["tune", cfg, "--accelerators", 16, "--nodes", 3], "do not split evenly"),
+        (["tune", cfg, "--accelerators", 16000, "--nodes", 2000], "--accelerators: 16,000 is not a multiple"),
     ]
 
 
@@ -306,7 +307,8 @@ def test_tune_recommends_by_simulation_past_one_node(one_node_runs):
 def test_calibrated_costs_at_full_size_are_the_runs_full_size_figures(one_node_runs, tmp_path):
     """Calibrated rates applied to full-size bytes give the run's ``full_size`` figures (measured /
     run.scale), except the requests' latency, which does not shrink with the scale: the model counts
-    it once where results.json divides it by the scale too."""
+    it once where results.json divides it by the scale too. The run's 2 ranks are one node of the
+    8-rank 8B job (ZeRO-3: every rank the same bytes), so the job on 4 nodes of 2 has the run's nodes."""
     from emulator.config import load_config
     from emulator.simulation.calibrate import load_calibration
     from emulator.simulation.design import Options, build_design
@@ -315,7 +317,7 @@ def test_calibrated_costs_at_full_size_are_the_runs_full_size_figures(one_node_r
         cfg, res = load_config(str(cfg_path)), results(cfg_path.parent / "out")
         scale, lat = cfg.run.scale, cfg.tiers.global_.emulate.latency_ms / 1000
         cal = load_calibration(cfg, str(cfg_path.parent / "out" / "results.json"), ["sync"])["sync"]
-        d = build_design(cfg, Options(nodes=1, accelerators_per_node=2, replicate=True), cal)
+        d = build_design(cfg, Options(nodes=4, accelerators_per_node=2), cal)
         o = simulate(d, RunSpec("sync", cfg.checkpoint.interval_steps * cfg.training.step_seconds, saves=3))
         full = res["modes"]["sync"]["full_size"]
         requests = 2 * d.drain_waves * lat  # each drained file: the copy and its commit, per wave
@@ -345,8 +347,11 @@ def test_bench_sim_keeps_its_shape():
 
 
 def test_tune_takes_the_simulators_recommendation(one_node_runs, tmp_path, monkeypatch):
-    """`tune --nodes 256`: the branch in emulator/cli/tune.py, with the emulation runs replaced by the
-    fixture's results (the measurement) so that only the planning is new work here."""
+    """`tune --nodes 4`: the branch in emulator/cli/tune.py, with the emulation runs replaced by the
+    fixture's results (the measurement) so that only the planning is new work here. The fixture's
+    2 ranks are one node of the 8-rank 8B job: 8 accelerators on 4 nodes are that job, so the planner
+    (every node costing what the measured one did) and the simulator plan the same checkpoints; a
+    short MTTF keeps the simulated spans short."""
     import shutil
 
     from emulator.cli import tune as tune_mod
@@ -359,15 +364,16 @@ def test_tune_takes_the_simulators_recommendation(one_node_runs, tmp_path, monke
         return json.loads(src.read_text())
     monkeypatch.setattr(tune_mod, "_run", fake_run)
     cfg = load_config(str(one_node_runs[0]), [f"run.out={tmp_path}"])
-    planned = tune_mod.tune(cfg, accelerators=512)
-    simulated = tune_mod.tune(cfg, accelerators=512, nodes=256)
+    planned = tune_mod.tune(cfg, accelerators=8, mttf_hours=100)
+    simulated = tune_mod.tune(cfg, accelerators=8, nodes=4, mttf_hours=100)
     assert planned["recommended"]["source"] == "planner" and planned["recommended"]["simulation"] is None
     rec = simulated["recommended"]
-    assert rec["source"] == "simulator" and rec["simulation"]["nodes"] == 256
+    assert rec["source"] == "simulator" and rec["simulation"]["nodes"] == 4
+    assert simulated["checkpoint_bytes"] == rec["simulation"]["checkpoint_bytes"] == planned["checkpoint_bytes"]
     assert rec["interval_s"] == rec["simulation"]["interval_s"] and rec["mode"] == rec["simulation"]["mode"]
     # both at full size: sync, without contention (a per-node global tier), lands near Daly's interval
     # for the measured full-size costs (async differs: the measured stall includes waits for drains
     # that were late at the measurement's interval, the simulation's only where they are late)
     assert 0.7 <= rec["simulation"]["per_mode"]["sync"]["interval_s"] / planned["recommended"]["daly_s"] <= 1.4
     assert simulated["confirmation"]["interval_s"] == pytest.approx(rec["interval_s"], rel=0.5)
-    assert "by simulation: 256 nodes" in tune_mod.format_tune(simulated)
+    assert "by simulation: 4 nodes" in tune_mod.format_tune(simulated)

@@ -26,11 +26,16 @@ def test_tune_end_to_end(tmp_path):
     # the prediction holds: a 2x error either way fails (same measured costs; a noisy machine)
     assert 0.55 < c["measured_overhead"] / c["predicted_overhead"] < 1.8, c
     assert 0.55 < c["measured_overlap"] / c["predicted_overlap"] < 1.8, c
-    # headroom is this host's drain against what the recommended interval needs at a 10 % overlap
-    # target (a disk speed, so no bound on it here): check it is that, from the run's own figures
+    # headroom is this host's drain against what the job's checkpoint (the 8B job's 104.7 GiB, MLPerf's
+    # table, not the 2 ranks' 26 GiB) needs at a 10 % overlap target at the recommended interval (a disk
+    # speed, so no bound on it here): check it is that, from the run's own figures. The global tier is a
+    # plain folder (a real store seen from one node): the measured node's rate is all that is known
     bw = r["global_bandwidth"]
+    assert r["checkpoint_bytes"] / 2**30 == pytest.approx(104.7, rel=0.002)
+    assert m["full_size_bytes"] / 2**30 == pytest.approx(104.7 / 4, rel=0.01)
+    assert bw["measured_as"] == "one node"
     assert bw["measured_drain_bytes_per_s"] == pytest.approx(m["full_size_bytes"] / m["drain_s"])
-    assert bw["needed_bytes_per_s"] == pytest.approx(m["full_size_bytes"] / (0.10 * rec["interval_s"]))
+    assert bw["needed_bytes_per_s"] == pytest.approx(r["checkpoint_bytes"] / (0.10 * rec["interval_s"]))
     assert bw["headroom"] == pytest.approx(bw["measured_drain_bytes_per_s"] / bw["needed_bytes_per_s"])
 
 
@@ -38,3 +43,126 @@ def test_tune_rejects_bad_target(tmp_path, capsys):
     from emulator.cli import main
     assert main(["tune", str(small_config(tmp_path)), "--accelerators", "0"]) == 2
     assert "--accelerators: must be >= 1" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the job's bytes (no torchrun)
+
+GIB = 1 << 30
+L405_SUBSET = {  # docs/simulation.md's design: 8 ranks of TP group 0 stand for one node of a 512-rank job
+    "extends": "llama3-405b-subset", "run": {"scale": 0.004}, "training": {"step_seconds": 62.5},
+    "checkpoint": {"interval_steps": 8, "saves": 3, "loads": 0},
+    "tiers": {"local": {"backend": "dir", "path": "/nonexistent/nvme",
+                        "emulate": {"write_gib_s": 6.0, "read_gib_s": 7.0, "shared_by": "node"}},
+              "global": {"backend": "dir", "path": "/nonexistent/pfs",
+                         "emulate": {"write_gib_s": 400.0, "read_gib_s": 800.0, "latency_ms": 1,
+                                     "shared_by": "job"}}}}
+
+
+def _fake_results(cfg) -> dict:
+    """The results.json a sync + async run of ``cfg`` would write, made up from its emulated rates (only the
+    fields tune and the calibration read): one node, its ranks' files at run.scale, every drain on time."""
+    from emulator.sizing import checkpoint_size, rank_size
+    scale, ranks, saves = cfg.run.scale, cfg.parallelism.active_ranks, cfg.checkpoint.saves
+    files = [int(rank_size(cfg.model, cfg.parallelism, r).total_bytes * scale) for r in range(ranks)]
+    snapshot = 0.02
+    local = sum(files) / (cfg.tiers.local.emulate.write_gib_s * GIB)
+    drain = sum(files) / (cfg.tiers.global_.emulate.write_gib_s * GIB) + 0.01
+    stall = {"sync": snapshot + local + drain, "async": snapshot}
+    step_wall = cfg.wall_step_seconds * cfg.checkpoint.interval_steps
+
+    def record(mode, step, rank):
+        return {"mode": mode, "step": step, "rank": rank, "node": 0, "stall_s": stall[mode], "wait_s": 0.0,
+                "snapshot_s": snapshot, "local_write_s": local, "drain_s": drain,
+                "complete_s": snapshot + local + drain, "file_bytes": files[rank], "written_to": "local",
+                "missed": False, "global_complete": True, "error": None}
+
+    def mode(m):
+        wall = saves * (step_wall + stall[m])
+        return {"checkpoints": saves, "steps": saves * cfg.checkpoint.interval_steps, "training_wall_s": wall,
+                "stall_total_s": saves * stall[m], "overhead_ratio": saves * stall[m] / wall,
+                "drain_overlap_ratio": saves * drain / wall, "deadline_misses": 0, "incomplete": 0,
+                "full_size": {"stall_mean_s": stall[m] / scale, "local_write_mean_s": local / scale,
+                              "drain_mean_s": drain / scale, "lag_mean_s": (local + drain) / scale}}
+    modes = ("sync", "async")
+    return {
+        "config": cfg.to_dict(), "nodes": 1, "ranks": ranks, "step_seconds": {"full_size": 62.5},
+        "bytes": {"job_checkpoint_emulated": checkpoint_size(cfg.model, cfg.parallelism).total_bytes,
+                  "run_emulated": round(sum(files) / scale), "run_actual_state": sum(files)},
+        "modes": {m: mode(m) for m in modes}, "load": {"recovery_mean_s_by_tier": {}},
+        "per_rank": [{"rank": r, "node": 0, "records": [record(m, (i + 1) * cfg.checkpoint.interval_steps, r)
+                                                        for m in modes for i in range(saves)]}
+                     for r in range(ranks)],
+    }
+
+
+@pytest.fixture
+def tune_405b_subset(tmp_path, monkeypatch):
+    """(tune module, config, designs the simulator built) with every emulation run replaced by _fake_results."""
+    import yaml
+
+    from emulator.cli import tune as tune_mod
+    from emulator.config import load_config
+    from emulator.simulation import recommend as rec_mod
+    path = tmp_path / "l405.yaml"
+    path.write_text(yaml.safe_dump(L405_SUBSET))
+    cfg = load_config(str(path), [f"run.out={tmp_path / 'out'}"])
+
+    def fake_run(cfg, out, **_):
+        out.mkdir(parents=True, exist_ok=True)
+        res = _fake_results(cfg)
+        (out / "results.json").write_text(json.dumps(res))
+        return res
+    designs = []
+
+    def spy(*args, **kwargs):
+        designs.append(build(*args, **kwargs))
+        return designs[-1]
+    build = rec_mod.build_design
+    monkeypatch.setattr(tune_mod, "_run", fake_run)
+    monkeypatch.setattr(rec_mod, "build_design", spy)
+    return tune_mod, cfg, designs
+
+
+def test_tune_plans_the_jobs_checkpoint_not_nodes_times_one_node(tune_405b_subset):
+    """`tune llama3-405b-subset --nodes 2048`: the 8 measured ranks are one node of the job; the simulator
+    must spread the job's checkpoint over 2,048 nodes (what `simulate` sizes), not give every node the
+    measured node's 98.5 GiB (2,048 x 98.5 = 201,819 GiB)."""
+    from emulator.simulation.design import Options, build_design
+    tune_mod, cfg, designs = tune_405b_subset
+    # by hand: MLPerf's 5,292 GiB for 405B on 512 ranks (tests/test_sizing.py); DP stretched to 16,384 ranks
+    # adds each extra rank's 5H fp32 optimizer pad (3 states x 4 bytes): 60 x 16,384 x 15,872 bytes = 14.5 GiB
+    by_hand = 5292.0 * GIB + 60 * 16384 * (16384 - 512)
+    simulate_sizes = build_design(cfg, Options(nodes=2048, accelerators_per_node=8)).checkpoint_bytes
+    assert simulate_sizes == pytest.approx(by_hand, rel=0.002)
+
+    r = tune_mod.tune(cfg, accelerators=16384, nodes=2048)
+    assert designs and all(d.nodes == 2048 for d in designs)
+    assert [d.checkpoint_bytes for d in designs] == [simulate_sizes] * len(designs), \
+        [f"{d.checkpoint_bytes / GIB:,.0f} GiB" for d in designs]
+    assert r["checkpoint_bytes"] == simulate_sizes
+    assert r["measured"]["full_size_bytes"] / GIB == pytest.approx(98.54, rel=0.001)  # the one node measured
+    # the global bandwidth needed is the job's checkpoint drained in 10 % of the recommended interval
+    bw, interval = r["global_bandwidth"], r["recommended"]["interval_s"]
+    assert bw["needed_bytes_per_s"] == pytest.approx(simulate_sizes / (0.10 * interval))
+
+
+def test_tune_without_nodes_needs_bandwidth_for_the_jobs_checkpoint(tune_405b_subset):
+    """Without --nodes the planner's 'global bandwidth needed' is for the preset's whole checkpoint (MLPerf's
+    5,292 GiB), not the 98.5 GiB of the 8 ranks measured. The global tier is shared by the job, so the
+    measured drain rate is all the job gets: the headroom compares it with the job's need."""
+    from emulator.sizing import checkpoint_size
+    tune_mod, cfg, _ = tune_405b_subset
+    r = tune_mod.tune(cfg, accelerators=16384)
+    m, bw, interval = r["measured"], r["global_bandwidth"], r["recommended"]["interval_s"]
+    assert r["recommended"]["source"] == "planner"
+    planned_gib = bw["needed_bytes_per_s"] * 0.10 * interval / GIB  # what drains in 10 % of the interval
+    assert planned_gib == pytest.approx(5292.0, rel=0.002), planned_gib
+    assert r["checkpoint_bytes"] == checkpoint_size(cfg.model, cfg.parallelism).total_bytes
+    assert bw["measured_drain_bytes_per_s"] == pytest.approx(m["full_size_bytes"] / m["drain_s"])
+    assert bw["headroom"] == pytest.approx(bw["measured_drain_bytes_per_s"] / bw["needed_bytes_per_s"])
+    assert "5,292" in tune_mod.format_tune(r)
+    # a global tier that gives each node its own rate: every node drains alongside the measured one
+    own = tune_mod.tune(cfg.with_overrides("tiers.global.emulate.shared_by=node"), accelerators=16384)
+    assert own["global_bandwidth"]["measured_as"] == "every node"
+    assert own["global_bandwidth"]["measured_drain_bytes_per_s"] == pytest.approx(
+        own["checkpoint_bytes"] / own["measured"]["drain_s"])

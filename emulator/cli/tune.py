@@ -4,11 +4,14 @@
    mode gives the stall per checkpoint (worst rank), local write, drain and the
    async commit (the durability lag: local write + drain + manifest), each at
    full size (measured / run.scale): the planner reasons about the real job.
+   The run writes the config's started ranks (one node of a subset preset);
+   the plan is for the job's whole checkpoint (emulator/sizing.py).
 2. Plan: those costs go into the planner (emulator/planner.py) for the target
    cluster; the recommendation is the mode and interval with the best goodput.
    With ``--nodes`` above what one machine emulates, the simulator recommends
-   instead (emulator/simulation/recommend.py): every node writes what the
-   measured one did, and drains queue on the shared global tier.
+   instead (emulator/simulation/recommend.py): the job's checkpoint spread over
+   its nodes as ``simulate`` sizes it, at the measured rates, and drains queue
+   on the shared global tier.
 3. Confirm: one more run, async or sync as recommended, checkpointing every
    ``round(T / step_seconds)`` steps (full-size step time). A recommended interval longer than the
    confirmation budget allows is time-compressed by a factor c < 1 (the run uses
@@ -17,8 +20,9 @@
    1/interval, so a drain that beats c*T beats T.
 The report compares predicted and measured overhead and overlap, says whether
 every drain finished before the next checkpoint, and gives the global
-bandwidth headroom: the measured drain bandwidth over the bandwidth that keeps
-drain overlap at the planner's target at the recommended interval.
+bandwidth headroom: the job's drain bandwidth as measured over the bandwidth
+that drains the job's checkpoint within the planner's overlap target at the
+recommended interval (see :func:`_bandwidth`).
 """
 from __future__ import annotations
 
@@ -49,14 +53,15 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
     from emulator.simulation import recommend as sim
     if accelerators < 1:
         raise UserError("--accelerators: must be >= 1")
-    sim.check_nodes(accelerators, nodes)
+    sim.check_nodes(cfg, accelerators, nodes)
     if confirm_seconds <= 0 or measure_checkpoints < 1:
         raise UserError("--confirm-seconds must be > 0 and --measure-checkpoints >= 1")
     if cfg.training.step_seconds <= 0:
         raise UserError("training.step_seconds: tune needs emulated compute time (> 0) to express intervals")
+    job_bytes = sim.job_checkpoint_bytes(cfg, accelerators, nodes)
     base = Path(cfg.run.out)
     measured = _measure(cfg, base / "tune-measure", measure_checkpoints)
-    inputs = _plan_inputs(cfg, measured, accelerators, mttf_hours, overlap_target)
+    inputs = _plan_inputs(cfg, measured, job_bytes, accelerators, mttf_hours, overlap_target)
     plan = planner.plan(inputs)
     best = {m: plan.intervals[f"optimal_{m}"] for m in ("sync", "async")}
     goodput = {"sync": best["sync"].sync_goodput, "async": best["async"].async_goodput}
@@ -70,7 +75,8 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
     confirmation = _confirm(cfg, base / "tune-confirm", inputs, mode, interval,
                             max(3, measure_checkpoints), confirm_seconds)
     return {
-        "accelerators": accelerators, "cluster_mttf_s": plan.cluster_mttf_s, "measured": measured,
+        "accelerators": accelerators, "cluster_mttf_s": plan.cluster_mttf_s, "checkpoint_bytes": job_bytes,
+        "measured": measured,
         "recommended": {
             "mode": mode, "interval_s": interval, "goodput": goodput[mode],
             "goodput_other_mode": goodput.get("sync" if mode == "async" else "async", math.nan),
@@ -78,7 +84,7 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
             "young_s": plan.young_interval_s, "daly_s": plan.daly_interval_s,
         },
         "confirmation": confirmation,
-        "global_bandwidth": _bandwidth(measured, interval, overlap_target),
+        "global_bandwidth": _bandwidth(cfg, measured, job_bytes, interval, overlap_target),
         "runs": {"measure": str(base / "tune-measure"), "confirm": str(base / "tune-confirm")},
     }
 
@@ -99,14 +105,14 @@ def _measure(cfg, out: Path, checkpoints: int) -> dict:
     }
 
 
-def _plan_inputs(cfg, m: dict, accelerators: int, mttf_hours: float, overlap_target: float):
+def _plan_inputs(cfg, m: dict, job_bytes: int, accelerators: int, mttf_hours: float, overlap_target: float):
     has_local = cfg.tiers.local is not None
     return planner.PlanInputs(
         accelerators=accelerators, mttf_hours=mttf_hours, overlap_target=overlap_target,
         stall_seconds=max(m["sync_stall_s"], 1e-6),
         async_stall_seconds=max(m["async_stall_s"], 1e-6) if has_local else None,
         drain_seconds=m["drain_s"], commit_seconds=m["commit_s"] if has_local else None,
-        checkpoint_bytes=max(1, int(m["full_size_bytes"])))
+        checkpoint_bytes=job_bytes)
 
 
 def _confirm(cfg, out: Path, inputs, mode: str, interval_s: float, checks: int, confirm_seconds: float) -> dict:
@@ -129,12 +135,24 @@ def _confirm(cfg, out: Path, inputs, mode: str, interval_s: float, checks: int, 
     }
 
 
-def _bandwidth(m: dict, interval_s: float, overlap_target: float) -> dict:
-    """Measured drain bandwidth (full size) over the one that keeps overlap at the target."""
-    drain_bw = m["full_size_bytes"] / m["drain_s"] if m["drain_s"] > 0 else math.inf
-    needed = m["full_size_bytes"] / (overlap_target * interval_s)
-    return {"measured_drain_bytes_per_s": drain_bw, "needed_bytes_per_s": needed,
-            "headroom": drain_bw / needed if needed else math.inf}
+def _each_node_own_link(tier_cfg) -> bool:
+    """Whether the emulated tier gives every node its own rate (not ``shared_by: job``)."""
+    e = tier_cfg.emulate
+    return e is not None and e.write_gib_s is not None and e.shared_by != "job"
+
+
+def _bandwidth(cfg, m: dict, job_bytes: int, interval_s: float, overlap_target: float) -> dict:
+    """The job's global drain bandwidth as measured, over the one that drains the job's checkpoint
+    within ``overlap_target`` of the interval. One node was measured: where the global tier gives
+    every node its own rate, all nodes drain alongside it (the job's bytes in the measured drain
+    time); shared by the job, or a real store seen from one node, the measured node's rate is all
+    the measurement shows of the job's."""
+    per_node = _each_node_own_link(cfg.tiers.global_)
+    drained = job_bytes if per_node else m["full_size_bytes"]
+    drain_bw = drained / m["drain_s"] if m["drain_s"] > 0 else math.inf
+    needed = job_bytes / (overlap_target * interval_s)
+    return {"measured_drain_bytes_per_s": drain_bw, "measured_as": "every node" if per_node else "one node",
+            "needed_bytes_per_s": needed, "headroom": drain_bw / needed if needed else math.inf}
 
 
 def _s(v: float) -> str:
@@ -143,19 +161,25 @@ def _s(v: float) -> str:
     return f"{v:.2f} s" if v >= 1 else f"{v * 1000:.1f} ms"
 
 
+def _x(ratio: float) -> str:
+    return f"{ratio:.1f}" if ratio >= 1 else f"{ratio:.2g}"  # a shortfall keeps its digits (x0.0093)
+
+
 def format_tune(r: dict) -> str:
     m, rec, c, bw = r["measured"], r["recommended"], r["confirmation"], r["global_bandwidth"]
     lines = [
         f"tune for {r['accelerators']} accelerators (cluster MTTF {_s(r['cluster_mttf_s'])})",
-        f"  measured at scale {m['scale']:g} ({m['bytes'] / 2**30:.3f} GiB), at full size "
+        f"  job's checkpoint {r['checkpoint_bytes'] / 2**30:,.1f} GiB; "
+        f"measured at scale {m['scale']:g} ({m['bytes'] / 2**30:.3f} GiB), at full size "
         f"({m['full_size_bytes'] / 2**30:.1f} GiB): sync stall {_s(m['sync_stall_s'])}, async stall "
         f"{_s(m['async_stall_s'])}, local write {_s(m['local_write_s'])}, drain {_s(m['drain_s'])}, "
         f"async commit (durability lag) {_s(m['commit_s'])}",
         f"  recommended: {rec['mode']} every {_s(rec['interval_s'])} (goodput {rec['goodput'] * 100:.2f} %, "
         f"other mode at its best {rec['goodput_other_mode'] * 100:.2f} %; Young {_s(rec['young_s'])}, "
         f"Daly {_s(rec['daly_s'])})",
-        *([f"    by simulation: {rec['simulation']['nodes']:,} nodes, each writing what the measured one did, "
-           f"{rec['simulation']['days_simulated']:.0f} days per interval tried"] if rec.get("simulation") else []),
+        *([f"    by simulation: {rec['simulation']['nodes']:,} nodes writing the job's checkpoint at the "
+           f"measured rates, {rec['simulation']['days_simulated']:.0f} days per interval tried"]
+          if rec.get("simulation") else []),
         f"  confirmation run: every {_s(c['interval_s'])} at full size ({c['interval_steps']} steps"
         + (f", time-compressed x{c['compression']:.3g}" if c["compression"] < 1 else "") + f"), "
         f"{c['checkpoints']} checkpoints",
@@ -164,8 +188,9 @@ def format_tune(r: dict) -> str:
         "    drains finished before the next checkpoint: "
         + ("yes" if c["drains_beat_next_checkpoint"] else
            f"NO ({c['deadline_misses']} deadline misses, {c['incomplete']} incomplete)"),
-        f"  global bandwidth headroom: x{bw['headroom']:.1f} (measured drain {bw['measured_drain_bytes_per_s'] / 2**30:.2f}"
-        f" GiB/s, needed {bw['needed_bytes_per_s'] / 2**30:.3f} GiB/s for 10 % overlap)",
+        f"  global bandwidth headroom: x{_x(bw['headroom'])} (measured drain "
+        f"{bw['measured_drain_bytes_per_s'] / 2**30:.2f} GiB/s, {bw['measured_as']} draining; needed "
+        f"{bw['needed_bytes_per_s'] / 2**30:.3f} GiB/s for the job's checkpoint at 10 % overlap)",
     ]
     return "\n".join(lines) + "\n"
 

@@ -9,6 +9,10 @@ Two shapes of job, from the same config:
   the config's first ``active_ranks`` ranks at ``run.scale``, so the model can
   be checked against a real run.
 
+A calibration (a run's results.json, e.g. ``tune``'s measurement of one node)
+gives rates, never bytes: at full size every node writes its share of the
+job's checkpoint, however many ranks the run started.
+
 Rates come from the calibration when given, else from the tiers' ``emulate``
 rates; :mod:`sharing` turns each into link limits. Every cost records where
 it came from (``sources``) so reports can say what was measured, configured
@@ -51,9 +55,6 @@ class Options:
     nodes: int
     accelerators_per_node: int = 8
     as_run: bool = False
-    #: every node writes what the emulated run's node wrote, at full size (what ``tune`` measured,
-    #: divided by run.scale as tune's figures are)
-    replicate: bool = False
     snapshot_gib_s: float = DEFAULT_SNAPSHOT_GIB_S
     global_gib_s: float | None = None  # aggregate global write bandwidth (overrides the config)
     nic_gib_s: float | None = None     # per-node cap on global writes (overrides the config)
@@ -135,17 +136,6 @@ def as_run_groups(cfg, nodes: int, file_bytes: list | None = None) -> tuple:
     return tuple(NodeGroup(k, b, f, n) for (b, f, n), k in sorted(counts.items()))
 
 
-def replicated_groups(node_groups: tuple, nodes: int) -> tuple:
-    """``nodes`` nodes, each like one of the emulated run's nodes (in the run's proportions)."""
-    run_nodes = sum(g.nodes for g in node_groups)
-    out = [NodeGroup(max(1, round(g.nodes * nodes / run_nodes)), g.node_bytes, g.file_bytes, g.files)
-           for g in node_groups]
-    extra = nodes - sum(g.nodes for g in out)
-    last = out[-1]
-    out[-1] = NodeGroup(max(1, last.nodes + extra), last.node_bytes, last.file_bytes, last.files)
-    return tuple(out)
-
-
 # --------------------------------------------------------------------------- costs
 
 def _rate(tier_cfg, direction: str, calibrated: float | None, what: str, sources: dict,
@@ -221,16 +211,11 @@ HOST_BOUND = 0.9
 
 
 def _groups(cfg, opts: Options, cal) -> tuple[tuple, float]:
-    """The node groups and the byte scale they are counted at."""
-    file_bytes = cal.rank_file_bytes if cal is not None else None
+    """The node groups and the byte scale they are counted at: the run's files as run, else the job's
+    checkpoint spread over ``opts.nodes`` as sizing lays it out (a calibration's bytes are one run's)."""
     if opts.as_run:
+        file_bytes = cal.rank_file_bytes if cal is not None else None
         return as_run_groups(cfg, opts.nodes, file_bytes), cfg.run.scale
-    if opts.replicate:  # the run's files at full size: bytes / run.scale
-        run_nodes = cal.nodes if cal is not None else 1
-        run_files = as_run_groups(cfg, run_nodes, file_bytes)
-        full = tuple(NodeGroup(g.nodes, round(g.node_bytes / cfg.run.scale), round(g.file_bytes / cfg.run.scale),
-                               g.files) for g in run_files)
-        return replicated_groups(full, opts.nodes), 1.0
     return full_size_groups(cfg, opts.nodes, opts.accelerators_per_node), 1.0
 
 

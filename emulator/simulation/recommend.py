@@ -2,10 +2,12 @@
 
 The planner assumes every checkpoint costs what the measured one did; at
 many nodes the shared global tier makes drains of all nodes queue behind
-each other, which only the simulation sees. Here every one of ``nodes``
-nodes writes what the measured node wrote, at full size (its bytes / run.scale,
-like the rest of ``tune``), costs come from the measurement run's results.json
-(rates, which apply at any size), intervals are full-size seconds, and
+each other, which only the simulation sees. Here the job is what ``simulate``
+sizes: ``accelerators`` ranks on ``nodes`` nodes, the config's TP x PP with DP
+stretched, each node writing its share of the job's full-size checkpoint
+(design.full_size_groups); the measured node gives the rates (the
+measurement run's results.json: rates apply at any size), not the bytes.
+Intervals are full-size seconds, and
 the interval is chosen by simulating a grid around the planner's optimum and
 fitting the best of it (sweep.fit_optimum), for each mode.
 """
@@ -15,9 +17,10 @@ import math
 
 from emulator.errors import UserError
 from emulator.simulation.calibrate import load_calibration
-from emulator.simulation.design import Options, build_design
+from emulator.simulation.design import Options, build_design, full_size_groups
 from emulator.simulation.study import Study, planner_interval
 from emulator.simulation.sweep import fit_optimum
+from emulator.sizing import checkpoint_size
 
 #: one machine emulates one node (``ckpt-emu run`` starts one torchrun agent per node)
 MAX_EMULATED_NODES = 1
@@ -28,18 +31,32 @@ MAX_CHECKPOINTS_PER_POINT = 10_000
 GRID = [0.35 * (8.0 ** (i / 6)) for i in range(7)]  # 0.35x .. 2.8x the planner's interval
 
 
-def check_nodes(accelerators: int, nodes: int | None) -> None:
-    """``--nodes`` must split ``--accelerators`` evenly; raises UserError otherwise."""
+def check_nodes(cfg, accelerators: int, nodes: int | None) -> None:
+    """``--nodes`` must split ``--accelerators`` evenly, and a simulated job must hold the config's
+    TP x PP; raises UserError otherwise (before anything is measured)."""
     if nodes is None:
         return
     if nodes < 1:
         raise UserError(f"--nodes: must be >= 1, got {nodes}")
     if accelerators % nodes:
         raise UserError(f"--nodes: {accelerators:,} accelerators do not split evenly over {nodes:,} nodes")
+    tp_pp = cfg.parallelism.tp * cfg.parallelism.pp
+    if needs_simulation(nodes) and accelerators % tp_pp:
+        raise UserError(f"--accelerators: {accelerators:,} is not a multiple of tp x pp = {tp_pp} "
+                        f"(parallelism.tp, parallelism.pp): no layout of the job fills them")
 
 
 def needs_simulation(nodes: int | None) -> bool:
     return nodes is not None and nodes > MAX_EMULATED_NODES
+
+
+def job_checkpoint_bytes(cfg, accelerators: int, nodes: int | None) -> int:
+    """The job's full-size checkpoint, whatever share of it the measurement run wrote. Simulated
+    (``nodes`` past one machine): what ``simulate`` sizes for ``accelerators`` ranks on ``nodes``
+    nodes; else the config's own layout (emulator/sizing.py, MLPerf's table)."""
+    if needs_simulation(nodes):
+        return sum(g.nodes * g.node_bytes for g in full_size_groups(cfg, nodes, accelerators // nodes))
+    return checkpoint_size(cfg.model, cfg.parallelism).total_bytes
 
 
 def _best_interval(study: Study, mode: str) -> tuple[float, float]:
@@ -60,8 +77,8 @@ def recommend(cfg, results_path: str, *, accelerators: int, nodes: int, mttf_hou
     """The best mode and interval (training time between checkpoints) by simulation."""
     modes = ["sync"] + (["async"] if cfg.tiers.local is not None else [])
     cals = load_calibration(cfg, results_path, modes)
-    designs = {m: build_design(cfg, Options(nodes=nodes, accelerators_per_node=accelerators // nodes,
-                                            replicate=True), cals[m]) for m in modes}
+    designs = {m: build_design(cfg, Options(nodes=nodes, accelerators_per_node=accelerators // nodes), cals[m])
+               for m in modes}
     best, days = {}, {}
     for m in modes:  # one study per mode: each simulates its own span
         study = Study(cfg, designs, modes, 1.0, {}, accelerators=accelerators, mttf_hours=mttf_hours, seed=seed)
@@ -70,7 +87,8 @@ def recommend(cfg, results_path: str, *, accelerators: int, nodes: int, mttf_hou
     mode = max(modes, key=lambda m: best[m][1])
     other = [m for m in modes if m != mode]
     return {
-        "source": "simulator", "nodes": nodes, "days_simulated": days[mode], "mode": mode,
+        "source": "simulator", "nodes": nodes, "checkpoint_bytes": designs[mode].checkpoint_bytes,
+        "days_simulated": days[mode], "mode": mode,
         "interval_s": best[mode][0], "goodput": best[mode][1],
         "goodput_other_mode": best[other[0]][1] if other else math.nan,
         "per_mode": {m: {"interval_s": t, "goodput": g} for m, (t, g) in best.items()},
