@@ -135,3 +135,21 @@ def test_fewer_modelled_nodes_than_emulated_ones_is_refused(tmp_path):
     assert proc.stderr.strip() == ("ckpt-emu: error: design.job.nodes: 1 modelled node(s), fewer than the 2 "
                                    "this run emulates (--nnodes)")
     assert not out.exists()
+
+
+def test_one_node_never_takes_the_whole_global_tier(tmp_path):
+    """Without a NIC anywhere in the config or flags, a 405B node restoring alone from an 800 GiB/s
+    file system took it all (29.9 GiB in 37 ms). A 400 Gb/s NIC is assumed, and said."""
+    from emulator.simulation.design import Options, build_design
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({
+        "extends": "llama3-405b",
+        "tiers": {"local": {"backend": "dir", "path": str(tmp_path / "l"),
+                            "emulate": {"write_gib_s": 6, "read_gib_s": 7, "shared_by": "node"}},
+                  "global": {"backend": "dir", "path": str(tmp_path / "g"),
+                             "emulate": {"write_gib_s": 400, "read_gib_s": 800, "shared_by": "job"}}}}))
+    d = build_design(load_config(str(path)), Options(nodes=2048))
+    largest = max(g.node_bytes for g in d.groups)
+    assert max(d.recovery_global) >= largest / (50 * GB)
+    assert d.drain.node_bps == pytest.approx(50 * GB)
+    assert any("assumed 400Gb/s per node" in n for n in d.notes), d.notes

@@ -31,7 +31,7 @@ from emulator.errors import ConfigError, UserError
 from emulator.simulation.inputs import Calibration, retention_requests, tier_latency, tier_sharing
 from emulator.simulation.sharing import LinkLimits, limits, node_load
 from emulator.sizing import rank_coords, rank_size
-from emulator.units import GIB
+from emulator.units import GIB, parse_rate
 
 #: GPU-to-host snapshot rate per accelerator without a calibration: device-to-host into
 #: reused pinned buffers on one H100, measured at 48.6 GiB/s (the project's measurement notes)
@@ -174,10 +174,22 @@ def _recovery(tier_cfg, read_bps, groups, files: int, alone: bool, nic_bps: floa
             for g in groups]
 
 
-def _override(lim: LinkLimits, opts: Options) -> LinkLimits:
+def _override(lim: LinkLimits, opts: Options, nic_bps: float) -> LinkLimits:
     agg = opts.global_gib_s * GIB if opts.global_gib_s else lim.aggregate_bps
-    node = min(lim.node_bps, opts.nic_gib_s * GIB) if opts.nic_gib_s else lim.node_bps  # both limits hold
-    return LinkLimits(agg, node)
+    return LinkLimits(agg, min(lim.node_bps, nic_bps))  # both limits hold
+
+
+def nic_bps(cfg, opts: Options, notes: list) -> float:
+    """Each node's link to the global tier: ``--nic-gib-s``, else the design's, else a 400 Gb/s NIC.
+    Never unlimited: one node must not take a whole file system's bandwidth; an assumed NIC is stated."""
+    if opts.nic_gib_s:
+        return opts.nic_gib_s * GIB
+    if cfg.design is not None:
+        if not cfg.design.nic_stated:
+            notes.append(f"design.node.nic: not given; assumed {DEFAULT_NIC} per node")
+        return cfg.design.nic_bps
+    notes.append(f"no per-node link given (--nic-gib-s or design.node.nic): assumed {DEFAULT_NIC} per node")
+    return parse_rate(DEFAULT_NIC, "design.node.nic")
 
 
 def _housekeeping(cfg, files_per_node: int, world_files: int, local_lat: float, global_lat: float,
@@ -245,7 +257,8 @@ def _global_links(cfg, opts: Options, c, files: int, local: bool, sources: dict,
     conc = cfg.drain.concurrency
     gw = _tier_limits(t.global_, direct or drain, "write", files, conc, c.nodes, "global_write", sources, notes)
     dr = _tier_limits(t.global_, drain or direct, "drain", files, conc, c.nodes, "drain", sources, notes)
-    return _override(gw, opts), _override(dr, opts)
+    nic = nic_bps(cfg, opts, notes)
+    return _override(gw, opts, nic), _override(dr, opts, nic)
 
 
 def design_links(cfg, opts: Options) -> tuple[LinkLimits, LinkLimits] | None:
@@ -254,7 +267,7 @@ def design_links(cfg, opts: Options) -> tuple[LinkLimits, LinkLimits] | None:
     d = cfg.design
     if d is None or d.global_ is None:
         return None
-    nic = opts.nic_gib_s * GIB if opts.nic_gib_s else d.nic_bps
+    nic = opts.nic_gib_s * GIB if opts.nic_gib_s else d.nic_bps  # the note on an assumed one: nic_bps()
     write = opts.global_gib_s * GIB if opts.global_gib_s else d.global_.write_bps
     return LinkLimits(write, nic), LinkLimits(d.global_.read_bps, nic)
 
@@ -288,8 +301,6 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
     if design is not None:  # the design's rates, not the emulated node's share of them, nor a calibration
         global_write = drain = design[0]
         sources.update(global_write="design", drain="design", global_read="design")
-        if not cfg.design.nic_stated:
-            notes.append(f"design.node.nic: not given; assumed {DEFAULT_NIC} per node")
     l_lat, g_lat = tier_latency(t.local) if local else 0.0, tier_latency(t.global_)
     local_read = _rate(t.local, "read", c.local_read_bps, "local_read", sources, required=False) if local else None
     global_read = _rate(t.global_, "read", c.global_read_bps, "global_read", sources, required=False)
@@ -297,7 +308,7 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
         if r is None and (name == "global" or local):
             notes.append(f"{name} reads: no rate configured or measured; restores from it cost only the restart")
     world_files = sum(g.nodes * g.files for g in groups)
-    nic = opts.nic_gib_s * GIB if opts.nic_gib_s else None
+    nic = nic_bps(cfg, opts, [])  # stated once, with the write links
     return Design(
         groups=groups, ranks_per_node=files, local=local,
         snapshot_bps=c.snapshot_bps if c.snapshot_bps is not None else opts.snapshot_gib_s * GIB,
