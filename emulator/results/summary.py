@@ -4,10 +4,12 @@ Per mode: stall per checkpoint (the job's stall at a checkpoint is its worst
 rank's; mean and p99 over checkpoints, and the rank with the highest mean),
 local write and drain durations, save throughput (all ranks' bytes over the
 slowest rank's local write), drain overlap (drain time over the mode's wall
-time, worst node), deadline misses, overhead (the worst rank's total stall
-over the training loop's wall time), and against the no-checkpoint baseline:
-slowdown (wall time per step over the baseline's, minus 1), the part of it
-that is not stall (interference: background work slowing steps), goodput
+time, worst node), deadline misses, overhead (the job's total stall over the
+training loop's wall time; every rank waits for the slowest at each checkpoint,
+so the job's total is the sum over checkpoints of each one's worst rank, not
+the largest per-rank sum), and against the no-checkpoint baseline: slowdown
+(wall time per step over the baseline's, minus 1), the part of it that is
+not stall (interference: background work slowing steps), goodput
 (baseline time over the mode's time), step-time percentiles; and the
 durability lag (snapshot to complete on the global tier) with the checkpoints
 still at risk when training stopped. Every duration is also given at full size
@@ -294,7 +296,7 @@ def _checkpoint_figures(mode: str, ranks: list[dict]) -> dict:
         "deadline_misses": sum(any(x["missed"] for x in by_step[s]) for s in steps),
         "incomplete": sum(not all(x["global_complete"] for x in by_step[s]) for s in steps),
         "errors": sorted({x["error"] for s in steps for x in by_step[s] if x["error"]})[:5],
-        "stall_total_s": max((sum(v) for v in per_rank_stall.values()), default=0.0),
+        "stall_total_s": sum(job_stall),  # not the largest per-rank sum: the slowest rank changes
         "drain_overlap_ratio": _drain_overlap(mode, ranks, by_step),
     }
 
@@ -341,8 +343,8 @@ def _update_cpu_per_step(walls: list[dict]) -> float:
 
 
 def _against_baseline(m: dict, baseline: dict) -> dict:
-    """Slowdown = wall per step / baseline's - 1; of it, stall per step over the baseline step is
-    the checkpoints' own share and the rest is interference; goodput = baseline time / mode time."""
+    """Slowdown = wall per step / baseline's - 1; of it, the job's stall per step over the baseline
+    step is the checkpoints' own share and the rest is interference; goodput = baseline time / mode time."""
     base = baseline["step_wall_s"]
     if not (base > 0 and m["steps"] and m["step_wall_s"] > 0):
         return {}

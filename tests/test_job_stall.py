@@ -1,0 +1,61 @@
+"""The job's total stall: per checkpoint the slowest rank's stall, summed over checkpoints.
+
+Training is synchronous: at every checkpoint each rank waits (in the next step's collective)
+for the slowest, so the job loses the worst rank's stall at each one. Taking each rank's sum
+and then the largest understates it whenever different ranks are slowest at different
+checkpoints, which understated the overhead and overstated interference by the same amount.
+Synthetic rank results (no torchrun): rank 0 stalls 1.0 s then 0.1 s, rank 1 0.1 s then 1.0 s.
+"""
+from __future__ import annotations
+
+import pytest
+
+from emulator.checkpoint.records import CkptRecord, RankResult
+from emulator.config import load_config
+from emulator.results.report import format_table
+from emulator.results.summary import build_results
+from emulator.units import GIB
+
+STEPS, STEP_S = 10, 1.0
+STALLS = {0: (1.0, 0.1), 1: (0.1, 1.0)}  # rank -> its stall at checkpoints 1 and 2
+JOB_STALL = sum(max(s[i] for s in STALLS.values()) for i in range(2))  # 2.0, not max(1.1, 1.1)
+SYNC_WALL = STEPS * STEP_S + JOB_STALL  # the steps, plus the job's stall (each rank waits for the slowest)
+
+
+def _rank(rank: int) -> dict:
+    recs = [CkptRecord(step=5 * (i + 1), mode="sync", rank=rank, node=0, start=5.0 * (i + 1), stall_s=stall,
+                       snapshot_s=0.01, local_write_s=stall / 2, file_bytes=GIB, global_complete=True).to_dict()
+            for i, stall in enumerate(STALLS[rank])]
+    compute = [(float(s), s + STEP_S) for s in range(STEPS)]
+    loop = lambda wall: {"start": 0.0, "train_end": wall, "end": wall, "steps": STEPS,  # noqa: E731
+                         "flush_s": 0.0, "compute": compute, "at_risk": 0}
+    return RankResult(rank=rank, node=0, state_bytes=GIB, emulated_bytes=GIB, records=recs, loads=[],
+                      page_cache_dropped=True, modes={"none": loop(STEPS * STEP_S), "sync": loop(SYNC_WALL)},
+                      events=[], local="dir", global_="dir", stopped_early=False, failure=None, attempt=0,
+                      resume=[], recovery=None, fault_counts={}, content={}, content_audit=None,
+                      peak_rss_bytes=0).to_dict()
+
+
+@pytest.fixture(scope="module")
+def results():
+    cfg = load_config(None, ["checkpoint.modes=[sync]", "checkpoint.baseline=true", "parallelism.ranks=2"])
+    return build_results(cfg, [_rank(r) for r in STALLS])
+
+
+def test_the_jobs_total_stall_is_the_sum_of_each_checkpoints_worst_rank(results):
+    m = results["modes"]["sync"]
+    assert m["stall_total_s"] == pytest.approx(JOB_STALL)  # 2.0, not the largest per-rank sum 1.1
+    assert m["stall_total_s"] == pytest.approx(m["stall_mean_s"] * m["checkpoints"])
+    assert m["full_size"]["stall_total_s"] == pytest.approx(JOB_STALL / results["scale"])
+
+
+def test_overhead_and_interference_follow_the_jobs_stall(results):
+    m = results["modes"]["sync"]
+    assert m["overhead_ratio"] == pytest.approx(JOB_STALL / SYNC_WALL)
+    assert m["slowdown_ratio"] == pytest.approx(SYNC_WALL / (STEPS * STEP_S) - 1)
+    assert m["stall_share_ratio"] == pytest.approx(JOB_STALL / STEPS / STEP_S)
+    # the loop's extra time is all stall: nothing is left over for interference
+    assert m["interference_ratio"] == pytest.approx(m["slowdown_ratio"] - m["stall_share_ratio"])
+    assert m["interference_ratio"] == pytest.approx(0.0, abs=1e-9)
+    row = next(line for line in format_table(results).splitlines() if line.startswith("overhead (stall/train)"))
+    assert f"{JOB_STALL / SYNC_WALL * 100:.1f} %" in row, row
