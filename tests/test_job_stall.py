@@ -59,3 +59,16 @@ def test_overhead_and_interference_follow_the_jobs_stall(results):
     assert m["interference_ratio"] == pytest.approx(0.0, abs=1e-9)
     row = next(line for line in format_table(results).splitlines() if line.startswith("overhead (stall/train)"))
     assert f"{JOB_STALL / SYNC_WALL * 100:.1f} %" in row, row
+
+
+def test_recovery_per_tier_is_the_slowest_ranks():
+    """A restart waits for its slowest rank: recovery per tier is, per load, the slowest rank served
+    by that tier, averaged over loads (it was the mean over every rank-load: 0.6 s here, not 1.0)."""
+    from emulator.results.summary import summarize_loads
+
+    def load(seconds, tier="local"):
+        return {"seconds": seconds, "bytes": 1 << 20, "tier": tier, "fallbacks": [], "ok": True}
+    ranks = [{"loads": [load(1.0), load(0.4)], "page_cache_dropped": True},
+             {"loads": [load(0.2), load(0.6)], "page_cache_dropped": True}]
+    got = summarize_loads(ranks)["recovery_mean_s_by_tier"]
+    assert got == {"local": pytest.approx((1.0 + 0.6) / 2)}

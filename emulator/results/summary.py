@@ -56,8 +56,9 @@ def summarize_loads(ranks: list[dict]) -> dict:
         per_load.append(sum(x["bytes"] for x in recs) / max(worst, 1e-9))
         for x in recs:
             tiers[x["tier"] or "none"] += 1
-            secs_by_tier[x["tier"] or "none"].append(x["seconds"])
             fallbacks += x["fallbacks"]
+        for tier in {x["tier"] or "none" for x in recs}:  # a restart waits for its slowest rank
+            secs_by_tier[tier].append(max(x["seconds"] for x in recs if (x["tier"] or "none") == tier))
     return {
         "loads": n,
         "load_gib_s": _mean(per_load) / GIB,

@@ -67,7 +67,7 @@ class RunFigures:
     ranks: int
     records: list
     mode_steps: dict                # mode -> (training_wall_s, stall_total_s, steps), at the run's scale
-    recovery_s: dict                # tier -> mean seconds of one rank's load
+    recovery_s: dict                # tier -> mean over loads of the slowest rank's seconds
     #: the run's step time followed run.scale (results.json has ``step_seconds``; runs before that did not)
     time_scaled: bool = True
 
