@@ -91,8 +91,10 @@ def _simulate(cfg_path: str, *args) -> dict:
 @pytest.mark.parametrize("nodes,nic,write", [(64, "400Gb/s", "4GB/s"),      # the aggregate binds
                                              (4, "400Gb/s", "400GB/s")])  # the NIC binds
 def test_simulated_drain_is_the_analytic_answer(tmp_path, nodes, nic, write):
-    """Every node drains its B bytes at once: max(B*k/A, B/NIC), the simulator's and the run's share."""
-    out = _simulate(_design_yaml(tmp_path, nodes=nodes, nic=nic, write=write), "--out", str(tmp_path / "sim"))
+    """Every node drains its B bytes at once: max(B*k/A, B/NIC), the simulator's and the run's share
+    (the transfer alone: drain.verify size, no checksum read-back)."""
+    cfg = _design_yaml(tmp_path, nodes=nodes, nic=nic, write=write, extra={"drain": {"verify": "size"}})
+    out = _simulate(cfg, "--out", str(tmp_path / "sim"))
     assert out["nodes"] == nodes  # from design.job.nodes: no --nodes needed
     sync = out["modes"]["sync"]
     node_bytes = sync["peak_backlog_bytes"] / nodes
@@ -153,3 +155,30 @@ def test_one_node_never_takes_the_whole_global_tier(tmp_path):
     assert max(d.recovery_global) >= largest / (50 * GB)
     assert d.drain.node_bps == pytest.approx(50 * GB)
     assert any("assumed 400Gb/s per node" in n for n in d.notes), d.notes
+
+
+@pytest.mark.timeout(600)
+def test_run_and_simulate_agree_on_a_design(tmp_path):
+    """One design, emulated by a real run and simulated as that run: the same checkpoint bytes and
+    drain time (the drain: bytes over the node's share, then the checksum read-back of the last
+    file copied), and no deadline misses in either."""
+    cfg = {"extends": "llama3-8b", "parallelism": {"ranks": 2}, "run": {"scale": 0.0005, "out": str(tmp_path / "out")},
+           "training": {"step_seconds": 2000}, "checkpoint": {"interval_steps": 4, "saves": 3, "loads": 0,
+                                                               "modes": ["sync"], "baseline": False},
+           "tiers": {"local": {"backend": "dir", "path": str(tmp_path / "nvme")},
+                     "global": {"backend": "dir", "path": str(tmp_path / "pfs")}},
+           "design": {"job": {"nodes": 1, "accelerators_per_node": 2},
+                      "node": {"local": {"write": "2GB/s", "read": "2GB/s"}, "nic": "400Gb/s"},
+                      "global": {"write": "0.05GiB/s", "read": "0.1GiB/s"}}}
+    path = tmp_path / "design.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run = subprocess.run([sys.executable, "-m", "emulator.cli", "run", str(path), "--quiet"],
+                         capture_output=True, text=True, timeout=500)
+    assert run.returncode == 0, run.stderr
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    sim = _simulate(str(path), "--as-run", "--out", str(tmp_path / "sim"))
+    emulated, simulated = res["modes"]["sync"], sim["modes"]["sync"]
+    node_bytes = sum(r["records"][0]["file_bytes"] for r in res["per_rank"])
+    assert simulated["peak_backlog_bytes"] == pytest.approx(node_bytes, rel=0.01)
+    assert simulated["drain_mean_s"] == pytest.approx(emulated["drain_mean_s"], rel=0.15)
+    assert emulated["deadline_misses"] == simulated["deadline_misses"] == 0

@@ -79,6 +79,9 @@ class Design:
     recovery_global: tuple = ()    # per group: restore of one replaced node from global
     recovery_global_all_s: float = 0.0  # every node restoring from global at once
     write_loads: dict = field(default_factory=dict)  # link bytes per node, per group: local/global
+    #: the drain's read-back of what reached the global tier (drain.verify: checksum) at a configured
+    #: or design read rate; None where it is not paced or a calibrated drain rate already holds it
+    verify_read: LinkLimits | None = None
     sources: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
 
@@ -272,6 +275,20 @@ def design_links(cfg, opts: Options) -> tuple[LinkLimits, LinkLimits] | None:
     return LinkLimits(write, nic), LinkLimits(d.global_.read_bps, nic)
 
 
+def _verify_read(cfg, opts: Options, local: bool, global_read: float | None, sources: dict,
+                 design) -> LinkLimits | None:
+    """The read link a drain's checksum read-back uses, when the drain's rate is configured (a
+    measured drain rate already includes the read-back)."""
+    if not local or cfg.drain.verify != "checksum" or sources.get("drain") == "measured":
+        return None
+    if design is not None:
+        return design[1]
+    if global_read is None:
+        return None
+    return _override(limits(tier_sharing(cfg.tiers.global_), global_read, kind="drain",
+                            files=1, concurrency=cfg.drain.concurrency), opts, nic_bps(cfg, opts, []))
+
+
 def _write_loads(cfg, groups, local: bool) -> dict:
     def load(tier_cfg, g):
         return node_load(tier_sharing(tier_cfg), kind="write", file_bytes=g.file_bytes, node_bytes=g.node_bytes,
@@ -321,4 +338,5 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
                                         design_limits=design and design[1])),
         recovery_global_all_s=max(_recovery(t.global_, global_read, groups, files, alone=False, nic_bps=nic,
                                             design_limits=design and design[1])),
-        write_loads=_write_loads(cfg, groups, local), sources=sources, notes=notes)
+        write_loads=_write_loads(cfg, groups, local),
+        verify_read=_verify_read(cfg, opts, local, global_read, sources, design), sources=sources, notes=notes)

@@ -69,6 +69,8 @@ class JobModel:
             if design.local else None
         g = design.drain if design.local else design.global_write
         self.global_link = SharedLink(env, g.aggregate_bps, g.node_bps)
+        v = design.verify_read
+        self.verify_link = SharedLink(env, v.aggregate_bps, v.node_bps) if v is not None else None
         self.t = Totals(len(design.groups))
         self.epoch = 0
         self.inflight = None           # the async pipeline in flight
@@ -202,6 +204,10 @@ class JobModel:
             ev.callbacks.append(lambda _ev, i=i: finish.__setitem__(i, env.now))
             events.append(ev)
         yield events[0] if len(events) == 1 else env.all_of(events)
+        if self.verify_link is not None:  # the checksum read-back of the last file copied
+            yield from self._verify(finish, epoch)
+            if self._stale(epoch):
+                return
         if side > 0:
             yield env.timeout(side)
             if self._stale(epoch):
@@ -209,6 +215,18 @@ class JobModel:
         self._drain_open = None
         per_group = [f - start + side for f in finish]
         self.t.drained(per_group)
+
+    def _verify(self, finish: list, epoch: int):
+        """Read back each node's last file (drain.verify: checksum): copies that share a link end one
+        after another, and each file's read-back runs while the later files are still being copied,
+        so only the last one's adds to the drain."""
+        env, d = self.env, self.d
+        events = []
+        for i, g in enumerate(d.groups):
+            ev = self.verify_link.transfer(g.nodes, g.file_bytes)
+            ev.callbacks.append(lambda _ev, i=i: finish.__setitem__(i, env.now))
+            events.append(ev)
+        yield events[0] if len(events) == 1 else env.all_of(events)
 
     # ------------------------------------------------------------------ failures
 
@@ -230,7 +248,7 @@ class JobModel:
             self.t.drained([env.now - self._drain_open] * len(d.groups), complete=False)
             self._drain_open = None
         self.epoch += 1
-        for link in (self.local_link, self.global_link):
+        for link in (self.local_link, self.global_link, self.verify_link):
             if link is not None:
                 link.cancel_all()
         if self.inflight is not None or self.t.inflight_now:
