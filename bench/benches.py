@@ -274,7 +274,7 @@ def bench_load(params: Params, wd: Path) -> dict:
             raise RuntimeError(f"setup checkpoint failed: {rec.error}")
         path = next((wd / "local").rglob("*_states.pt"))
         nbytes = path.stat().st_size
-        restorer = Restorer(state, [("local", local)], SoloComm(), scratch_dir=wd / "scratch", loop=ck.loop)
+        restorer = Restorer(state, [("local", local)], SoloComm(), loop=ck.loop)
         dropping, how = (False, "not asked (--no-drop-cache)")
         if params.drop_cache:
             dropping, how = probe_drop_cache(wd)

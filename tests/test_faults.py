@@ -293,7 +293,7 @@ def test_restore_verifies_and_falls_back(cfg, pristine, tmp_path, name):
     state = RankState.from_config(cfg, 0)
     before = {k: t.clone().view(-1).view(torch.uint8) for k, t in state.live["optimizer"].items()}
     tally = Tally()
-    restorer = Restorer(state, list(tiers.items()), SoloComm(), scratch_dir=tmp_path / "scratch",
+    restorer = Restorer(state, list(tiers.items()), SoloComm(),
                         meta=meta(cfg), tally=tally)
     rec = restorer.load()
     assert (rec.step, rec.tier) == (want_step, want_tier), rec.fallbacks

@@ -104,7 +104,7 @@ def test_restore_verifies_then_copies_host_to_device(tmp_path):
     saved = [t.cpu() for t in state.tensors("live")]
     state.mutate(2)
     live_before = [t.data_ptr() for t in state.tensors("live")]
-    load = Restorer(state, [("local", local), ("global", glob)], SoloComm(), scratch_dir=tmp_path / "s",
+    load = Restorer(state, [("local", local), ("global", glob)], SoloComm(),
                     loop=ckpt.loop).load()
     ckpt.close()
     assert load.ok and load.step == 1 and load.h2d_s > 0

@@ -40,7 +40,7 @@ def _equal(data, want: np.ndarray) -> bool:
 
 
 @pytest.fixture(scope="module")
-def moto_tier_factory(tmp_path_factory):
+def moto_tier_factory():
     """A moto server of its own (it holds objects in memory: freed when the module ends)."""
     from s3server import TEST_ENV, start_moto_server
 
@@ -55,7 +55,7 @@ def moto_tier_factory(tmp_path_factory):
         # one GET per download: moto re-reads the whole object for every range (MEASURED.md);
         # ranged downloads are covered by the S3 tier's own tests on smaller objects
         return S3Tier("big", prefix="large", endpoint_url=url, part_size=128 << 20, max_concurrency=4,
-                      single_get_threshold=4 * GIB, spool_dir=tmp_path_factory.mktemp("spool"))
+                      single_get_threshold=4 * GIB)
     try:
         yield make
     finally:
@@ -102,10 +102,10 @@ def test_object_over_2gib_is_byte_exact_through_every_door(kind, big, tmp_path, 
         assert _equal(run(tier.get("put/obj")), big)
         run(tier.delete("put/obj"))
 
-        with tier.open_write("stream/obj") as sink:  # the door torch.save uses
+        with tier.open_write("stream/obj") as sink:  # the door torch.save uses (S3: parts from memory)
             assert sink.write(memoryview(big)) == BIG  # one call with everything, as torch.save does
         assert run(tier.size("stream/obj")) == BIG
-        with tier.open_read("stream/obj") as fh:
+        with tier.open_read("stream/obj") as fh:  # the restore's door (S3: a seekable reader)
             assert _same_as_stream(fh, big) == BIG
         run(tier.delete("stream/obj"))
 
@@ -115,7 +115,7 @@ def test_object_over_2gib_is_byte_exact_through_every_door(kind, big, tmp_path, 
         run(tier.put_file("file/obj", src))  # the drain's door
         src.unlink()
         dest = tmp_path / "out" / "dest.bin"
-        run(tier.get_file("file/obj", dest))  # the restore's door for tiers without files
+        run(tier.get_file("file/obj", dest))  # a drain's door from a tier without files
         assert dest.stat().st_size == BIG
         with open(dest, "rb") as fh:
             assert _same_as_stream(fh, big) == BIG

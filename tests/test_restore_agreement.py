@@ -54,7 +54,7 @@ def _rank(rank: int, tmp: str, cfg_path: str, out: str) -> None:
     meta = {"preset": cfg.model.name, "scale": cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
             "zero_stage": p.zero_stage}
     tiers = [("local", DirTier(Path(tmp) / "local" / "node0")), ("global", DirTier(Path(tmp) / "global"))]
-    rec = Restorer(state, tiers, DistComm(), scratch_dir=Path(tmp) / "scratch", meta=meta).load()
+    rec = Restorer(state, tiers, DistComm(), meta=meta).load()
     Path(out, f"rank{rank}.json").write_text(json.dumps(
         {"ok": rec.ok, "step": rec.step, "error": rec.error, "changed": _digest(state) != before,
          "live": _digest(state)}))

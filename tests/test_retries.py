@@ -56,3 +56,29 @@ def test_a_permanent_error_is_not_retried(proxy, s3_bucket, tmp_path):
     assert not result.ok and result.retries == 0 and "access denied" in result.error
     assert sum(1 for m, _, _ in proxy.requests if m == "PUT") == 1
     asyncio.run(tier.close())
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_a_direct_write_streamed_to_s3_costs_retries_plus_one_requests_per_part(proxy, s3_bucket, retries):
+    """The streaming sink of a direct write sends each part once per attempt too; every attempt's
+    upload is aborted and none is left."""
+    from emulator.checkpoint.checkpointer import save_rank_file
+    from emulator.checkpoint.retry import Abandoned, retrying
+    from emulator.config import load_config
+    from emulator.workload.state import RankState
+
+    proxy.rules.append(Rule("PUT", "partNumber", 503, "SlowDown", "Please reduce your request rate."))
+    tier = S3Tier(s3_bucket, endpoint_url=proxy.url, part_size=5 * MIB, max_concurrency=1)
+    state = RankState.from_config(load_config("llama3-8b", ["run.scale=0.0005", "parallelism.ranks=1"]), 0)
+    state.snapshot()  # the staged payload: 7 MiB, two parts
+    policy = RetryPolicy(retries=retries, backoff_s=0.01)
+    with pytest.raises(Abandoned, match="SlowDown"):
+        asyncio.run(retrying(policy, "direct write", lambda: asyncio.to_thread(
+            save_rank_file, state, tier, "step_1/rank0.pt", 1)))
+    attempts = retries + 1
+    assert proxy.count("PUT", "partNumber", "1") == attempts
+    assert proxy.count("PUT", "partNumber", "2") == 0  # the write stopped at the first failed part
+    assert proxy.count("POST", "uploads") == attempts
+    assert proxy.count("DELETE", "uploadId") == attempts
+    assert raw_client(proxy.url).list_multipart_uploads(Bucket=s3_bucket).get("Uploads", []) == []
+    asyncio.run(tier.close())

@@ -287,7 +287,7 @@ def test_a_checkpoint_from_packed_staging_buffers_restores_bit_for_bit(tmp_path,
     assert ckpt.checkpoint(1, "sync").global_complete
     saved = [t.clone() for t in state.tensors("live")]
     state.mutate(2)
-    load = Restorer(state, [("local", local)], SoloComm(), scratch_dir=tmp_path / "s", loop=ckpt.loop).load()
+    load = Restorer(state, [("local", local)], SoloComm(), loop=ckpt.loop).load()
     ckpt.close()
     assert load.ok and load.step == 1 and not load.fallbacks
     assert all(torch.equal(a.view(-1).view(torch.uint8), b.view(-1).view(torch.uint8))

@@ -274,3 +274,166 @@ def test_open_read_streams_with_readinto(tier):
         while n := fh.readinto(memoryview(buf)):
             out += buf[:n]
     assert out == data
+
+
+# --------------------------------------------------------------------------- the streaming sink
+
+def _watch_folder(folder):
+    """Names seen in ``folder`` by a thread polling it until the returned stop() is called."""
+    import threading
+    seen, stop = set(), threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            seen.update(p.name for p in folder.iterdir())
+            stop.wait(0.001)
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+
+    def finish():
+        stop.set()
+        thread.join()
+        return seen
+    return finish
+
+
+def test_sink_uploads_parts_from_memory_while_writing(tier, tmp_path, monkeypatch):
+    """A direct-to-S3 write puts nothing on the host's disk: parts go out of memory as they fill,
+    the object appears only on commit, and no upload is left."""
+    import tempfile
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    tier.spool_dir = str(spool)
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))  # the system temporary folder too
+    data = os.urandom(17 * MIB + 5)
+    parts = []
+    count_calls(tier, "UploadPart", parts)
+    stop = _watch_folder(spool)
+    with tier.open_write("s/obj") as sink:
+        for off in range(0, len(data), MIB):
+            sink.write(data[off:off + MIB])
+        parts_before_commit = len(parts)
+        assert run(tier.size("s/obj")) is None  # nothing visible before commit
+    assert stop() == set()  # no spool file, ever
+    assert parts_before_commit >= 2  # parts were sent while writing, not at commit
+    assert sorted(p["PartNumber"] for p in parts) == [1, 2, 3, 4]
+    assert all("ChecksumCRC32C" in p for p in parts)
+    assert run(tier.get("s/obj")) == data
+    assert run(tier.list_multipart_uploads()) == []
+
+
+def test_sink_holds_at_most_two_parts_in_flight(s3_endpoint, s3_bucket):
+    """Memory stays bounded however large the file: a write waits while two parts are uploading."""
+    import threading
+    import time
+    tier = make(s3_endpoint, s3_bucket, max_concurrency=8)
+    lock, now, most = threading.Lock(), [0], [0]
+
+    def slow_part(params, **_):
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.05)
+        with lock:
+            now[0] -= 1
+    tier._client.meta.events.register("before-parameter-build.s3.UploadPart", slow_part)
+    data = os.urandom(6 * 5 * MIB + 1)
+    with tier.open_write("s/bounded") as sink:
+        sink.write(data)  # one call with everything, as torch.save does with a large tensor
+    assert most[0] == 2
+    assert run(tier.get("s/bounded")) == data
+    run(tier.close())
+
+
+@pytest.mark.parametrize("size", [0, 1, 5 * MIB])
+def test_sink_of_one_part_or_less_is_one_put(tier, size):
+    uploads, puts = [], []
+    count_calls(tier, "CreateMultipartUpload", uploads)
+    count_calls(tier, "PutObject", puts)
+    data = os.urandom(size)
+    with tier.open_write("s/small") as sink:
+        sink.write(data)
+    assert (len(uploads), len(puts)) == (0, 1)
+    assert run(tier.get("s/small")) == data
+
+
+def test_sink_failing_part_aborts_the_upload_at_once(tier):
+    """A part that fails while writing stops the write (no point sending the rest) and aborts."""
+    tier._client.meta.events.register(
+        "before-parameter-build.s3.UploadPart",
+        lambda params, **_: (_ for _ in ()).throw(ConnectionResetError("injected")))
+    with pytest.raises(TierError) as err:
+        with tier.open_write("s/doomed") as sink:
+            for _ in range(8):
+                sink.write(os.urandom(5 * MIB))
+    assert "aborted" in str(err.value) and "\n" not in str(err.value)
+    assert run(tier.list()) == [] and run(tier.list_multipart_uploads()) == []
+
+
+def test_sink_abort_leaves_nothing(tier):
+    sink = tier.open_write("s/dropped")
+    sink.write(os.urandom(12 * MIB))
+    sink.abort()
+    assert run(tier.list()) == [] and run(tier.list_multipart_uploads()) == []
+
+
+# --------------------------------------------------------------------------- the seekable reader
+
+@pytest.mark.parametrize("ranged", [False, True], ids=["one-get", "ranged-gets"])
+def test_reader_seeks_and_reads_byte_exact(s3_endpoint, s3_bucket, ranged):
+    """Small reads anywhere, then a sequential pass in small and large reads: every byte right,
+    in a few GETs (one stream, or part-sized ranges above single_get_threshold)."""
+    import random
+    tier = make(s3_endpoint, s3_bucket, single_get_threshold=0 if ranged else None)
+    data = os.urandom(12 * MIB + 7)
+    run(tier.put("r", data))
+    gets = []
+    count_calls(tier, "GetObject", gets)
+    rng = random.Random(1)
+    with tier.open_read("r") as fh:
+        assert fh.seekable() and fh.seek(0, os.SEEK_END) == len(data)
+        for pos in (0, len(data) - 22, len(data) - 4096, 3, len(data) - 100):  # like a zip reader
+            fh.seek(pos)
+            assert fh.read(20) == data[pos:pos + 20]
+        fh.seek(0)
+        out = bytearray()
+        while chunk := fh.read(rng.choice((1, 100, 70_000, 3 * MIB))):
+            out += chunk
+        assert out == data and fh.tell() == len(data)
+    assert all("IfMatch" in g for g in gets)
+    # three 256 KiB blocks serve the scattered reads, then one stream or three part-sized ranges
+    assert len(gets) == 3 + (3 if ranged else 1), [g["Range"] for g in gets]
+    run(tier.close())
+
+
+def test_reader_of_a_missing_object(tier):
+    with pytest.raises(FileNotFoundError):
+        tier.open_read("nope")
+
+
+def test_reader_refuses_an_object_replaced_mid_read(tier):
+    run(tier.put("v", os.urandom(MIB)))
+    with tier.open_read("v") as fh:
+        fh.read(10)
+        run(tier.put("v", os.urandom(MIB)))
+        fh.seek(MIB // 2)
+        with pytest.raises(TierError) as err:
+            fh.read(10)
+    assert "\n" not in str(err.value)
+
+
+def test_torch_load_reads_only_the_structure(tier):
+    """torch.load(map_location="meta") through the reader: a few small GETs, not the object."""
+    import io
+
+    import torch
+    buf = io.BytesIO()
+    torch.save({f"t{i}": torch.zeros(MIB // 4) for i in range(24)}, buf)  # 24 MiB of tensors
+    run(tier.put("ckpt.pt", buf.getvalue()))
+    gets = []
+    count_calls(tier, "GetObject", gets)
+    with tier.open_read("ckpt.pt") as fh:
+        meta = torch.load(fh, map_location="meta", weights_only=True)
+    assert meta["t23"].shape == (MIB // 4,) and meta["t23"].is_meta
+    sizes = [int(g["Range"].split("-")[1]) - int(g["Range"].split("=")[1].split("-")[0]) + 1 for g in gets]
+    assert len(gets) <= 4 and sum(sizes) <= 4 * 256 * 1024, sizes

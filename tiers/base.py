@@ -10,8 +10,9 @@ Bulk checkpoint bytes move through three doors, chosen for speed:
 ``open_write`` (a synchronous stream, because ``torch.save`` writes to a file
 object from a worker thread), ``put_file``/``get_file`` (whole-file copies, so
 a directory tier can use the kernel's copy paths and S3 can use multipart
-transfers), and ``open_read`` (a sequential stream for verification). Small
-objects such as manifests use ``put``/``get``.
+transfers), and ``open_read`` (a reader for verification and restores; it must
+seek when the tier has no ``local_path``, because ``torch.load`` reads the zip
+directory first). Small objects such as manifests use ``put``/``get``.
 
 A backend class also says how it is configured and looked after: ``name``,
 an ``Options`` dataclass (its config keys), ``from_options``, ``preflight``
@@ -57,9 +58,9 @@ class TierScope:
     """Who is using a tier: which process, and where shared working files go.
 
     Emulated bandwidth and capacity shared by a node's or the job's processes
-    live in ``shared_dir``; spool files (an S3 upload, a drain through a tier
-    without files) go to ``spool_dir``. Both None: private to this process,
-    system temporary folder.
+    live in ``shared_dir``; spool files (e.g. a drain from a tier without
+    files) go to ``spool_dir``. Both None: private to this process, system
+    temporary folder.
     """
 
     rank: int = 0
@@ -226,7 +227,7 @@ class Tier(abc.ABC):
 
     @abc.abstractmethod
     def open_read(self, key: str) -> BinaryIO:
-        """A synchronous, sequential reader; FileNotFoundError if missing."""
+        """A synchronous reader, seekable if ``local_path`` is None; FileNotFoundError if missing."""
 
     def local_path(self, key: str) -> Path | None:
         """A filesystem path holding the object, if this tier has one (for mmap loads)."""

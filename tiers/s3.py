@@ -14,6 +14,10 @@ Why the transfers are hand-written rather than boto3's transfer manager:
   256 MiB) because some servers re-read the whole object for every range
   (moto does), while ranges pay off on real S3 for the
   multi-GiB files checkpoints are made of.
+* ``open_write`` and ``open_read`` (``tiers/s3_stream.py``) go from and to
+  memory: a sink that sends parts as they fill, and a seekable reader that
+  serves ``torch.load`` with a few small ranged GETs and streams the rest
+  with the same single-GET threshold. Nothing touches the host's disk.
 
 Integrity: each request body carries a CRC32C (``x-amz-checksum-crc32c``),
 computed with the ``crc32c`` package because botocore only computes CRC32C
@@ -33,8 +37,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import logging
-import os
-import tempfile
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -53,6 +55,7 @@ from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate
 from .fileops import as_bytes
 from .s3_errors import is_not_found, retryable
 from .s3_lease import S3Lease
+from .s3_stream import S3Reader, S3Sink
 from .s3_transfer import Transfers, crc32c_b64
 
 log = logging.getLogger(__name__)
@@ -78,43 +81,6 @@ def _new_session() -> boto3.session.Session:
         core = botocore.session.get_session()
         core.register_component("data_loader", _LOADER)
     return boto3.session.Session(botocore_session=core)
-
-
-class S3Sink(Sink):
-    """Spools to a local temp file and uploads it on ``commit``: nothing is visible before."""
-
-    def __init__(self, tier: "S3Tier", key: str):
-        self._tier, self._key = tier, key
-        fd, name = tempfile.mkstemp(prefix="ckpt-emu-s3-", suffix=".spool", dir=tier.spool_dir)
-        self._path = Path(name)
-        self._file = os.fdopen(fd, "wb", buffering=MIB)
-        self.bytes_written = 0
-        self._done = False
-
-    def write(self, data) -> int:
-        n = self._file.write(data)
-        self.bytes_written += n
-        return n
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def commit(self) -> None:
-        if self._done:
-            return
-        self._done = True
-        try:
-            self._file.close()
-            self._tier._upload_file(self._key, self._path)
-        finally:
-            self._path.unlink(missing_ok=True)
-
-    def abort(self) -> None:
-        if self._done:
-            return
-        self._done = True
-        self._file.close()
-        self._path.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -150,7 +116,7 @@ class S3Tier(Transfers, Tier):
     def from_options(cls, options: S3Options, *, scope: TierScope) -> "S3Tier":
         return cls(options.bucket, prefix=options.prefix or "", endpoint_url=options.endpoint_url,
                    region=options.region, part_size=options.part_size_mib * MIB,
-                   max_concurrency=options.max_concurrency, spool_dir=scope.spool_dir)
+                   max_concurrency=options.max_concurrency)
 
     @classmethod
     def preflight(cls, options: S3Options, *, need_bytes: int) -> None:
@@ -176,7 +142,7 @@ class S3Tier(Transfers, Tier):
     def __init__(self, bucket: str, prefix: str = "", endpoint_url: str | None = None,
                  region: str | None = None, part_size: int = 64 * MIB, max_concurrency: int = 8,
                  client=None, *, single_get_threshold: int | None = None,
-                 spool_dir: str | Path | None = None, checksum: str | None = "crc32c",
+                 checksum: str | None = "crc32c",
                  max_attempts: int = 1,
                  connect_timeout: float = 10.0, read_timeout: float = 120.0):
         if part_size < 5 * MIB:
@@ -190,7 +156,6 @@ class S3Tier(Transfers, Tier):
         self.part_size = part_size
         self.max_concurrency = max(1, max_concurrency)
         self.single_get_threshold = 4 * part_size if single_get_threshold is None else single_get_threshold
-        self.spool_dir = str(spool_dir) if spool_dir is not None else None
         self.checksum = checksum
         self._timeouts = (connect_timeout, read_timeout)
         self._session = None
@@ -357,8 +322,8 @@ class S3Tier(Transfers, Tier):
         await asyncio.to_thread(self._download_file, full, key, Path(dest))
 
     def open_read(self, key) -> BinaryIO:
-        full = self._full(key)
-        return self._get_object(full, key)
+        """A seekable reader over the object (tiers/s3_stream.py): ranged GETs, nothing on disk."""
+        return S3Reader(self, validate_key(key))
 
     # ------------------------------------------------------------------ housekeeping
 

@@ -5,7 +5,8 @@ A mixin of ``S3Tier`` (it uses the tier's ``_client``, ``bucket``, ``part_size``
 ``_get_object``, ``_head``, ``_put_bytes``, ``_reason``, ``_error``, ``_full`` and
 ``describe``), kept apart so each module stays one concern.
 
-Uploads: one PUT up to one part, else a multipart upload whose parts run on the
+Uploads: one PUT up to one part, else a multipart upload (``MultipartUpload``,
+which the streaming sink of ``tiers/s3_stream.py`` shares) whose parts run on the
 tier's pool, each holding only its own bytes; any failure aborts the upload
 (no orphaned parts keep costing storage). Each body carries its CRC32C. Every
 request is made once: retrying a failed transfer is the caller's one retry
@@ -22,6 +23,7 @@ import logging
 import math
 import os
 import threading
+from functools import partial
 from pathlib import Path
 
 import crc32c
@@ -80,54 +82,26 @@ class Transfers:
         part_size = self.part_size
         if math.ceil(size / part_size) > MAX_PARTS:  # grow parts, in whole MiB, to stay under 10,000
             part_size = math.ceil(size / MAX_PARTS / MIB) * MIB
-        offsets = range(0, size, part_size)
-        extra = {"ChecksumAlgorithm": "CRC32C"} if self.checksum else {}
-        upload_id = self._call(f"upload {key}", self._client.create_multipart_upload,
-                               Bucket=self.bucket, Key=full, **extra)["UploadId"]
-        cancel = threading.Event()
-        pool = self._pool_get()
-        futures = {pool.submit(self._upload_part, read_part, full, upload_id, n, off,
-                               min(part_size, size - off), cancel): n
-                   for n, off in enumerate(offsets, 1)}
+        upload = MultipartUpload(self, full, key)
         try:
-            done, _ = cf.wait(futures, return_when=cf.FIRST_EXCEPTION)
-            for fut in done:
-                if fut.exception() is not None:
-                    raise _PartFailed(futures[fut], len(futures), fut.exception())
-            parts = sorted((f.result() for f in futures), key=lambda p: p["PartNumber"])
-            self._call(f"upload {key}", self._client.complete_multipart_upload,
-                       Bucket=self.bucket, Key=full, UploadId=upload_id, MultipartUpload={"Parts": parts})
+            for n, off in enumerate(range(0, size, part_size), 1):
+                length = min(part_size, size - off)
+                upload.submit(n, partial(read_part, off, length), length)
+            upload.complete()
         except BaseException as exc:
-            cancel.set()
-            for fut in futures:
-                fut.cancel()
-            cf.wait(futures)  # no part may land after the abort
-            aborted = self._abort_upload(full, upload_id)
-            if not isinstance(exc, Exception):
-                raise
-            note = "upload aborted" if aborted else "abort failed too: run abort_stale_uploads()"
-            if isinstance(exc, _PartFailed):
-                raise TierError(f"s3 tier {self.describe()}: upload of {key} failed on part "
-                                f"{exc.number} of {exc.total}: {self._reason(exc.cause)}; {note}",
-                                transient=_transient(exc.cause)) from exc.cause
-            if isinstance(exc, TierError):
-                raise TierError(f"{exc}; {note}", transient=exc.transient) from exc
-            raise TierError(f"s3 tier {self.describe()}: upload of {key} failed: "
-                            f"{self._reason(exc)}; {note}", transient=_transient(exc)) from exc
+            upload.fail(exc)
 
-    def _upload_part(self, read_part, full: str, upload_id: str, number: int, offset: int,
-                     length: int, cancel: threading.Event) -> dict:
-        def once():
-            if cancel.is_set():
-                raise _Cancelled()
-            data = read_part(offset, length)  # only this part in memory, not the object
-            if len(data) != length:
-                raise TierError(f"source file shrank while uploading part {number}")
-            extra = {"ChecksumCRC32C": crc32c_b64(data)} if self.checksum else {}
-            resp = self._client.upload_part(Bucket=self.bucket, Key=full, UploadId=upload_id,
-                                            PartNumber=number, Body=data, **extra)
-            return {"PartNumber": number, "ETag": resp["ETag"], **extra}
-        return once()
+    def _upload_part(self, read_part, full: str, upload_id: str, number: int, length: int,
+                     cancel: threading.Event) -> dict:
+        if cancel.is_set():
+            raise _Cancelled()
+        data = read_part()  # only this part in memory, not the object
+        if len(data) != length:
+            raise TierError(f"source file shrank while uploading part {number}")
+        extra = {"ChecksumCRC32C": crc32c_b64(data)} if self.checksum else {}
+        resp = self._client.upload_part(Bucket=self.bucket, Key=full, UploadId=upload_id,
+                                        PartNumber=number, Body=data, **extra)
+        return {"PartNumber": number, "ETag": resp["ETag"], **extra}
 
     def _abort_upload(self, full: str, upload_id: str) -> bool:
         try:
@@ -202,6 +176,74 @@ class Transfers:
                     view, pos = view[n:], pos + n
         if pos - offset != length:
             raise IOError(f"short read of {key}: {pos - offset} of {length} bytes")
+
+
+class MultipartUpload:
+    """One multipart upload: parts run on the tier's pool, each sent once (the caller's retry
+    policy owns retries) with its CRC32C; ``complete`` publishes the object, and ``fail`` aborts
+    it once every part has stopped, so no part lands after the abort and none is left behind."""
+
+    def __init__(self, tier, full: str, key: str):
+        self._tier, self._full, self._key = tier, full, key
+        extra = {"ChecksumAlgorithm": "CRC32C"} if tier.checksum else {}
+        self.upload_id = tier._call(f"upload {key}", tier._client.create_multipart_upload,
+                                    Bucket=tier.bucket, Key=full, **extra)["UploadId"]
+        self._cancel = threading.Event()
+        self._futures: dict[cf.Future, int] = {}
+
+    def submit(self, number: int, read_part, length: int) -> cf.Future:
+        """Upload part ``number`` on the pool; ``read_part()`` gives its ``length`` bytes when it runs."""
+        fut = self._tier._pool_get().submit(self._tier._upload_part, read_part, self._full,
+                                            self.upload_id, number, length, self._cancel)
+        self._futures[fut] = number
+        return fut
+
+    def wait_below(self, limit: int) -> None:
+        """Block until fewer than ``limit`` parts are unfinished; raises if a part failed."""
+        while True:
+            self._raise_failed([f for f in self._futures if f.done()])
+            running = [f for f in self._futures if not f.done()]
+            if len(running) < limit:
+                return
+            cf.wait(running, return_when=cf.FIRST_COMPLETED)
+
+    def complete(self) -> None:
+        """Wait for every part (the first failure raises), then publish the object."""
+        done, _ = cf.wait(self._futures, return_when=cf.FIRST_EXCEPTION)
+        self._raise_failed(done)
+        parts = sorted((f.result() for f in self._futures), key=lambda p: p["PartNumber"])
+        t = self._tier
+        t._call(f"upload {self._key}", t._client.complete_multipart_upload, Bucket=t.bucket,
+                Key=self._full, UploadId=self.upload_id, MultipartUpload={"Parts": parts})
+
+    def _raise_failed(self, done) -> None:
+        for fut in done:
+            if fut.exception() is not None:
+                raise _PartFailed(self._futures[fut], len(self._futures), fut.exception())
+
+    def stop(self) -> bool:
+        """Cancel and wait for every part, then abort the upload; False if the abort failed."""
+        self._cancel.set()
+        for fut in self._futures:
+            fut.cancel()
+        cf.wait(self._futures)  # no part may land after the abort
+        return self._tier._abort_upload(self._full, self.upload_id)
+
+    def fail(self, exc: BaseException):
+        """Abort the upload and raise ``exc`` as one clear TierError line (a KeyboardInterrupt as is)."""
+        aborted = self.stop()
+        if not isinstance(exc, Exception):
+            raise exc
+        t, key = self._tier, self._key
+        note = "upload aborted" if aborted else "abort failed too: run abort_stale_uploads()"
+        if isinstance(exc, _PartFailed):
+            raise TierError(f"s3 tier {t.describe()}: upload of {key} failed on part "
+                            f"{exc.number} of {exc.total}: {t._reason(exc.cause)}; {note}",
+                            transient=_transient(exc.cause)) from exc.cause
+        if isinstance(exc, TierError):
+            raise TierError(f"{exc}; {note}", transient=exc.transient) from exc
+        raise TierError(f"s3 tier {t.describe()}: upload of {key} failed: "
+                        f"{t._reason(exc)}; {note}", transient=_transient(exc)) from exc
 
 
 class _PartFailed(Exception):

@@ -4,7 +4,9 @@ Candidate steps are the union of complete checkpoints on every tier, newest
 first. For a step, each rank tries its tiers fastest first (local, then
 global): the manifest must list its file, and the file's CRC32C must match
 while it is read. The file is read once: ``torch.load(map_location="meta")``
-gives its structure and each tensor's offset (``_checkpoint_offset``), then one
+gives its structure and each tensor's offset (``_checkpoint_offset``), read from
+the file in place or, on a tier without files (S3), through the tier's seekable
+reader (a few small ranged GETs, nothing on the host's disk); then one
 sequential pass through the tier's reader puts every tensor's bytes straight
 into the rank's staging buffers (same layout, pages already in use) and the
 CRC32C runs over every byte; only once every rank has verified its file of
@@ -31,8 +33,6 @@ import asyncio
 import concurrent.futures
 import os
 import time
-from functools import partial
-from pathlib import Path
 
 import crc32c
 import torch
@@ -43,6 +43,7 @@ from emulator.checkpoint.records import LoadRecord
 from emulator.checkpoint.retry import RetryPolicy, describe_error, retrying
 from emulator.checkpoint.tally import Tally
 from emulator.metrics import NULL_METRICS
+from tiers.base import TierError
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
 
@@ -59,12 +60,12 @@ def drop_page_cache() -> bool:
 
 
 class Restorer:
-    def __init__(self, state, tiers: list[tuple[str, object]], comm, *, scratch_dir: Path,
-                 metrics=NULL_METRICS, loop=None, mode: str = "async", meta: dict | None = None,
+    def __init__(self, state, tiers: list[tuple[str, object]], comm, *, metrics=NULL_METRICS,
+                 loop=None, mode: str = "async", meta: dict | None = None,
                  tally: Tally | None = None, policy: RetryPolicy | None = None):
         self.state, self.tiers, self.comm, self.mode = state, tiers, comm, mode
         self.policy = policy or RetryPolicy(retries=0)  # the run's one retry policy for tier requests
-        self.scratch_dir, self.metrics, self.loop = Path(scratch_dir), metrics, loop
+        self.metrics, self.loop = metrics, loop
         self.meta = meta or {}  # expected manifest meta (preset, scale, tp, ...); {} accepts any
         self.tally = tally or Tally(metrics)
         self.manifest = None  # the manifest of the step restored last (its meta carries the lineage)
@@ -136,19 +137,13 @@ class Restorer:
         if isinstance(found, str):
             return found
         manifest, entry = found
-        scratch = None
-        try:
-            path, open_read, scratch = self._source(tier, entry)
-            if path is None:
-                return "file missing"
-            reason = self._verify_into_staging(path, open_read, entry, step)
+        try:  # a tier error (an S3 read cut off) is tried again under the run's retry policy
+            reason = self._retried(f"read of {entry.key}", lambda: asyncio.to_thread(
+                self._read_from_tier, tier, entry, step))
         except FileNotFoundError:
             return "file missing"
-        except Exception as exc:  # a torn or foreign file must fall back, never crash the restore
+        except Exception as exc:  # an unreachable tier must fall back, never crash the restore
             return f"unreadable: {type(exc).__name__}: {exc}"
-        finally:
-            if scratch is not None:
-                scratch.unlink(missing_ok=True)
         if reason is not None:
             return reason
         rec.tier, rec.bytes = name, entry.size
@@ -171,30 +166,35 @@ class Restorer:
             return "manifest does not list this rank"
         return manifest, entry
 
-    def _source(self, tier, entry):
-        """(a path torch.load can read, how to stream it, a scratch copy to delete or None).
+    def _read_from_tier(self, tier, entry, step: int) -> str | None:
+        """Read and verify this rank's file from ``tier``; None on success, else why not.
+        Tier errors propagate (the retry policy decides); anything else is a reason."""
+        try:
+            with tier.open_read(entry.key) as fh:
+                return self._verify_into_staging(tier.local_path(entry.key), fh, entry, step)
+        except (TierError, FileNotFoundError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a torn or foreign file falls back
+            return f"unreadable: {type(exc).__name__}: {exc}"
 
-        A tier with files is read in place, through the tier (emulated bandwidth
-        applies); any other tier is downloaded to a scratch file first."""
-        path = tier.local_path(entry.key)
-        if path is not None:
-            return (path if path.is_file() else None), partial(tier.open_read, entry.key), None
-        scratch = self.scratch_dir / f"restore-rank{self.comm.rank:05d}.pt"
-        scratch.parent.mkdir(parents=True, exist_ok=True)
-        self._retried(f"download of {entry.key}", lambda: tier.get_file(entry.key, scratch))
-        return scratch, partial(open, scratch, "rb"), scratch
-
-    def _verify_into_staging(self, path, open_read, entry, step: int) -> str | None:
+    def _verify_into_staging(self, path, fh, entry, step: int) -> str | None:
         """Read the file into the staging buffers and verify size, CRC32C and layout; the live
-        state is not touched (``load`` adopts the staging buffers once every rank verified)."""
+        state is not touched (``load`` adopts the staging buffers once every rank verified).
+
+        ``fh`` is the tier's reader (emulated bandwidth applies). ``torch.load`` reads the
+        structure from ``path`` when the tier has files, else from ``fh`` itself, which must
+        then seek: an S3 object is read with a few small ranged GETs, nothing goes to disk."""
+        if path is None and not fh.seekable():
+            return "unreadable: the tier's reader cannot seek (a tier without files needs one)"
         try:  # structure and tensor offsets only, no data; trusted only once the bytes verify
-            meta = torch.load(path, map_location="meta", weights_only=True)
+            meta = torch.load(path if path is not None else fh, map_location="meta", weights_only=True)
             self._check_shapes(meta)
             spans, bad = self._spans(meta), None
         except Exception as exc:  # noqa: BLE001 - a damaged file: the checksum says so first
             meta, spans, bad = None, None, exc
-        with open_read() as fh:
-            crc, size = _read_into(fh, spans) if spans is not None else crc_of_stream(fh, self._buf)
+        if path is None:
+            fh.seek(0)
+        crc, size = _read_into(fh, spans) if spans is not None else crc_of_stream(fh, self._buf)
         if size != entry.size:
             return f"size {size} != manifest {entry.size}"
         if crc != entry.crc32c:
@@ -203,8 +203,10 @@ class Restorer:
             raise bad
         if meta.get("step") != step or meta.get("rank") != self.comm.rank:
             return "file belongs to another step or rank"
-        if spans is None:  # a torch without storage offsets: load again, mapped, into the staging buffers
-            loaded = torch.load(path, mmap=True, weights_only=True)
+        if spans is None:  # a torch without storage offsets: load again (mapped if a file) into staging
+            if path is None:
+                fh.seek(0)
+            loaded = torch.load(fh if path is None else path, mmap=path is not None, weights_only=True)
             self.state.fill_staging(loaded)
             del loaded
         return None

@@ -4,10 +4,10 @@ One owner for these names, so the CLI, the launcher, the ranks and the report
 agree without importing each other (the launcher must not import torch).
 
 Visible files are the run's outputs; dot-folders are working state that the
-next run in the same place sweeps: ``.spool/node<N>`` (S3 upload and drain
-spools), ``.shared/<tier>`` (emulated bandwidth and capacity shared by the
-processes of a node or job), ``.metrics/node<N>`` (Prometheus multiprocess
-files), ``.scratch`` (restores from tiers without files), ``.records`` (each
+next run in the same place sweeps: ``.spool/node<N>`` (drains from a tier
+without files), ``.shared/<tier>`` (emulated bandwidth and capacity shared by
+the processes of a node or job), ``.metrics/node<N>`` (Prometheus multiprocess
+files), ``.records`` (each
 rank's checkpoint records, appended as they finish, one file per torchrun
 attempt, so results.json covers attempts that were killed).
 """
@@ -57,10 +57,6 @@ class OutDir:
 
     def metrics(self, node: int) -> Path:
         return self.root / ".metrics" / f"node{node}"
-
-    @property
-    def scratch(self) -> Path:
-        return self.root / ".scratch"
 
     @property
     def records_root(self) -> Path:

@@ -196,7 +196,7 @@ class RankRun:
 
     def _restorer(self):
         tiers = [(n, t) for n, t in (("local", self.local), ("global", self.global_)) if t is not None]
-        return Restorer(self.state, tiers, self.comm, scratch_dir=self.out.scratch,
+        return Restorer(self.state, tiers, self.comm,
                         metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1],
                         meta=self.meta, tally=self.tally, policy=RetryPolicy.from_config(self.cfg.drain))
 
