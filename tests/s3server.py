@@ -1,18 +1,25 @@
-"""A real S3 server (moto) on 127.0.0.1 for the tests, started once per test session.
+"""Real S3 servers on 127.0.0.1 for the tests: every S3 test runs against moto and against Ceph RGW.
 
-Import the fixtures into a test module (``from s3server import s3_endpoint,
-s3_bucket  # noqa: F401``). The server speaks HTTP on a free port, so boto3
-goes through its whole network stack exactly as against AWS or MinIO; each
+Import the fixtures into a test module, ``s3_server`` included (``from s3server
+import s3_bucket, s3_endpoint, s3_server  # noqa: F401``). ``s3_server`` is parametrized over ``SERVERS``, so
+each test that uses it (through ``s3_endpoint`` or ``s3_bucket``) runs once per
+server, each server started once per session. Both speak HTTP on a free port, so
+boto3 goes through its whole network stack exactly as against AWS or MinIO; each
 test gets a fresh bucket. moto keeps objects in memory, so tests keep objects
-to tens of MiB.
+to tens of MiB. The RGW cases skip, with the reason, where Ceph is not installed
+(rgwserver.py); a test that fails only on RGW is marked ``@pytest.mark.rgw_xfail(reason)``.
 """
 from __future__ import annotations
 
 import logging
 import os
 import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import pytest
+
+SERVERS = ("moto", "rgw")
 
 TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -36,23 +43,53 @@ def start_moto_server():
     return server, f"http://{host}:{port}"
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint():
-    """URL of a moto S3 server shared by the session, with test credentials in the environment."""
+@contextmanager
+def aws_environment(access_key: str, secret_key: str):
+    """The test environment (these credentials, no profile, no endpoint from the environment),
+    restored on exit."""
     saved = {k: os.environ.get(k) for k in (*TEST_ENV, *CLEARED_ENV)}
-    os.environ.update(TEST_ENV)
+    os.environ.update(TEST_ENV, AWS_ACCESS_KEY_ID=access_key, AWS_SECRET_ACCESS_KEY=secret_key)
     for k in CLEARED_ENV:
         os.environ.pop(k, None)
-    server, url = start_moto_server()
     try:
-        yield url
+        yield
     finally:
-        server.stop()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@dataclass
+class MotoServer:
+    endpoint: str
+
+    def allow_keys(self, access_key: str, secret_key: str) -> None:
+        """moto accepts any credentials."""
+
+
+@pytest.fixture(scope="session", params=SERVERS)
+def s3_server(request):
+    """A server of each kind (``.endpoint``, ``.allow_keys``), with test credentials for it in the
+    environment. Each module that imports this fixture gets its own moto, freed when the module ends."""
+    if request.param == "rgw":  # one for the whole session (rgwserver.py, imported by conftest.py)
+        rgw = request.getfixturevalue("rgw_server")
+        with aws_environment(rgw.access_key, rgw.secret_key):
+            yield rgw
+        return
+    with aws_environment(TEST_ENV["AWS_ACCESS_KEY_ID"], TEST_ENV["AWS_SECRET_ACCESS_KEY"]):
+        server, url = start_moto_server()
+        try:
+            yield MotoServer(url)
+        finally:
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(s3_server):
+    """URL of the session's S3 server of the current kind."""
+    return s3_server.endpoint
 
 
 _clients: dict = {}

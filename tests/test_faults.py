@@ -24,7 +24,7 @@ import torch
 from crashcheck import partials, state_from_lineage, step_dirs, verify_dir_tier
 from emu import ckpt_emu, results, small_config
 from faultproxy import CutProxy
-from s3server import TEST_ENV, make_bucket, raw_client, s3_endpoint  # noqa: F401 - pytest fixture
+from s3server import TEST_ENV, make_bucket, raw_client, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from emulator.checkpoint.checkpointer import Checkpointer, CheckpointFailed
 from emulator.checkpoint.drainer import DEFAULT_VERIFY

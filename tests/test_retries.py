@@ -8,7 +8,7 @@ import os
 
 import pytest
 from httpfaults import Rule, S3FaultProxy
-from s3server import raw_client, s3_bucket, s3_endpoint  # noqa: F401 - pytest fixtures
+from s3server import raw_client, s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from emulator.checkpoint.drainer import Drainer
 from emulator.checkpoint.layout import FileEntry

@@ -15,7 +15,7 @@ from pathlib import Path
 import crc32c
 import pytest
 from emu import assert_file_holds_state, results, small_config
-from s3server import make_bucket, raw_client, s3_endpoint  # noqa: F401 - pytest fixture
+from s3server import make_bucket, raw_client, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from emulator.checkpoint import layout
 from emulator.config import load_config
@@ -25,6 +25,12 @@ ACCESS_KEY = "AKIACKPTEMUE2ETESTKEY"
 SECRET_KEY = "ckptEmuE2eSecret/DoNotLog+5f3a9c"
 PREFIX = "runs/e2e"
 RANKS = 2
+
+
+@pytest.fixture(scope="module", autouse=True)
+def e2e_credentials(s3_server):
+    """The server accepts the recognisable credentials (moto accepts any; RGW gets a second key)."""
+    s3_server.allow_keys(ACCESS_KEY, SECRET_KEY)
 
 
 def run_cli(*args, timeout=300) -> subprocess.CompletedProcess:

@@ -6,7 +6,7 @@ import os
 
 import pytest
 from emu import free_port
-from s3server import raw_client, s3_bucket, s3_endpoint  # noqa: F401 - pytest fixtures
+from s3server import raw_client, s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from tiers.base import TierError, TierScope
 from tiers.s3 import MIB, S3Tier
