@@ -117,7 +117,6 @@ def test_s3_lease_names_its_holder_and_frees_on_release(s3_endpoint, s3_bucket):
     b.claim(Holder(job="second")).release()
 
 
-@pytest.mark.rgw_xfail("PutObject If-Match rejects the quoted ETag (412): the lease cannot replace its own object")
 def test_s3_lease_is_renewed_while_its_run_lives_and_taken_over_when_it_expires(s3_endpoint, s3_bucket):
     from tiers.s3_lease import S3Lease
     a, b = _s3(s3_endpoint, s3_bucket), _s3(s3_endpoint, s3_bucket)
@@ -132,7 +131,6 @@ def test_s3_lease_is_renewed_while_its_run_lives_and_taken_over_when_it_expires(
     S3Lease(b, Holder(job="second"), ttl_s=60).acquire().release()
 
 
-@pytest.mark.rgw_xfail("PutObject If-Match rejects the quoted ETag (412): the lease cannot replace its own object")
 def test_s3_lease_of_a_dead_process_on_this_host_is_taken_over_at_once(s3_endpoint, s3_bucket):
     from tiers.s3_lease import S3Lease
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

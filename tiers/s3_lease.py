@@ -65,6 +65,20 @@ class S3Lease(Claim):
         c = self._tier._client
         return c.put_object(Bucket=self._tier.bucket, Key=self._key, Body=self._body(), **condition)["ETag"]
 
+    def _put_if_match(self, etag: str) -> str:
+        """Replace the lease object only if it is still the version ``etag`` names.
+
+        AWS and moto take the ETag as HTTP quotes it; Ceph RGW answers 412 to the quoted form and
+        accepts it bare. A 412 to the quoted form is tried once bare: another run's version has
+        another ETag, so a real takeover still fails both ways."""
+        try:
+            return self._put(IfMatch=etag)
+        except ClientError as exc:
+            bare = etag.strip('"')
+            if _code(exc) not in _CONFLICT or bare == etag:
+                raise
+        return self._put(IfMatch=bare)
+
     def _read(self) -> tuple[dict, str] | None:
         try:
             resp = self._tier._client.get_object(Bucket=self._tier.bucket, Key=self._key)
@@ -99,7 +113,7 @@ class S3Lease(Claim):
             record, etag = found
             self._check_takeover(record)
             try:
-                return self._put(IfMatch=etag)
+                return self._put_if_match(etag)
             except ClientError as exc:
                 if _code(exc) in _CONFLICT:
                     raise TierBusy(f"{self._where()} was just taken by another run") from None
@@ -125,7 +139,7 @@ class S3Lease(Claim):
     def _renew(self) -> None:
         while not self._stop.wait(self.ttl_s / 3):
             try:
-                self._etag = self._put(IfMatch=self._etag)
+                self._etag = self._put_if_match(self._etag)
             except ClientError as exc:
                 if _code(exc) in _CONFLICT:
                     print(f"ckpt-emu: warning: {self._where()}: lost its lease (another run took it over "
