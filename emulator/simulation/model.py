@@ -198,14 +198,11 @@ class JobModel:
             if self._stale(epoch):
                 return
         finish = [env.now] * len(d.groups)
-        events = []
-        for i, g in enumerate(d.groups):
-            ev = self.global_link.transfer(g.nodes, g.node_bytes)
-            ev.callbacks.append(lambda _ev, i=i: finish.__setitem__(i, env.now))
-            events.append(ev)
-        yield events[0] if len(events) == 1 else env.all_of(events)
-        if self.verify_link is not None:  # the checksum read-back of the last file copied
-            yield from self._verify(finish, epoch)
+        yield from self._per_group(self.global_link, [g.node_bytes for g in d.groups], finish)
+        if self.verify_link is not None:
+            # the checksum read-back: copies sharing a link end one after another, and each file's
+            # read-back runs while later files are copied, so only the last file's adds to the drain
+            yield from self._per_group(self.verify_link, [g.file_bytes for g in d.groups], finish)
             if self._stale(epoch):
                 return
         if side > 0:
@@ -216,14 +213,12 @@ class JobModel:
         per_group = [f - start + side for f in finish]
         self.t.drained(per_group)
 
-    def _verify(self, finish: list, epoch: int):
-        """Read back each node's last file (drain.verify: checksum): copies that share a link end one
-        after another, and each file's read-back runs while the later files are still being copied,
-        so only the last one's adds to the drain."""
-        env, d = self.env, self.d
-        events = []
-        for i, g in enumerate(d.groups):
-            ev = self.verify_link.transfer(g.nodes, g.file_bytes)
+    def _per_group(self, link, bytes_per_node: list, finish: list):
+        """Every group moves its bytes per node over ``link`` at once; ``finish[i]`` gets the time
+        group i is done."""
+        env, events = self.env, []
+        for i, (g, n) in enumerate(zip(self.d.groups, bytes_per_node)):
+            ev = link.transfer(g.nodes, n)
             ev.callbacks.append(lambda _ev, i=i: finish.__setitem__(i, env.now))
             events.append(ev)
         yield events[0] if len(events) == 1 else env.all_of(events)
