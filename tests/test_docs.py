@@ -22,3 +22,14 @@ def test_readme_links_resolve_and_it_stays_short():
     for target in re.findall(r"\]\(([^)#]+)\)", readme):
         assert (ROOT / target).exists(), target
     assert len(readme.splitlines()) <= 250
+
+
+def test_the_architecture_page_draws_every_package_in_layer_order():
+    """docs/architecture.md's tree lists emulator's packages top to bottom as tests/test_layering.py
+    enforces them: the picture and the rule cannot drift apart."""
+    from test_layering import LAYERS
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    tree = text[text.index("## Packages and their rule"):]
+    tree = tree[tree.index("```"):tree.index("```", tree.index("```") + 3)]
+    drawn = re.findall(r"^  (\w+)/", tree, flags=re.M)
+    assert drawn == LAYERS[:-1], drawn  # the kernel's modules close the list on one line
