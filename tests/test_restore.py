@@ -13,7 +13,7 @@ import tempfile
 import pytest
 import torch
 from emu import assert_file_holds_state, ckpt_emu, results, small_config
-from s3server import s3_bucket, s3_endpoint  # noqa: F401 - pytest fixtures
+from s3server import s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from emulator.checkpoint import layout
 from emulator.checkpoint.checkpointer import Checkpointer
