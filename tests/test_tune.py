@@ -166,3 +166,39 @@ def test_tune_without_nodes_needs_bandwidth_for_the_jobs_checkpoint(tune_405b_su
     assert own["global_bandwidth"]["measured_as"] == "every node"
     assert own["global_bandwidth"]["measured_drain_bytes_per_s"] == pytest.approx(
         own["checkpoint_bytes"] / own["measured"]["drain_s"])
+
+
+def test_tune_reads_the_same_design_as_simulate(tmp_path, monkeypatch):
+    """A design described once: `tune --nodes` simulates the job on the design's aggregate behind each
+    node's NIC (the share `run` paces its node at), over the checkpoint bytes `simulate` sizes."""
+    import yaml
+
+    from emulator.config import load_config
+    from emulator.design.share import LinkLimits, node_share
+    from emulator.simulation.design import Options, build_design
+    path = tmp_path / "design.yaml"
+    path.write_text(yaml.safe_dump({
+        "extends": "llama3-405b-subset", "run": {"scale": 0.001}, "training": {"step_seconds": 62.5},
+        "checkpoint": {"interval_steps": 8, "saves": 3}, "drain": {"verify": "size"},
+        "tiers": {"local": {"backend": "dir", "path": str(tmp_path / "nvme")},
+                  "global": {"backend": "dir", "path": str(tmp_path / "pfs")}},
+        "design": {"job": {"nodes": 2048}, "node": {"local": {"write": "7GB/s", "read": "7GB/s"}, "nic": "400Gb/s"},
+                   "global": {"write": "400GB/s"}}}))
+    cfg = load_config(str(path), [f"run.out={tmp_path / 'out'}"])
+    from emulator.cli import tune as tune_mod
+    from emulator.simulation import recommend as rec_mod
+
+    def fake_run(cfg, out, **_):
+        out.mkdir(parents=True, exist_ok=True)
+        res = _fake_results(cfg)
+        (out / "results.json").write_text(json.dumps(res))
+        return res
+    designs, build = [], rec_mod.build_design
+    monkeypatch.setattr(tune_mod, "_run", fake_run)
+    monkeypatch.setattr(rec_mod, "build_design", lambda *a, **k: designs.append(build(*a, **k)) or designs[-1])
+    r = tune_mod.tune(cfg, accelerators=16384, nodes=2048)
+    simulated = build_design(cfg, Options(nodes=2048, accelerators_per_node=8))
+    assert designs and all(d.drain == LinkLimits(400e9, 50e9) == simulated.drain for d in designs)
+    assert r["checkpoint_bytes"] == simulated.checkpoint_bytes
+    # the run's node is paced at the share every node gets when all 2,048 drain at once
+    assert cfg.tiers.global_.emulate.write_gib_s * GIB == pytest.approx(node_share(400e9, 50e9, 2048))
