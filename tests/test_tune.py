@@ -100,12 +100,18 @@ def tune_405b_subset(tmp_path, monkeypatch):
     """(tune module, config, designs the simulator built) with every emulation run replaced by _fake_results."""
     import yaml
 
-    from emulator.cli import tune as tune_mod
     from emulator.config import load_config
-    from emulator.simulation import recommend as rec_mod
     path = tmp_path / "l405.yaml"
     path.write_text(yaml.safe_dump(L405_SUBSET))
     cfg = load_config(str(path), [f"run.out={tmp_path / 'out'}"])
+    tune_mod, designs = _faked_tune(monkeypatch)
+    return tune_mod, cfg, designs
+
+
+def _faked_tune(monkeypatch):
+    """(tune module, designs the simulator builds) with every emulation run replaced by _fake_results."""
+    from emulator.cli import tune as tune_mod
+    from emulator.simulation import recommend as rec_mod
 
     def fake_run(cfg, out, **_):
         out.mkdir(parents=True, exist_ok=True)
@@ -120,7 +126,7 @@ def tune_405b_subset(tmp_path, monkeypatch):
     build = rec_mod.build_design
     monkeypatch.setattr(tune_mod, "_run", fake_run)
     monkeypatch.setattr(rec_mod, "build_design", spy)
-    return tune_mod, cfg, designs
+    return tune_mod, designs
 
 
 def test_tune_plans_the_jobs_checkpoint_not_nodes_times_one_node(tune_405b_subset):
@@ -185,17 +191,7 @@ def test_tune_reads_the_same_design_as_simulate(tmp_path, monkeypatch):
         "design": {"job": {"nodes": 2048}, "node": {"local": {"write": "7GB/s", "read": "7GB/s"}, "nic": "400Gb/s"},
                    "global": {"write": "400GB/s"}}}))
     cfg = load_config(str(path), [f"run.out={tmp_path / 'out'}"])
-    from emulator.cli import tune as tune_mod
-    from emulator.simulation import recommend as rec_mod
-
-    def fake_run(cfg, out, **_):
-        out.mkdir(parents=True, exist_ok=True)
-        res = _fake_results(cfg)
-        (out / "results.json").write_text(json.dumps(res))
-        return res
-    designs, build = [], rec_mod.build_design
-    monkeypatch.setattr(tune_mod, "_run", fake_run)
-    monkeypatch.setattr(rec_mod, "build_design", lambda *a, **k: designs.append(build(*a, **k)) or designs[-1])
+    tune_mod, designs = _faked_tune(monkeypatch)
     r = tune_mod.tune(cfg, accelerators=16384, nodes=2048)
     simulated = build_design(cfg, Options(nodes=2048, accelerators_per_node=8))
     assert designs and all(d.drain == LinkLimits(400e9, 50e9) == simulated.drain for d in designs)
