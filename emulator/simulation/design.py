@@ -270,7 +270,7 @@ def design_links(cfg, opts: Options) -> tuple[LinkLimits, LinkLimits] | None:
     d = cfg.design
     if d is None or d.global_ is None:
         return None
-    nic = opts.nic_gib_s * GIB if opts.nic_gib_s else d.nic_bps  # the note on an assumed one: nic_bps()
+    nic = nic_bps(cfg, opts, [])  # the note on an assumed one is made with the write links
     write = opts.global_gib_s * GIB if opts.global_gib_s else d.global_.write_bps
     return LinkLimits(write, nic), LinkLimits(d.global_.read_bps, nic)
 
