@@ -17,7 +17,7 @@ from .benches import rank_config, throughput_samples
 from .common import HIGHER, Params, remove, result, run_pairs
 
 
-def _rank_tensors(cfg, files) -> dict:
+def rank_tensors(cfg, files) -> dict:
     """Rank 0's tensors, filled with unique incompressible content as a rank fills them."""
     import torch
 
@@ -39,7 +39,7 @@ def bench_mlperf_write(params: Params, wd: Path) -> dict:
     torch.set_num_threads(params.threads)
     ser.config.save.compute_crc32 = True  # as emulator.rank sets it in mlperf mode
     files = rank_files(cfg, 0)
-    tensors = _rank_tensors(cfg, files)
+    tensors = rank_tensors(cfg, files)
     tier = DirTier(wd / "storage")
     save_files(tier, 0, files, tensors)  # untimed: the sizes dd must match
     sizes = [(wd / "storage" / checkpoint_dir(0) / f.name).stat().st_size for f in files]

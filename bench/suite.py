@@ -16,6 +16,7 @@ key                           ratio                                       better
 ============================  ==========================================  ======  ==========
 local_write                   throughput ours / dd conv=fsync             higher  >= 0.9
 mlperf_write                  throughput MLPerf-mode save / dd conv=fsync higher  >= 0.9
+mlperf_read                   throughput MLPerf-mode load / DLIO's call  higher  >= 0.9
 drain_dir                     throughput ours (Drainer) / cp + sync -f    higher  >= 0.9
 drain_verify_cost             drain verify checksum / verify size         lower   (none)
 drain_s3                      throughput S3Tier.put_file / upload_file    higher  >= 0.9
@@ -51,6 +52,7 @@ from .common import Params
 BENCHMARKS = {
     "local_write": ["local_write"],
     "mlperf_write": ["mlperf_write"],
+    "mlperf_read": ["mlperf_read"],
     "drain_dir": ["drain_dir", "drain_verify_cost"],
     "drain_s3": ["drain_s3"],
     "load": ["load"],

@@ -15,10 +15,11 @@ from .common import Params
 
 def registry() -> dict:
     from .benches import BENCHES
+    from .mlperf_read import bench_mlperf_read
     from .mlperf_write import bench_mlperf_write
     from .realrun import REAL_BENCHES
     from .stall import bench_async_stall
-    return {**BENCHES, "mlperf_write": bench_mlperf_write, "async_stall": bench_async_stall, **REAL_BENCHES}
+    return {**BENCHES, "mlperf_write": bench_mlperf_write, "mlperf_read": bench_mlperf_read, "async_stall": bench_async_stall, **REAL_BENCHES}
 
 
 def run(name: str, params: Params) -> dict:

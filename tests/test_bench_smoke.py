@@ -69,6 +69,13 @@ def test_mlperf_write_pair_in_process(tmp_path):
     assert res["mlperf_write"]["files"] == 2  # rank 0's model and optimizer files (ZeRO-3)
 
 
+def test_mlperf_read_pair_in_process(tmp_path):
+    res = run_in_process("mlperf_read", Params(workdir=str(tmp_path), **TINY))
+    assert list(res) == ["mlperf_read"]
+    check_throughput_result("mlperf_read", res["mlperf_read"])
+    assert res["mlperf_read"]["files"] == 2
+
+
 def test_select_and_table():
     assert select(None) == list(BENCHMARKS)
     assert select(["async_stall_vs_dcp_best", "load"]) == ["load", "async_stall"]
