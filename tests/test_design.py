@@ -182,3 +182,31 @@ def test_run_and_simulate_agree_on_a_design(tmp_path):
     assert simulated["peak_backlog_bytes"] == pytest.approx(node_bytes, rel=0.01)
     assert simulated["drain_mean_s"] == pytest.approx(emulated["drain_mean_s"], rel=0.15)
     assert emulated["deadline_misses"] == simulated["deadline_misses"] == 0
+
+
+@pytest.mark.timeout(600)
+def test_one_emulated_node_of_a_2048_node_job_drains_in_the_analytic_time(tmp_path):
+    """The issue's design: Llama-3 405B, 2,048 nodes of 8 ranks (98.5 GiB per node at full size),
+    400 GB/s aggregate, 50 GB/s NIC, 7 GB/s NVMe. One node emulated by a real run at scale 0.001:
+    its full-size drain is 98.5 GiB / (400 GB/s / 2,048), within 5 % (the transfer alone:
+    drain.verify size, as the analytic answer has no read-back)."""
+    scale = 0.001
+    cfg = {"extends": "llama3-405b-subset", "run": {"scale": scale, "out": str(tmp_path / "out")},
+           "training": {"step_seconds": 2000},
+           "checkpoint": {"interval_steps": 4, "saves": 2, "loads": 0, "modes": ["sync"], "baseline": False},
+           "drain": {"verify": "size"},
+           "tiers": {"local": {"backend": "dir", "path": str(tmp_path / "nvme")},
+                     "global": {"backend": "dir", "path": str(tmp_path / "pfs")}},
+           "design": {"job": {"nodes": 2048},
+                      "node": {"local": {"write": "7GB/s", "read": "7GB/s"}, "nic": "50GB/s"},
+                      "global": {"write": "400GB/s"}}}
+    path = tmp_path / "design.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run = subprocess.run([sys.executable, "-m", "emulator.cli", "run", str(path), "--quiet"],
+                         capture_output=True, text=True, timeout=550)
+    assert run.returncode == 0, run.stderr
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    node_bytes = sum(r["records"][0]["file_bytes"] for r in res["per_rank"])
+    assert len(res["per_rank"]) == 8 and node_bytes / scale / GIB == pytest.approx(98.5, rel=0.01)
+    analytic = (node_bytes / scale) / (400 * GB / 2048)
+    assert res["modes"]["sync"]["full_size"]["drain_mean_s"] == pytest.approx(analytic, rel=0.05)
