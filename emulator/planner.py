@@ -18,18 +18,20 @@ the model when C is a few percent of the interval.
 
 Goodput model (fraction of wall time that is useful, surviving training),
 for interval T, per-checkpoint stall S, drain D (0 in sync mode, where the
-drain is inside the stall), cluster MTTF M and restart time R::
+drain is inside the stall), interference I (async: training time lost per
+checkpoint to steps slowed by the background drain; 0 in sync mode), cluster
+MTTF M and restart time R (the restart plus the restore)::
 
     W      = max(0, S + D - T)            wait for the previous drain (async)
     P      = T + W                        actual period between checkpoints
     lost   = R + P/2 + D                  per failure: restart, plus the work
                                           since the last *durable* checkpoint
-    G      = (T - S)/P * max(0, 1 - lost/M)
+    G      = (T - S - I)/P * max(0, 1 - lost/M)
 
 Sync (D = 0): G = (1 - C/T)(1 - (R + T/2)/M), maximal at T = sqrt(2C(M - R)),
 which is Young's interval when R = 0. Async: the stall S is only the staging
 copy, but a checkpoint becomes durable D after its stall, so on average
-T/2 + D of work is lost; the optimum is max(S + D, sqrt(2S(M - R - D))).
+T/2 + D of work is lost; the optimum is max(S + D, sqrt(2(S + I)(M - R - D))).
 """
 from __future__ import annotations
 
@@ -112,8 +114,13 @@ class PlanInputs:
       bytes to the same global storage as a sync checkpoint);
     - ``async_stall_seconds``: measured > ``ASYNC_STALL_FRACTION`` x C;
     - ``commit_seconds``: the async commit, from the end of the stall until the
-      checkpoint is durable (local write + drain + manifest, what ``tune`` measures
-      as the durability lag): measured > the drain time.
+      checkpoint is durable (local write + drain + manifest: the durability lag
+      less the stall, so the snapshot is counted once): measured > the drain time;
+    - ``interference_seconds``: async, training time lost per checkpoint to steps
+      slowed by the background work (measured, else 0);
+    - ``restore_seconds``: reading the checkpoint back after a failure, on top of
+      ``restart_seconds`` (measured by ``tune``, else 0: the default restart
+      time already stands for both).
 
     ``bandwidth`` is the global tier's sustained write bandwidth in bytes/s.
     """
@@ -128,6 +135,8 @@ class PlanInputs:
     drain_seconds: Optional[float] = None
     async_stall_seconds: Optional[float] = None
     commit_seconds: Optional[float] = None
+    interference_seconds: Optional[float] = None
+    restore_seconds: float = 0.0
     overlap_target: float = 0.10
     bandwidth: Optional[float] = None
 
@@ -150,6 +159,9 @@ class PlanInputs:
         _number("async_stall_seconds", self.async_stall_seconds, optional=True,
                 at_least=MIN_STALL_S, at_most=MAX_SECONDS)
         _number("commit_seconds", self.commit_seconds, positive=False, optional=True, at_most=MAX_SECONDS)
+        _number("interference_seconds", self.interference_seconds, positive=False, optional=True,
+                at_most=MAX_SECONDS)
+        _number("restore_seconds", self.restore_seconds, positive=False, at_most=MAX_SECONDS)
         _number("bandwidth", self.bandwidth, optional=True, at_least=BANDWIDTH[0], at_most=BANDWIDTH[1])
         mttf = cluster_mttf_seconds(self.mttf_hours, a)
         if mttf < MIN_CLUSTER_MTTF_S:
@@ -201,35 +213,38 @@ def daly_interval(cost_s: float, mttf_s: float) -> float:
 
 
 def goodput(interval_s: float, stall_s: float, mttf_s: float,
-            restart_s: float = 0.0, drain_s: float = 0.0) -> float:
+            restart_s: float = 0.0, drain_s: float = 0.0, interference_s: float = 0.0) -> float:
     """Expected useful fraction of wall time (module docstring has the model).
 
     Sync: ``drain_s = 0`` (the drain is part of the stall). Async: ``stall_s`` is
     the staging stall and ``drain_s`` the background drain; the next checkpoint
     waits for an unfinished drain, and the work lost on a failure reaches back
-    to the last checkpoint that is durable, i.e. P/2 + D on average.
+    to the last checkpoint that is durable, i.e. P/2 + D on average;
+    ``interference_s`` is the training time the drain's steps lose per checkpoint.
     """
     if interval_s <= 0 or mttf_s <= 0:
         raise ValueError("goodput: interval and MTTF must be > 0")
-    if stall_s < 0 or restart_s < 0 or drain_s < 0:
-        raise ValueError("goodput: stall, restart and drain must be >= 0")
+    if stall_s < 0 or restart_s < 0 or drain_s < 0 or interference_s < 0:
+        raise ValueError("goodput: stall, restart, drain and interference must be >= 0")
     wait = max(0.0, stall_s + drain_s - interval_s)
     period = interval_s + wait
-    working = max(0.0, interval_s - stall_s) / period
+    working = max(0.0, interval_s - stall_s - interference_s) / period
     lost = restart_s + period / 2 + drain_s
     return working * max(0.0, 1.0 - lost / mttf_s)
 
 
-def optimal_interval(stall_s: float, mttf_s: float, restart_s: float = 0.0, drain_s: float = 0.0) -> float:
-    """Interval that maximises :func:`goodput`: max(S + D, sqrt(2 S (M - R - D))).
+def optimal_interval(stall_s: float, mttf_s: float, restart_s: float = 0.0, drain_s: float = 0.0,
+                     interference_s: float = 0.0) -> float:
+    """Interval that maximises :func:`goodput`: max(S + D, sqrt(2 (S + I) (M - R - D))).
 
-    For T >= S + D, G = (1 - S/T)(k - T/2M) with k = 1 - (R + D)/M, and
-    dG/dT = 0 gives T^2 = 2 S k M. Below S + D the period is pinned at S + D by
+    For T >= S + D, G = (1 - (S + I)/T)(k - T/2M) with k = 1 - (R + D)/M, and
+    dG/dT = 0 gives T^2 = 2 (S + I) k M. Below S + D the period is pinned at S + D by
     the drain wait and G grows with T, so the optimum is never below S + D.
     """
     if stall_s <= 0 or mttf_s <= 0:
         raise ValueError("optimal_interval: stall and MTTF must be > 0")
-    return max(stall_s + drain_s, math.sqrt(2 * stall_s * max(0.0, mttf_s - restart_s - drain_s)))
+    cost = stall_s + interference_s
+    return max(stall_s + drain_s, math.sqrt(2 * cost * max(0.0, mttf_s - restart_s - drain_s)))
 
 
 # --------------------------------------------------------------------------- plan
@@ -246,6 +261,13 @@ class Costs:
     drain_source: str        # measured | bandwidth | sync-cost
     restart_s: float
     commit_s: float = 0.0    # async: stall end to durable (the drain alone when not measured)
+    interference_s: float = 0.0  # async: training time lost per checkpoint to slowed steps
+    restore_s: float = 0.0   # reading the checkpoint back, after the restart
+
+    @property
+    def failure_s(self) -> float:
+        """What a failure costs before training resumes: the restart and the restore."""
+        return self.restart_s + self.restore_s
 
 
 def resolve_costs(inp: PlanInputs) -> Costs:
@@ -270,7 +292,8 @@ def resolve_costs(inp: PlanInputs) -> Costs:
     else:
         s, s_src = ASYNC_STALL_FRACTION * c, "assumed"
     commit = inp.commit_seconds if inp.commit_seconds is not None else d
-    return Costs(c, c_src, s, s_src, d, d_src, inp.restart_seconds, commit)
+    return Costs(c, c_src, s, s_src, d, d_src, inp.restart_seconds, commit,
+                 inp.interference_seconds or 0.0, inp.restore_seconds)
 
 
 def mode_goodput(inp: PlanInputs, interval_s: float, mode: str, costs: Costs | None = None) -> float:
@@ -278,9 +301,9 @@ def mode_goodput(inp: PlanInputs, interval_s: float, mode: str, costs: Costs | N
     costs = costs or resolve_costs(inp)
     mttf = cluster_mttf_seconds(inp.mttf_hours, inp.accelerators)
     if mode == "sync":
-        return goodput(interval_s, costs.sync_stall_s, mttf, costs.restart_s)
+        return goodput(interval_s, costs.sync_stall_s, mttf, costs.failure_s)
     if mode == "async":
-        return goodput(interval_s, costs.async_stall_s, mttf, costs.restart_s, costs.commit_s)
+        return goodput(interval_s, costs.async_stall_s, mttf, costs.failure_s, costs.commit_s, costs.interference_s)
     raise ValueError(f"unknown mode {mode!r} (use sync, async)")
 
 
@@ -288,9 +311,9 @@ def mode_optimum(inp: PlanInputs, mode: str, costs: Costs | None = None) -> floa
     costs = costs or resolve_costs(inp)
     mttf = cluster_mttf_seconds(inp.mttf_hours, inp.accelerators)
     if mode == "sync":
-        return optimal_interval(costs.sync_stall_s, mttf, costs.restart_s)
+        return optimal_interval(costs.sync_stall_s, mttf, costs.failure_s)
     if mode == "async":
-        return optimal_interval(costs.async_stall_s, mttf, costs.restart_s, costs.commit_s)
+        return optimal_interval(costs.async_stall_s, mttf, costs.failure_s, costs.commit_s, costs.interference_s)
     raise ValueError(f"unknown mode {mode!r} (use sync, async)")
 
 

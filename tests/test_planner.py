@@ -180,6 +180,32 @@ def test_restart_shortens_the_sync_optimum_slightly():
     assert best < planner.young_interval(28.125, 11_250)
 
 
+def test_interference_costs_async_training_time_and_lengthens_its_optimum():
+    """Steps slowed by the background drain lose I of training per checkpoint: like stall, not wall
+    time, so the optimum is sqrt(2 (S + I) (M - R - D)); sync has none."""
+    free = planner.PlanInputs(accelerators=16_000, stall_seconds=30, async_stall_seconds=1, drain_seconds=60,
+                              restart_seconds=600)
+    slowed = planner.PlanInputs(**{**vars(free), "interference_seconds": 9.0})
+    m = planner.cluster_mttf_seconds(50_000, 16_000)
+    assert planner.mode_optimum(slowed, "async") == pytest.approx(math.sqrt(2 * 10 * (m - 600 - 60)))
+    t = 900.0
+    assert planner.mode_goodput(slowed, t, "async") == pytest.approx(
+        planner.mode_goodput(free, t, "async") * (t - 10) / (t - 1))
+    assert planner.mode_goodput(slowed, t, "sync") == planner.mode_goodput(free, t, "sync")
+
+
+def test_a_restore_adds_to_the_restart():
+    """A failure costs the restart and then the restore (tune measures it); both modes count it."""
+    both = planner.PlanInputs(accelerators=16_000, stall_seconds=30, restart_seconds=600, restore_seconds=200)
+    lumped = planner.PlanInputs(accelerators=16_000, stall_seconds=30, restart_seconds=800)
+    for mode in planner.MODES:
+        assert planner.mode_optimum(both, mode) == planner.mode_optimum(lumped, mode)
+        assert planner.mode_goodput(both, 900, mode) == planner.mode_goodput(lumped, 900, mode)
+    assert planner.plan(both).costs.restore_s == 200 and planner.plan(both).costs.restart_s == 600
+    with pytest.raises(ConfigError, match="restore_seconds"):
+        planner.PlanInputs(accelerators=8, restore_seconds=-1)
+
+
 def test_async_optimum_never_below_stall_plus_drain():
     # drain 1,000 s at a 10,800 s MTTF: sqrt(2 * 0.5 * (10,800 - 1,000)) = 99 s < 1,000.5 s
     assert planner.optimal_interval(0.5, 10_800, 0, 1_000) == pytest.approx(1_000.5)
@@ -205,12 +231,12 @@ def test_goodput_is_a_fraction(t, s, m, r, d):
 
 
 @given(s=st.floats(min_value=1e-6, max_value=1e6), m=st.floats(min_value=1, max_value=1e8),
-       r=small_seconds, d=small_seconds,
+       r=small_seconds, d=small_seconds, i=st.floats(min_value=0, max_value=1e5),
        ts=st.lists(st.floats(min_value=1e-6, max_value=1e9), min_size=1, max_size=30))
-def test_exact_optimum_beats_any_interval(s, m, r, d, ts):
-    best = planner.goodput(planner.optimal_interval(s, m, r, d), s, m, r, d)
+def test_exact_optimum_beats_any_interval(s, m, r, d, i, ts):
+    best = planner.goodput(planner.optimal_interval(s, m, r, d, i), s, m, r, d, i)
     for t in ts:
-        assert best >= planner.goodput(t, s, m, r, d) - 1e-12
+        assert best >= planner.goodput(t, s, m, r, d, i) - 1e-12
 
 
 inputs = st.builds(
@@ -360,7 +386,8 @@ def test_plan_json_through_the_real_cli():
     assert set(d["intervals"]) == {"rule_of_thumb", "young", "daly", "optimal_sync", "optimal_async"}
     assert all(set(e) == ESTIMATE_KEYS for e in d["intervals"].values())
     assert set(d["costs"]) == {"sync_stall_s", "sync_stall_source", "async_stall_s", "async_stall_source",
-                               "drain_s", "drain_source", "restart_s", "commit_s"}
+                               "drain_s", "drain_source", "restart_s", "commit_s", "interference_s",
+                               "restore_s"}
     assert d["size_from"] == "llama3-405b"
     assert near(d["checkpoints_per_day"], 155) and near(d["sync_budget_s"], 28)
     assert near(d["sync_bandwidth_bytes_per_s"] / 1e9, 202, 0.01)

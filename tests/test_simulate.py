@@ -377,3 +377,84 @@ def test_tune_takes_the_simulators_recommendation(one_node_runs, tmp_path, monke
     assert 0.7 <= rec["simulation"]["per_mode"]["sync"]["interval_s"] / planned["recommended"]["daly_s"] <= 1.4
     assert simulated["confirmation"]["interval_s"] == pytest.approx(rec["interval_s"], rel=0.5)
     assert "by simulation: 4 nodes" in tune_mod.format_tune(simulated)
+
+
+# --------------------------------------------------------------------------- design rates after --calibrate
+
+NOMINAL = dict(  # MISSES' node with a global tier 10x faster: the run that calibrates a slower design
+    MISSES, tiers={"local": {"emulate": {"write_gib_s": 0.1, "shared_by": "node"}},
+                   "global": {"emulate": {"write_gib_s": 0.2, "latency_ms": 5, "shared_by": "node"}}})
+
+
+@pytest.fixture(scope="module")
+def nominal_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("nominal")
+    cfg = small_config(tmp, ranks=2, run={"scale": SCALE}, **NOMINAL)
+    ckpt_emu("run", cfg, "--quiet", check=True, timeout=240)
+    return cfg
+
+
+def _as_run_calibrated_by(tmp: Path, cfg: Path, run_cfg: Path, *sets) -> dict:
+    return _simulate_json(tmp, cfg, "--as-run", "--nodes", 1, "--accelerators-per-node", 2, "--calibrate",
+                          run_cfg.parent / "out" / "results.json", *[a for s in sets for a in ("--set", s)])
+
+
+def test_calibrated_simulate_keeps_a_design_rate_set_on_the_command_line(tmp_path, nominal_run, one_node_runs):
+    """Calibrated by a run of a 0.2 GiB/s global tier, a simulate of the 0.02 GiB/s design (`--set`) drains
+    at 0.02 GiB/s, as the emulated run of that design did (MISSES, one_node_runs), within 25 %: the
+    calibration supplies the host's costs, the design its rates. The calibrating run's own design keeps
+    its measured rate."""
+    emulated = results(one_node_runs[0].parent / "out")["modes"]["sync"]["drain_mean_s"]
+    nominal = results(nominal_run.parent / "out")["modes"]["sync"]["drain_mean_s"]
+    assert nominal < emulated / 5  # the two designs differ
+    got = _as_run_calibrated_by(tmp_path, nominal_run, nominal_run, "tiers.global.emulate.write_gib_s=0.02")
+    assert got["modes"]["sync"]["drain_mean_s"] == pytest.approx(emulated, rel=0.25), (nominal, emulated)
+    assert got["design"]["sources"]["sync"]["drain"] == "config"
+    same = _as_run_calibrated_by(tmp_path, nominal_run, nominal_run)
+    assert same["design"]["sources"]["sync"]["drain"] == "measured"
+    assert same["modes"]["sync"]["drain_mean_s"] == pytest.approx(nominal, rel=0.25)
+
+
+def test_calibrated_simulate_keeps_the_design_sections_rates(tmp_path, nominal_run, one_node_runs):
+    """The same with the design in an architect's terms (`design:`, changed by `--set`): its local device
+    and its global storage, not the calibrating run's, set the local write and the drain."""
+    cfg = small_config(tmp_path, ranks=2, run={"scale": SCALE}, training=MISSES["training"],
+                       checkpoint=MISSES["checkpoint"],
+                       design={"job": {"nodes": 1, "accelerators_per_node": 2},
+                               "node": {"local": {"write": "0.1GiB/s", "read": "1GiB/s"}, "nic": "100Gb/s"},
+                               "global": {"write": "0.2GiB/s", "read": "10GiB/s"}})
+    got = _as_run_calibrated_by(tmp_path, cfg, nominal_run, "design.node.local.write=0.01GiB/s",
+                                "design.global.write=0.02GiB/s")
+    node_bytes = sum(r["records"][0]["file_bytes"] for r in results(nominal_run.parent / "out")["per_rank"])
+    sync = got["modes"]["sync"]
+    assert sync["local_write_mean_s"] == pytest.approx(node_bytes / (0.01 * 2 ** 30), rel=0.05)
+    emulated = results(one_node_runs[0].parent / "out")["modes"]["sync"]["drain_mean_s"]
+    assert sync["drain_mean_s"] == pytest.approx(emulated, rel=0.25)
+
+
+def test_read_rates_are_calibrated_as_write_rates_are(tmp_path):
+    """One emulated node of a 2,048-node job restores from a job-wide global tier (800 GiB/s configured)
+    at what its host reads, 1 GiB/s: the calibration must not take that for the whole job's aggregate
+    (5.3 TB at 1 GiB/s: 1.5 hours for every node to restore), but, as for writes, for the node's own cap
+    under the configured aggregate."""
+    import yaml
+    from test_tune import L405_SUBSET, _fake_results
+
+    from emulator.config import load_config
+    from emulator.simulation.calibrate import load_calibration
+    from emulator.simulation.design import Options, build_design
+    path = tmp_path / "l405.yaml"
+    path.write_text(yaml.safe_dump(L405_SUBSET))
+    cfg = load_config(str(path))
+    node_bytes = sum(r["records"][0]["file_bytes"] for r in _fake_results(cfg)["per_rank"])
+    host_gib_s = 1.0
+    res = _fake_results(cfg, restores={"global": node_bytes / (host_gib_s * 2 ** 30) + 2 * 0.001})
+    (tmp_path / "results.json").write_text(json.dumps(res))
+    cal = load_calibration(cfg, str(tmp_path / "results.json"), ["sync"])["sync"]
+    d = build_design(cfg, Options(nodes=2048, accelerators_per_node=8), cal)
+    largest = max(g.node_bytes for g in d.groups)  # a first DP replica's node: 29.9 GiB
+    # every node at once: each its fair share of the configured aggregate, under its own cap
+    want = largest / (min(host_gib_s, 800 / 2048) * 2 ** 30)
+    assert d.recovery_global_all_s == pytest.approx(want, rel=0.05), (d.recovery_global_all_s, want)
+    assert max(d.recovery_global) == pytest.approx(largest / (host_gib_s * 2 ** 30), rel=0.05)  # one alone
+    assert any(n.startswith("global_read:") and "host limited it" in n for n in d.notes), d.notes

@@ -12,19 +12,27 @@ def test_tune_end_to_end(tmp_path):
     r = json.loads(proc.stdout)
     m, rec, c = r["measured"], r["recommended"], r["confirmation"]
     assert m["sync_stall_s"] > m["async_stall_s"] > 0 and m["drain_s"] > 0
-    # times are full size: the async commit (durability lag) holds that mode's own local write and
-    # drain (the sync mode's, timed minutes apart on a shared host, can be longer)
-    asyn = results(r["runs"]["measure"])["modes"]["async"]["full_size"]
-    assert m["scale"] == 0.0005 and m["commit_s"] == asyn["lag_mean_s"]
-    assert m["commit_s"] >= asyn["local_write_mean_s"] + asyn["drain_mean_s"] * 0.9
+    # times are full size: the async commit runs from the end of the stall until durable, so the stall
+    # and the commit hold the snapshot once, as the durability lag does (the commit is the model's, the
+    # lag the run's measured / scale, which also divides per-checkpoint costs by the scale)
+    measure = results(r["runs"]["measure"])
+    asyn = measure["modes"]["async"]["full_size"]
+    assert m["scale"] == 0.0005 and 0 < m["commit_s"] < asyn["lag_mean_s"]
+    assert m["async_stall_s"] + m["commit_s"] <= asyn["lag_mean_s"] * 1.1
+    # the measuring run loaded a checkpoint (its restore is the plan's) and ran the baseline (interference)
+    assert measure["load"]["loads"] >= 1 and measure["baseline"] is not None
+    assert m["restore_s"] > 0 and r["planned"]["restore_s"] == m["restore_s"]
+    assert m["interference_s"] >= 0 and r["planned"]["interference_s"] == m["interference_s"]
     assert rec["mode"] == "async" and rec["goodput"] >= rec["goodput_other_mode"]
     # the confirmation ran at the (compressed) recommended interval and every drain beat the next checkpoint
     assert 0 < c["compression"] <= 1
     step_full = 0.05 / 0.0005  # small_config's 50 ms steps, at full size
     assert abs(c["interval_s"] - rec["interval_s"] * c["compression"]) <= step_full / 2 + 1e-9
     assert c["checkpoints"] == 3 and c["drains_beat_next_checkpoint"]
-    # the prediction holds: a 2x error either way fails (same measured costs; a noisy machine)
-    assert 0.55 < c["measured_overhead"] / c["predicted_overhead"] < 1.8, c
+    # the prediction holds: a 2x error either way fails for the overlap (same measured costs; a noisy
+    # machine). The async overhead is a stall of a few ms of host copying, measured in a run whose drains
+    # overlap the next snapshot on 2 shared cores (at the recommended interval they do not): x2.5 either way
+    assert 0.4 < c["measured_overhead"] / c["predicted_overhead"] < 2.5, c
     assert 0.55 < c["measured_overlap"] / c["predicted_overlap"] < 1.8, c
     # headroom is this host's drain against what the job's checkpoint (the 8B job's 104.7 GiB, MLPerf's
     # table, not the 2 ranks' 26 GiB) needs at a 10 % overlap target at the recommended interval (a disk
@@ -58,15 +66,21 @@ L405_SUBSET = {  # docs/simulation.md's design: 8 ranks of TP group 0 stand for 
                                      "shared_by": "job"}}}}
 
 
-def _fake_results(cfg) -> dict:
+def _fake_results(cfg, *, snapshot: float = 0.02, interference: float = 0.0, restores: dict | None = None) -> dict:
     """The results.json a sync + async run of ``cfg`` would write, made up from its emulated rates (only the
-    fields tune and the calibration read): one node, its ranks' files at run.scale, every drain on time."""
+    fields tune and the calibration read): one node, its ranks' files at run.scale, every drain on time, each
+    drained file paying the global tier's latency twice (its copy and its commit) per wave. ``interference``:
+    the async mode's steps slowed beyond its stalls (results.json's interference_ratio); ``restores``: tier ->
+    seconds a load from it took (the slowest rank)."""
+    import math
+
     from emulator.sizing import checkpoint_size, rank_size
     scale, ranks, saves = cfg.run.scale, cfg.parallelism.active_ranks, cfg.checkpoint.saves
     files = [int(rank_size(cfg.model, cfg.parallelism, r).total_bytes * scale) for r in range(ranks)]
-    snapshot = 0.02
+    g = cfg.tiers.global_.emulate
+    requests = 2 * math.ceil(ranks / cfg.drain.concurrency) * (g.latency_ms / 1000)
     local = sum(files) / (cfg.tiers.local.emulate.write_gib_s * GIB)
-    drain = sum(files) / (cfg.tiers.global_.emulate.write_gib_s * GIB) + 0.01
+    drain = sum(files) / (g.write_gib_s * GIB) + 0.01 + requests
     stall = {"sync": snapshot + local + drain, "async": snapshot}
     step_wall = cfg.wall_step_seconds * cfg.checkpoint.interval_steps
 
@@ -77,18 +91,23 @@ def _fake_results(cfg) -> dict:
                 "missed": False, "global_complete": True, "error": None}
 
     def mode(m):
-        wall = saves * (step_wall + stall[m])
-        return {"checkpoints": saves, "steps": saves * cfg.checkpoint.interval_steps, "training_wall_s": wall,
+        steps = saves * cfg.checkpoint.interval_steps
+        slowed = interference * cfg.wall_step_seconds * steps if m == "async" else 0.0
+        wall = saves * (step_wall + stall[m]) + slowed
+        return {"checkpoints": saves, "steps": steps, "training_wall_s": wall,
                 "stall_total_s": saves * stall[m], "overhead_ratio": saves * stall[m] / wall,
+                "interference_ratio": slowed / steps / cfg.wall_step_seconds,
                 "drain_overlap_ratio": saves * drain / wall, "deadline_misses": 0, "incomplete": 0,
                 "full_size": {"stall_mean_s": stall[m] / scale, "local_write_mean_s": local / scale,
-                              "drain_mean_s": drain / scale, "lag_mean_s": (local + drain) / scale}}
+                              "drain_mean_s": drain / scale, "lag_mean_s": (snapshot + local + drain) / scale}}
     modes = ("sync", "async")
     return {
         "config": cfg.to_dict(), "nodes": 1, "ranks": ranks, "step_seconds": {"full_size": 62.5},
         "bytes": {"job_checkpoint_emulated": checkpoint_size(cfg.model, cfg.parallelism).total_bytes,
                   "run_emulated": round(sum(files) / scale), "run_actual_state": sum(files)},
-        "modes": {m: mode(m) for m in modes}, "load": {"recovery_mean_s_by_tier": {}},
+        "baseline": {"steps": saves * cfg.checkpoint.interval_steps, "step_wall_s": cfg.wall_step_seconds},
+        "modes": {m: mode(m) for m in modes},
+        "load": {"recovery_mean_s_by_tier": dict(restores or {})},
         "per_rank": [{"rank": r, "node": 0, "records": [record(m, (i + 1) * cfg.checkpoint.interval_steps, r)
                                                         for m in modes for i in range(saves)]}
                      for r in range(ranks)],
@@ -108,14 +127,15 @@ def tune_405b_subset(tmp_path, monkeypatch):
     return tune_mod, cfg, designs
 
 
-def _faked_tune(monkeypatch):
-    """(tune module, designs the simulator builds) with every emulation run replaced by _fake_results."""
+def _faked_tune(monkeypatch, **fake):
+    """(tune module, designs the simulator builds) with every emulation run replaced by _fake_results
+    (``fake``: its keyword arguments)."""
     from emulator.cli import tune as tune_mod
     from emulator.simulation import recommend as rec_mod
 
     def fake_run(cfg, out, **_):
         out.mkdir(parents=True, exist_ok=True)
-        res = _fake_results(cfg)
+        res = _fake_results(cfg, **fake)
         (out / "results.json").write_text(json.dumps(res))
         return res
     designs = []
@@ -198,3 +218,76 @@ def test_tune_reads_the_same_design_as_simulate(tmp_path, monkeypatch):
     assert r["checkpoint_bytes"] == simulated.checkpoint_bytes
     # the run's node is paced at the share every node gets when all 2,048 drain at once
     assert cfg.tiers.global_.emulate.write_gib_s * GIB == pytest.approx(node_share(400e9, 50e9, 2048))
+
+
+# --------------------------------------------------------------------------- costs at full size (no torchrun)
+
+SLOW_REQUESTS = {  # 8 ranks of one 405B node at a small scale; a global tier with 20 ms per request
+    **L405_SUBSET, "run": {"scale": 0.0005},
+    "tiers": {"local": L405_SUBSET["tiers"]["local"],
+              "global": {"backend": "dir", "path": "/nonexistent/pfs",
+                         "emulate": {"write_gib_s": 2.0, "read_gib_s": 4.0, "latency_ms": 20, "shared_by": "node"}}}}
+
+
+def _config(tmp_path, data: dict):
+    import yaml
+
+    from emulator.config import load_config
+    path = tmp_path / "tune.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_config(str(path), [f"run.out={tmp_path / 'out'}"])
+
+
+def _one_record(cfg, **fake) -> dict:
+    return _fake_results(cfg, **fake)["per_rank"][0]["records"][0]
+
+
+def test_tune_does_not_divide_fixed_costs_by_the_scale(tmp_path, monkeypatch):
+    """A drain's requests (20 ms each, 2 per file, 2 waves of 4 files) cost the same at any scale: at full
+    size the drain is its bytes' time / scale plus the requests once, not the whole measured time / scale
+    (which turns 80 ms of requests into 160 s)."""
+    cfg = _config(tmp_path, SLOW_REQUESTS)
+    tune_mod, _ = _faked_tune(monkeypatch)
+    r = tune_mod.tune(cfg, accelerators=16384)
+    m, rec, scale = r["measured"], _one_record(cfg), cfg.run.scale
+    requests = 2 * 2 * 0.020
+    drain = (rec["drain_s"] - requests) / scale + requests
+    assert m["drain_s"] == pytest.approx(drain, rel=0.02), (m["drain_s"], drain, rec["drain_s"] / scale)
+    assert m["commit_s"] == pytest.approx(rec["local_write_s"] / scale + drain, rel=0.02)
+    assert r["planned"]["drain_s"] == m["drain_s"] and r["planned"]["commit_s"] == m["commit_s"]
+
+
+def test_tune_counts_the_snapshot_once_in_the_async_commit(tmp_path, monkeypatch):
+    """The async commit runs from the end of the stall (the snapshot) until durable: the planner adds the
+    stall to it, so the commit must not hold the snapshot again (the durability lag does: it starts at
+    the snapshot)."""
+    cfg = _config(tmp_path, SLOW_REQUESTS)
+    tune_mod, _ = _faked_tune(monkeypatch, snapshot=0.5)
+    m, rec, scale = tune_mod.tune(cfg, accelerators=16384)["measured"], _one_record(cfg, snapshot=0.5), cfg.run.scale
+    assert m["async_stall_s"] == pytest.approx(0.5 / scale, rel=0.02)
+    background = m["local_write_s"] + m["drain_s"]  # 66 s against a 1,000 s snapshot
+    assert m["commit_s"] == pytest.approx(background, rel=0.02), (m["commit_s"], background)
+    assert m["async_stall_s"] + m["commit_s"] < rec["complete_s"] / scale  # the lag, snapshot included once
+
+
+def test_tune_plans_with_interference_and_a_measured_restore(tmp_path, monkeypatch):
+    """The async mode's steps slowed beyond its stalls (interference) cost training time per checkpoint,
+    and a failure costs the restore the measuring run's load took (here 50 ms from the local tier at scale
+    0.0005: 100 s at full size), on top of the restart; the plan uses both."""
+    cfg = _config(tmp_path, SLOW_REQUESTS)
+    tune_mod, _ = _faked_tune(monkeypatch, interference=0.02, restores={"local": 0.05})
+    r = tune_mod.tune(cfg, accelerators=16384)
+    m, p, scale = r["measured"], r["planned"], cfg.run.scale
+    assert m["restore_s"] == pytest.approx(0.05 / scale, rel=0.02)
+    assert p["restore_s"] == m["restore_s"] and p["restart_s"] == 600.0
+    # 2 % of the async mode's 8 steps per checkpoint, as a share of the background work it came with
+    # (local write and drain at the run's scale), applied to that work at full size (the async commit)
+    slowed = 0.02 * cfg.checkpoint.interval_steps * cfg.wall_step_seconds
+    rec = _one_record(cfg)
+    want = slowed / (rec["local_write_s"] + rec["drain_s"]) * m["commit_s"]
+    assert m["interference_s"] == pytest.approx(want, rel=0.02) and p["interference_s"] == m["interference_s"]
+    tune_free, _ = _faked_tune(monkeypatch, interference=0.0, restores={"local": 0.05})
+    free = tune_free.tune(cfg, accelerators=16384)
+    assert free["measured"]["interference_s"] == 0
+    assert r["plan_goodput"]["async"] < free["plan_goodput"]["async"]
+    assert r["plan_goodput"]["sync"] == pytest.approx(free["plan_goodput"]["sync"])

@@ -1,11 +1,15 @@
 """``ckpt-emu tune``: measure checkpoint costs by emulation, plan the interval, confirm it.
 
-1. Measure: a short run of the config (its scale and tiers) in sync and async
-   mode gives the stall per checkpoint (worst rank), local write, drain and the
-   async commit (the durability lag: local write + drain + manifest), each at
-   full size (measured / run.scale): the planner reasons about the real job.
-   The run writes the config's started ranks (one node of a subset preset);
-   the plan is for the job's whole checkpoint (emulator/sizing.py).
+1. Measure: a short run of the config (its scale and tiers): the no-checkpoint
+   baseline, sync and async mode, and one load. ``simulate``'s calibration
+   (emulator/simulation/calibrate.py) turns it into costs, and the simulation of
+   the measured node at full size gives the stall per checkpoint, local write,
+   drain, the async commit (from the end of the stall until durable: local
+   write + drain + manifest), the restore after a failure, and the interference
+   (async steps slowed by the background work). Byte-proportional costs grow
+   to full size; request latency and per-checkpoint costs (barriers,
+   manifests) do not. The run writes the config's started ranks (one node of a
+   subset preset); the plan is for the job's whole checkpoint (emulator/sizing.py).
 2. Plan: those costs go into the planner (emulator/planner.py) for the target
    cluster; the recommendation is the mode and interval with the best goodput.
    With ``--nodes`` above what one machine emulates, the simulator recommends
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 from pathlib import Path
 
 from emulator import planner
@@ -36,10 +41,10 @@ from emulator.errors import UserError
 from emulator.job import outdir
 
 
-def _run(cfg, out: Path, *, modes: list[str], saves: int, interval_steps: int) -> dict:
+def _run(cfg, out: Path, *, modes: list[str], saves: int, interval_steps: int, loads: int = 0) -> dict:
     from emulator.launch.runner import execute_run
     c = cfg.with_overrides(f"run.out={out}", f"checkpoint.modes=[{', '.join(modes)}]",
-                           f"checkpoint.saves={saves}", "checkpoint.loads=0",
+                           f"checkpoint.saves={saves}", f"checkpoint.loads={loads}", "checkpoint.baseline=true",
                            f"checkpoint.interval_steps={interval_steps}", "training.steps=null",
                            "failures.lose_local_after=null")
     execute_run(c)
@@ -60,11 +65,11 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
         raise UserError("training.step_seconds: tune needs emulated compute time (> 0) to express intervals")
     job_bytes = sim.job_checkpoint_bytes(cfg, accelerators, nodes)
     base = Path(cfg.run.out)
-    measured = _measure(cfg, base / "tune-measure", measure_checkpoints)
+    measured = _measure(cfg, base / "tune-measure", measure_checkpoints, accelerators, mttf_hours)
     inputs = _plan_inputs(cfg, measured, job_bytes, accelerators, mttf_hours, overlap_target)
     plan = planner.plan(inputs)
     best = {m: plan.intervals[f"optimal_{m}"] for m in ("sync", "async")}
-    goodput = {"sync": best["sync"].sync_goodput, "async": best["async"].async_goodput}
+    goodput = plan_goodput = {"sync": best["sync"].sync_goodput, "async": best["async"].async_goodput}
     mode = "async" if cfg.tiers.local is not None and goodput["async"] >= goodput["sync"] else "sync"
     interval, simulated = best[mode].interval_s, None
     if sim.needs_simulation(nodes):  # more nodes than one machine emulates: queueing on the global tier
@@ -76,7 +81,7 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
                             max(3, measure_checkpoints), confirm_seconds)
     return {
         "accelerators": accelerators, "cluster_mttf_s": plan.cluster_mttf_s, "checkpoint_bytes": job_bytes,
-        "measured": measured,
+        "measured": measured, "planned": asdict(plan.costs), "plan_goodput": plan_goodput,
         "recommended": {
             "mode": mode, "interval_s": interval, "goodput": goodput[mode],
             "goodput_other_mode": goodput.get("sync" if mode == "async" else "async", math.nan),
@@ -89,20 +94,43 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
     }
 
 
-def _measure(cfg, out: Path, checkpoints: int) -> dict:
-    """A short sync + async run of the config; its costs at full size (measured / scale)."""
-    res = _run(cfg, out, modes=["sync", "async"], saves=checkpoints, interval_steps=cfg.checkpoint.interval_steps)
-    sync, asyn = (res["modes"][m]["full_size"] for m in ("sync", "async"))
+def _measure(cfg, out: Path, checkpoints: int, accelerators: int, mttf_hours: float) -> dict:
+    """A short run of the config (baseline, sync, async, one load) and its costs at full size: the
+    measured node simulated at its full-size bytes with the run's calibration (simulate's model, so
+    latency and per-checkpoint costs are counted once, not / scale)."""
+    from emulator.simulation.calibrate import interference_share, load_calibration, read_results
+    from emulator.simulation.design import Options, build_design
+    from emulator.simulation.study import Study
     has_local = cfg.tiers.local is not None
+    modes = ["sync", "async"] if has_local else ["sync"]
+    res = _run(cfg, out, modes=["sync", "async"], saves=checkpoints, interval_steps=cfg.checkpoint.interval_steps,
+               loads=1)
+    path = str(out / outdir.RESULTS)
+    cals = load_calibration(cfg, path, modes)
+    opts = Options(nodes=res["nodes"], accelerators_per_node=max(1, res["ranks"] // res["nodes"]),
+                   run_at_full_size=True)
+    designs = {m: build_design(cfg, opts, cals[m]) for m in modes}
+    sync = _alone(designs["sync"], "sync")
+    asyn = _alone(designs["async"], "async") if has_local else None
+    commit = max(0.0, asyn.durability_lag_mean_s - asyn.stall_mean_s) if has_local else 0.0
+    study = Study(cfg, designs, modes, 1.0, {}, accelerators=accelerators, mttf_hours=mttf_hours)
     return {
         "bytes": res["bytes"]["run_actual_state"], "full_size_bytes": res["bytes"]["run_emulated"],
         "scale": cfg.run.scale,
-        "sync_stall_s": sync["stall_mean_s"], "async_stall_s": asyn["stall_mean_s"],
-        "local_write_s": sync["local_write_mean_s"],
-        "drain_s": sync["drain_mean_s"] if has_local else 0.0,
-        # the async commit: from the end of the stall until durable on the global tier
-        "commit_s": asyn["lag_mean_s"] if has_local else 0.0,
+        "sync_stall_s": sync.stall_mean_s, "async_stall_s": asyn.stall_mean_s if has_local else 0.0,
+        "local_write_s": sync.local_write_mean_s if has_local else 0.0,
+        "drain_s": sync.drain_mean_s if has_local else 0.0,
+        # the async commit: from the end of the stall (the snapshot) until durable on the global tier
+        "commit_s": commit,
+        "interference_s": interference_share(read_results(path), "async") * commit if has_local else 0.0,
+        "restore_s": study.mean_recovery_s(designs["sync"]),
     }
+
+
+def _alone(design, mode: str):
+    """One failure-free checkpoint of ``design`` after another, far apart: its costs alone."""
+    from emulator.simulation.model import RunSpec, simulate
+    return simulate(design, RunSpec(mode, 1e9, saves=2))
 
 
 def _plan_inputs(cfg, m: dict, job_bytes: int, accelerators: int, mttf_hours: float, overlap_target: float):
@@ -112,6 +140,7 @@ def _plan_inputs(cfg, m: dict, job_bytes: int, accelerators: int, mttf_hours: fl
         stall_seconds=max(m["sync_stall_s"], 1e-6),
         async_stall_seconds=max(m["async_stall_s"], 1e-6) if has_local else None,
         drain_seconds=m["drain_s"], commit_seconds=m["commit_s"] if has_local else None,
+        interference_seconds=m["interference_s"] if has_local else None, restore_seconds=m["restore_s"],
         checkpoint_bytes=job_bytes)
 
 
@@ -173,7 +202,8 @@ def format_tune(r: dict) -> str:
         f"measured at scale {m['scale']:g} ({m['bytes'] / 2**30:.3f} GiB), at full size "
         f"({m['full_size_bytes'] / 2**30:.1f} GiB): sync stall {_s(m['sync_stall_s'])}, async stall "
         f"{_s(m['async_stall_s'])}, local write {_s(m['local_write_s'])}, drain {_s(m['drain_s'])}, "
-        f"async commit (durability lag) {_s(m['commit_s'])}",
+        f"async commit (stall end to durable) {_s(m['commit_s'])}, interference {_s(m['interference_s'])} "
+        f"per checkpoint, restore {_s(m['restore_s'])} (after a {_s(r['planned']['restart_s'])} restart)",
         f"  recommended: {rec['mode']} every {_s(rec['interval_s'])} (goodput {rec['goodput'] * 100:.2f} %, "
         f"other mode at its best {rec['goodput_other_mode'] * 100:.2f} %; Young {_s(rec['young_s'])}, "
         f"Daly {_s(rec['daly_s'])})",

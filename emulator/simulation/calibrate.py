@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulator.config import from_mapping
@@ -70,6 +70,9 @@ class RunFigures:
     recovery_s: dict                # tier -> mean over loads of the slowest rank's seconds
     #: the run's step time followed run.scale (results.json has ``step_seconds``; runs before that did not)
     time_scaled: bool = True
+    #: mode -> training time its steps lost to background work beyond the stalls (interference), per
+    #: checkpoint, at the run's scale; absent without the no-checkpoint baseline
+    interference_s: dict = field(default_factory=dict)
 
 
 def read_results(path: str) -> RunFigures:
@@ -83,7 +86,7 @@ def read_results(path: str) -> RunFigures:
     ``stall_s``, ``wait_s``, ``snapshot_s``, ``local_write_s``, ``drain_s``,
     ``complete_s``, ``file_bytes``, ``written_to``, ``missed``,
     ``global_complete`` and ``error``; whether it has ``step_seconds`` (its step time followed
-    the scale). Durations are at the run's scale (``config.run.scale``), as its bytes are: the
+    the scale); with a baseline, ``baseline.step_wall_s`` and ``modes.<mode>.interference_ratio``. Durations are at the run's scale (``config.run.scale``), as its bytes are: the
     ``full_size`` figures are not read (see the module docstring). Modes without checkpoints
     (the baseline ``none``) have no records and calibrate nothing.
     """
@@ -105,11 +108,38 @@ def read_results(path: str) -> RunFigures:
                  for m, v in raw["modes"].items() if m != "none"}
         recovery = {str(k): float(v) for k, v in (raw["load"].get("recovery_mean_s_by_tier") or {}).items()}
         return RunFigures(str(path), cfg, int(raw["nodes"]), int(raw["ranks"]), records, steps, recovery,
-                          time_scaled="step_seconds" in raw)
+                          time_scaled="step_seconds" in raw, interference_s=_interference(raw, records))
     except ConfigError as exc:
         raise UserError(f"{where}: its config does not load: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UserError(f"{where}: not the results.json of a ckpt-emu run (missing or bad {exc})") from None
+
+
+def _interference(raw: dict, records: list) -> dict:
+    """Per mode, the step time lost beyond the stalls (``interference_ratio`` x the baseline's step, over
+    the mode's steps) per checkpoint, at the run's scale; never below 0 (noise)."""
+    base = (raw.get("baseline") or {}).get("step_wall_s")
+    out = {}
+    for m, v in raw["modes"].items():
+        checkpoints = len({r.step for r in records if r.mode == m})
+        if base and "interference_ratio" in v and checkpoints:
+            out[m] = max(0.0, float(v["interference_ratio"]) * float(base) * int(v["steps"]) / checkpoints)
+    return out
+
+
+def interference_share(fig: RunFigures, mode: str) -> float:
+    """Interference per checkpoint over the background work it came with (the pipeline after the
+    stall: local write, drain, manifests), both at the run's scale: a share that follows that work's
+    length at any size. 0 without a baseline or a complete checkpoint of ``mode``."""
+    lost = fig.interference_s.get(mode, 0.0)
+    if not lost:
+        return 0.0
+    st = _Steps(fig, mode)
+    if st.mode != mode:
+        return 0.0
+    background = st.mean(lambda recs: _Steps.node_max(recs, "complete_s") - _Steps.node_max(recs, "wait_s")
+                         - _Steps.staging(recs))
+    return lost / background if background and background > 0 else 0.0
 
 
 def check_same_preset(cfg, fig: RunFigures) -> None:
@@ -173,10 +203,32 @@ def _configured(tier_cfg, direction: str) -> float | None:
     return None if v is None else v * GIB
 
 
+def _design_rate(tier_cfg, direction: str) -> tuple:
+    """What a tier's config says of one direction's rate: (GiB/s or None, shared_by)."""
+    e = tier_cfg.emulate if tier_cfg is not None else None
+    return (getattr(e, f"{direction}_gib_s", None) if e is not None else None), tier_sharing(tier_cfg)
+
+
+def _another_design(mine, tier_cfg, direction: str) -> bool:
+    """Whether the simulated config names a rate of its own for this tier and direction (its config,
+    ``--set`` or ``design:``) that the calibrating run did not have: then the design's rate is simulated,
+    and the run's measurement of its own rate is not."""
+    wanted = _design_rate(mine, direction)
+    return wanted[0] is not None and wanted != _design_rate(tier_cfg, direction)
+
+
 def _rate(cal: Calibration, name: str, seconds: float | None, requests_s: float, shared: float,
-          tier_cfg, direction: str, what: str) -> float | None:
-    """Invert one measured phase into a config-unit rate, and say so in a note."""
+          tier_cfg, direction: str, what: str, mine=None) -> float | None:
+    """Invert one measured phase into a config-unit rate, and say so in a note. Where the simulated
+    config's tier (``mine``) names another rate than the run's, that design rate stands."""
     if seconds is None:
+        return None
+    if _another_design(mine, tier_cfg, direction):
+        rate, sb = _design_rate(mine, direction)
+        cal.notes.append(f"{what}: the design's {rate:g} GiB/s ({sb}-shared) is simulated, not the run's "
+                         f"measurement of its {_gib(_configured(tier_cfg, direction))} "
+                         f"({tier_sharing(tier_cfg)}-shared): the calibration supplies host costs, the "
+                         f"design its rates")
         return None
     rate = rate_from(seconds - requests_s, shared)
     if rate is None:
@@ -190,7 +242,8 @@ def _rate(cal: Calibration, name: str, seconds: float | None, requests_s: float,
     return rate
 
 
-def _phase_rates(cal: Calibration, run, st: _Steps, sizes: dict, recovery: dict) -> None:
+def _phase_rates(cal: Calibration, run, st: _Steps, sizes: dict, recovery: dict, mine) -> None:
+    """The run's phases as rates; ``mine``: the simulated config's tiers (its design rates stand)."""
     t = run.tiers
     files, conc = st.per_node, run.drain.concurrency
     kw = dict(file_bytes=sizes["file"], node_bytes=sizes["node"], job_bytes=sizes["job"], files=files)
@@ -198,22 +251,24 @@ def _phase_rates(cal: Calibration, run, st: _Steps, sizes: dict, recovery: dict)
         lw = st.mean(lambda recs: _Steps.node_max(recs, "local_write_s"),
                      lambda recs: all(r.written_to == "local" for r in recs))
         _rate(cal, "local_write_bps", lw, tier_latency(t.local),
-              bytes_sharing(tier_sharing(t.local), kind="write", **kw), t.local, "write", "local write")
+              bytes_sharing(tier_sharing(t.local), kind="write", **kw), t.local, "write", "local write", mine.local)
         waves = math.ceil(files / conc)
         dr = st.mean(lambda recs: _Steps.node_max(recs, "drain_s"),
                      lambda recs: all(r.written_to == "local" for r in recs))
         _rate(cal, "drain_bps", dr, 2 * waves * tier_latency(t.global_),
               bytes_sharing(tier_sharing(t.global_), kind="drain", concurrency=conc, **kw), t.global_, "write",
-              "drain")
+              "drain", mine.global_)
     else:
         gw = st.mean(lambda recs: _Steps.node_max(recs, "local_write_s"))
         _rate(cal, "global_write_bps", gw, tier_latency(t.global_),
-              bytes_sharing(tier_sharing(t.global_), kind="write", **kw), t.global_, "write", "global write")
+              bytes_sharing(tier_sharing(t.global_), kind="write", **kw), t.global_, "write", "global write",
+              mine.global_)
     for tier, name in (("local", "local_read_bps"), ("global", "global_read_bps")):
         tier_cfg = t.local if tier == "local" else t.global_
         if tier in recovery and tier_cfg is not None:
             _rate(cal, name, recovery[tier], 2 * tier_latency(tier_cfg),
-                  bytes_sharing(tier_sharing(tier_cfg), kind="read", **kw), tier_cfg, "read", f"{tier} restore")
+                  bytes_sharing(tier_sharing(tier_cfg), kind="read", **kw), tier_cfg, "read", f"{tier} restore",
+                  mine.local if tier == "local" else mine.global_)
 
 
 def _coordination(cal: Calibration, run, st: _Steps, fig: RunFigures) -> None:
@@ -268,7 +323,7 @@ def calibrate(cfg, fig: RunFigures, mode: str | None = None) -> Calibration:
         cal.snapshot_bps = sizes["file"] / stage
         cal.notes.append(f"staging (the stall before the pipeline): {stage * 1000:.2f} ms for the largest rank's "
                          f"{sizes['file'] / 2 ** 20:.2f} MiB -> {_gib(cal.snapshot_bps)} per rank")
-    _phase_rates(cal, run, st, sizes, fig.recovery_s)
+    _phase_rates(cal, run, st, sizes, fig.recovery_s, cfg.tiers)
     _coordination(cal, run, st, fig)
     for m, (wall, stall, steps) in fig.mode_steps.items():
         if steps:

@@ -58,6 +58,9 @@ class Options:
     snapshot_gib_s: float = DEFAULT_SNAPSHOT_GIB_S
     global_gib_s: float | None = None  # aggregate global write bandwidth (overrides the config)
     nic_gib_s: float | None = None     # per-node cap on global writes (overrides the config)
+    #: the run's own nodes and files (as run) at full size (bytes / run.scale): what ``tune`` plans with
+    #: for the node it measured
+    run_at_full_size: bool = False
 
 
 @dataclass
@@ -160,14 +163,15 @@ def _rate(tier_cfg, direction: str, calibrated: float | None, what: str, sources
     return None
 
 
-def _recovery(tier_cfg, read_bps, groups, files: int, alone: bool, nic_bps: float | None = None,
+def _recovery(tier_cfg, read: LinkLimits | None, groups, files: int, alone: bool, nic_bps: float | None = None,
               design_limits: LinkLimits | None = None) -> list:
-    """Seconds to restore each group's nodes from a tier: every node at once, or one node ``alone``.
-    ``design_limits``: the design's aggregate and NIC, which replace the tier's configured sharing."""
-    if read_bps is None and design_limits is None:
+    """Seconds to restore each group's nodes from a tier at its ``read`` limits: every node at once, or
+    one node ``alone``. ``design_limits``: the design's aggregate and NIC, which replace the tier's
+    configured sharing."""
+    if read is None and design_limits is None:
         return [0.0 for _ in groups]
     sb = "node" if design_limits is not None else tier_sharing(tier_cfg)
-    lim = design_limits or limits(sb, read_bps, kind="read", files=files)
+    lim = design_limits or read
     if nic_bps:
         lim = LinkLimits(lim.aggregate_bps, min(nic_bps, lim.node_bps))
     active = 1 if alone else sum(g.nodes for g in groups)
@@ -226,22 +230,29 @@ HOST_BOUND = 0.9
 
 
 def _groups(cfg, opts: Options, cal) -> tuple[tuple, float]:
-    """The node groups and the byte scale they are counted at: the run's files as run, else the job's
-    checkpoint spread over ``opts.nodes`` as sizing lays it out (a calibration's bytes are one run's)."""
-    if opts.as_run:
+    """The node groups and the byte scale they are counted at: the run's files as run (or those at full
+    size), else the job's checkpoint spread over ``opts.nodes`` as sizing lays it out (a calibration's
+    bytes are one run's)."""
+    if opts.as_run or opts.run_at_full_size:
         file_bytes = cal.rank_file_bytes if cal is not None else None
-        return as_run_groups(cfg, opts.nodes, file_bytes), cfg.run.scale
+        groups, f = as_run_groups(cfg, opts.nodes, file_bytes), cfg.run.scale
+        if opts.as_run:
+            return groups, f
+        return tuple(NodeGroup(g.nodes, round(g.node_bytes / f), round(g.file_bytes / f), g.files)
+                     for g in groups), 1.0
     return full_size_groups(cfg, opts.nodes, opts.accelerators_per_node), 1.0
 
 
 def _tier_limits(tier_cfg, rate: float, kind: str, files: int, conc: int, run_nodes: int, what: str,
                  sources: dict, notes: list) -> LinkLimits:
-    """Link limits for a phase; a job-shared rate that one emulated node could not reach stays the
-    aggregate, and what the node reached becomes its cap."""
+    """Link limits for a phase (a write, a drain or a read); a job-shared rate that one emulated node
+    could not reach stays the aggregate, and what the node reached becomes its cap."""
     sb = tier_sharing(tier_cfg)
     lim = limits(sb, rate, kind=kind, files=files, concurrency=conc)
     e = tier_cfg.emulate
-    configured = e.write_gib_s * GIB if e is not None and e.write_gib_s else None
+    direction = "read" if kind == "read" else "write"
+    gib_s = getattr(e, f"{direction}_gib_s", None) if e is not None else None
+    configured = gib_s * GIB if gib_s else None
     if sb == "job" and sources.get(what) == "measured" and configured and rate < HOST_BOUND * configured:
         lim = LinkLimits(configured, rate / max(1, run_nodes))
         notes.append(f"{what}: the run reached {rate / GIB:.3g} GiB/s of the configured job-wide "
@@ -321,6 +332,9 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
     l_lat, g_lat = tier_latency(t.local) if local else 0.0, tier_latency(t.global_)
     local_read = _rate(t.local, "read", c.local_read_bps, "local_read", sources, required=False) if local else None
     global_read = _rate(t.global_, "read", c.global_read_bps, "global_read", sources, required=False)
+    read = {name: _tier_limits(tier, r, "read", files, 1, c.nodes, f"{name}_read", sources, notes)
+            if r is not None else None
+            for name, tier, r in (("local", t.local, local_read), ("global", t.global_, global_read))}
     for name, r in (("local", local_read), ("global", global_read)):
         if r is None and (name == "global" or local):
             notes.append(f"{name} reads: no rate configured or measured; restores from it cost only the restart")
@@ -333,10 +347,10 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
         local_latency_s=l_lat, global_latency_s=g_lat, drain_waves=math.ceil(files / cfg.drain.concurrency),
         coord_pre_s=c.coord_pre_s, coord_post_s=c.coord_post_s,
         housekeeping_s=_housekeeping(cfg, files, world_files, l_lat, g_lat, local, c.retention_request_s),
-        recovery_local_s=max(_recovery(t.local, local_read, groups, files, alone=False)) if local else 0.0,
-        recovery_global=tuple(_recovery(t.global_, global_read, groups, files, alone=True, nic_bps=nic,
+        recovery_local_s=max(_recovery(t.local, read["local"], groups, files, alone=False)) if local else 0.0,
+        recovery_global=tuple(_recovery(t.global_, read["global"], groups, files, alone=True, nic_bps=nic,
                                         design_limits=design and design[1])),
-        recovery_global_all_s=max(_recovery(t.global_, global_read, groups, files, alone=False, nic_bps=nic,
+        recovery_global_all_s=max(_recovery(t.global_, read["global"], groups, files, alone=False, nic_bps=nic,
                                             design_limits=design and design[1])),
         write_loads=_write_loads(cfg, groups, local),
         verify_read=_verify_read(cfg, opts, local, global_read, sources, design), sources=sources, notes=notes)
