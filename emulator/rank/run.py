@@ -62,6 +62,9 @@ class RankRun:
         self.cfg, self.out, self.duration = cfg, OutDir(out), duration
         self.comm = DistComm()
         self.bg_comm = DistComm(dist.new_group(backend="gloo"))
+        # where the next write may overlap a drain, the drain stage gets a group of its own
+        self.drain_comm = DistComm(dist.new_group(backend="gloo")) \
+            if cfg.checkpoint.async_waits_for == "local_write" else None
         self._build_tiers()
         self.claims = claim_tiers(self.comm, self.out.root, self.local, self.global_)  # before any write
         self.metrics = self._setup_metrics()
@@ -97,7 +100,8 @@ class RankRun:
             drain_concurrency=cfg.drain.concurrency, drain_verify=cfg.drain.verify, metrics=self.metrics,
             meta=dict(self.meta), on_local_full=cfg.checkpoint.on_local_full, on_failure=cfg.drain.on_failure,
             policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally,
-            spool_dir=str(self.out.spool(self.comm.node)), on_record=self._keep_record)
+            spool_dir=str(self.out.spool(self.comm.node)), on_record=self._keep_record,
+            async_waits_for=cfg.checkpoint.async_waits_for, drain_comm=self.drain_comm)
 
     def _keep_record(self, rec, event: str) -> None:
         """Append a checkpoint's record, as it starts and once it is over, to this attempt's file:
