@@ -53,6 +53,7 @@ from emulator.rank.training import ModeLoop
 from emulator.results.report import write_outputs as write_run_outputs
 from emulator.workload.device import place
 from emulator.workload.state import RankState
+from tiers.emulated import counted_as, device_waits
 
 
 class RankRun:
@@ -207,7 +208,8 @@ class RankRun:
     def _recover(self):
         """After a torchrun restart: restore the newest complete checkpoint and continue from it."""
         restorer = self._restorer()
-        rec = restorer.load()
+        with counted_as("restore"):
+            rec = restorer.load()
         if rec.ok and restorer.manifest is not None:
             lineage = restorer.manifest.meta.get("lineage") or []
             self.ckpt.lineage_base = [[a, min(b, rec.step)] for a, b in lineage if a <= rec.step]
@@ -222,7 +224,8 @@ class RankRun:
                 dropped = self.cfg.checkpoint.drop_page_cache and drop_page_cache()
             dropped_all &= self.comm.all_min(1.0 if dropped else 0.0) == 1.0
             self.comm.barrier()
-            records.append(restorer.load())
+            with counted_as("restore"):
+                records.append(restorer.load())
         return records, dropped_all
 
     def _stop_requested(self) -> bool:
@@ -266,7 +269,8 @@ class RankRun:
             fault_counts=dict(self.tally.counts), content=self.state.content.describe(),
             content_audit=content_audit, peak_rss_bytes=_peak_rss_bytes(),
             earlier_attempts=self._earlier_attempts(), device=self.placement.describe(),
-            staging=self.state.stager.describe())
+            staging=self.state.stager.describe(),
+            device_waits={"local": device_waits(self.local), "global": device_waits(self.global_)})
 
     def _audit_content(self) -> dict | None:
         try:
