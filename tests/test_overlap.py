@@ -80,6 +80,12 @@ def test_an_overlapped_write_keeps_the_local_tier_within_keep_plus_one(tmp_path)
     assert len(seen) == 5 and max(seen) <= 1, seen
 
 
+def test_an_unknown_wait_is_one_line_naming_the_key(tmp_path):
+    proc = ckpt_emu("run", "llama3-8b", "--set", "checkpoint.async_waits_for=drain", "--out", tmp_path / "out")
+    assert proc.returncode == 2 and "checkpoint.async_waits_for" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
 # ------------------------------------------------------------------ real runs
 
 RATE_GIB_S = 0.03  # the local device, each way: a ~6.7 MiB file takes ~0.22 s to write or to read

@@ -343,7 +343,7 @@ class Checkpointer:
             receipt.error = f"global write failed: {describe_error(exc)}"
 
     async def _drain_node(self, rec: CkptRecord, receipts: list[Receipt], *, written: bool) -> list[str]:
-        """Node leaders: local manifest, then the drain; everyone learns every node's outcome."""
+        """Node leaders drain their node's files; everyone learns every node's outcome."""
         comm = self.drain_comm
         mine = [r for r in receipts if r.node == comm.node]
         drain = None

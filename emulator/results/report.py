@@ -153,12 +153,16 @@ WAIT_PHASES = {"local_write": "local write", "drain": "drain", "restore": "resto
 WAIT_DEVICES = {"local": "local device", "global": "global share"}
 
 
+def _phase_order(phase: str) -> int:
+    return list(WAIT_PHASES).index(phase) if phase in WAIT_PHASES else len(WAIT_PHASES)
+
+
 def _device_wait_lines(results: dict) -> list[str]:
     """Which phases waited on which emulated device, and whether its reads and writes share it."""
     rows = [(WAIT_PHASES.get(phase, phase), direction, WAIT_DEVICES.get(tier, tier), _fmt_s(seconds),
              "yes" if w["shared"] else "no")
             for tier, w in (results.get("device_waits") or {}).items()
-            for phase in sorted(w["waits"], key=lambda p: list(WAIT_PHASES).index(p) if p in WAIT_PHASES else 99)
+            for phase in sorted(w["waits"], key=_phase_order)
             for direction, seconds in sorted(w["waits"][phase].items(), key=lambda d: d[0] != "write")]
     if not rows:
         return []
