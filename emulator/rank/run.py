@@ -274,8 +274,9 @@ class RankRun:
 
     def _audit_content(self) -> dict | None:
         try:
-            return audit_tiers([t for t in (self.local, self.global_) if t is not None], self.comm.rank,
-                               self.ckpt.loop)
+            with counted_as("audit"):  # the tool's own reads, apart from the job's phases
+                return audit_tiers([t for t in (self.local, self.global_) if t is not None], self.comm.rank,
+                                   self.ckpt.loop)
         except Exception:  # noqa: BLE001 - an audit must never fail a run
             self.tally.count("tier_error")
             return None

@@ -149,7 +149,8 @@ def _load_lines(results: dict) -> list[str]:
 
 
 #: the phases transfers are counted under (tiers.emulated.counted_as), in the report's order
-WAIT_PHASES = {"local_write": "local write", "drain": "drain", "restore": "restore", "other": "other (manifests)"}
+WAIT_PHASES = {"local_write": "local write", "drain": "drain", "restore": "restore",
+               "other": "other (manifests, listings)", "audit": "content audit (the tool's)"}
 WAIT_DEVICES = {"local": "local device", "global": "global share"}
 
 
