@@ -30,6 +30,9 @@ Who shares a bucket (``shared_by``):
 Latency: each request (call, stream open, sink commit) pays ``latency`` plus
 a uniform random extra in ``[0, jitter]`` from an RNG seeded with the rank;
 for transfers it comes after their bytes are due, overlapping the real I/O.
+Waits: every transfer's wait beyond its real I/O is added up per phase (what the
+caller named with ``counted_as``, e.g. "drain") and direction, so a report can
+say which phases waited on which device (``device_waits``).
 Capacity: writes that would exceed it fail with ``OSError(ENOSPC)`` before
 anything becomes visible. Usage starts from the inner tier's contents and is
 shared through ``shared_dir`` by every process writing to the same storage
@@ -38,6 +41,8 @@ shared through ``shared_dir`` by every process writing to the same storage
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import hashlib
 import math
 import os
@@ -55,6 +60,30 @@ from .pacing import FileTokenBucket, TokenBucket
 GIB = 1 << 30
 MIB = 1 << 20
 SHARED_BY = ("none", "rank", "node", "job")
+#: what the transfers started in this context are for; threads and tasks started in it inherit it
+_PHASE = contextvars.ContextVar("emulated_wait_phase", default="other")
+
+
+@contextlib.contextmanager
+def counted_as(phase: str):
+    """Count the emulated waits of the transfers made inside the block as ``phase``."""
+    token = _PHASE.set(phase)
+    try:
+        yield
+    finally:
+        _PHASE.reset(token)
+
+
+def device_waits(tier) -> dict | None:
+    """The first EmulatedTier behind ``tier``'s wrappers: {"shared": reads and writes share one
+    device, "waits": {phase: {direction: seconds}}}; None if nothing emulates a device."""
+    while tier is not None and not isinstance(tier, EmulatedTier):
+        tier = getattr(tier, "inner", None)
+    if tier is None:
+        return None
+    with tier._waits_lock:
+        waits = {phase: dict(by_dir) for phase, by_dir in tier._waits.items()}
+    return {"shared": tier.shares_device, "waits": waits}
 
 
 @dataclass(frozen=True)
@@ -92,12 +121,13 @@ class _Pacer:
     n / read_rate of the device's time and that time is not the writes'.
     """
 
-    def __init__(self, tier: "EmulatedTier", bucket: Callable[[], TokenBucket] | None, weight: float = 1.0):
-        self.tier, self.bucket, self.weight = tier, bucket, weight
+    def __init__(self, tier: "EmulatedTier", direction: str, bucket: Callable[[], TokenBucket] | None,
+                 weight: float = 1.0):
+        self.tier, self.direction, self.bucket, self.weight = tier, direction, bucket, weight
 
     def finish_sync(self, bucket: TokenBucket | None, n: int, start: float) -> None:
         if bucket is not None and n:
-            bucket.wait_until(bucket.reserve(n * self.weight, start))
+            self.tier._count(self.direction, bucket.wait_until(bucket.reserve(n * self.weight, start)))
 
     def bytes_due(self, bucket: TokenBucket | None, n: int, start: float) -> float:
         """Book ``n`` bytes moved from ``start`` on; when the emulated device has them (no wait)."""
@@ -146,7 +176,7 @@ class _ThrottledSink(WrappedSink):
             raise
         self._done = True
         answered = self._tier._answered(max(self._due, issued), f"commit {self._key}")
-        self._tier._wait_sync(self._bucket, answered)
+        self._tier._count("write", self._tier._wait_sync(self._bucket, answered))
         if capacity is not None:
             capacity.free(replaced)
 
@@ -222,11 +252,17 @@ class EmulatedTier(TierWrapper):
             path = Path(shared_dir) / f"capacity-{where}" if shared_dir else None
             self._capacity = Capacity(int(capacity_bytes), inner, path)
         self.duplex = duplex
-        self._writes = _Pacer(self, self._bucket_source(write_bps, "write"))
-        if duplex or not (write_bps and read_bps):
-            self._reads = _Pacer(self, self._bucket_source(read_bps, "read"))
+        self._waits, self._waits_lock = {}, threading.Lock()  # {phase: {direction: seconds}}
+        self._writes = _Pacer(self, "write", self._bucket_source(write_bps, "write"))
+        if not self.shares_device:
+            self._reads = _Pacer(self, "read", self._bucket_source(read_bps, "read"))
         else:  # one device: reads take their time out of the writes' bucket
-            self._reads = _Pacer(self, self._writes.bucket, weight=write_bps / read_bps)
+            self._reads = _Pacer(self, "read", self._writes.bucket, weight=write_bps / read_bps)
+
+    @property
+    def shares_device(self) -> bool:
+        """Reads and writes take their time out of one device (not duplex, both rates set)."""
+        return not self.duplex and bool(self.write_bps and self.read_bps)
 
     @classmethod
     def from_config(cls, inner: Tier, emulate_cfg: EmulateOptions, scope: TierScope | None = None) -> "EmulatedTier":
@@ -277,15 +313,23 @@ class EmulatedTier(TierWrapper):
         """When a request answers: once its bytes are due, plus one request latency."""
         return bytes_due + self.request_delay(what)
 
-    def _wait_sync(self, bucket: TokenBucket | None, deadline: float) -> None:
+    def _wait_sync(self, bucket: TokenBucket | None, deadline: float) -> float:
         delay = deadline - self._now(bucket)
         if delay > 0:
             self._sleep(delay)
+        return max(0.0, delay)
 
-    async def _wait(self, bucket: TokenBucket | None, deadline: float) -> None:
+    async def _wait(self, bucket: TokenBucket | None, deadline: float) -> float:
         delay = deadline - self._now(bucket)
         if delay > 0:
             await self._async_sleep(delay)
+        return max(0.0, delay)
+
+    def _count(self, direction: str, seconds: float) -> None:
+        """Add a transfer's wait beyond its real I/O to its phase's (``counted_as``) total."""
+        with self._waits_lock:
+            by_dir = self._waits.setdefault(_PHASE.get(), {})
+            by_dir[direction] = by_dir.get(direction, 0.0) + seconds
 
     async def _paced(self, pacer: _Pacer, op, nbytes, what: str):
         """``op()``, then wait until its bytes are due (n/rate from its start) plus the latency.
@@ -297,7 +341,8 @@ class EmulatedTier(TierWrapper):
         start = self._now(bucket)
         result = await op()
         n = nbytes(result) if callable(nbytes) else nbytes
-        await self._wait(bucket, self._answered(pacer.bytes_due(bucket, n, start), what))
+        waited = await self._wait(bucket, self._answered(pacer.bytes_due(bucket, n, start), what))
+        self._count(pacer.direction, waited)
         return result
 
     async def _write_whole(self, key: str, n: int, op) -> None:
@@ -365,7 +410,7 @@ class EmulatedTier(TierWrapper):
             bits.append(f"{self.latency_s * 1000:g} ms" + (f" +0-{self.jitter_s * 1000:g} ms" if self.jitter_s else ""))
         if self.shared_by != "none":
             bits.append(f"shared by {self.shared_by}")
-        if not self.duplex and self.write_bps and self.read_bps:
+        if self.shares_device:
             bits.append("reads and writes share the device")
         if self._capacity is not None:
             bits.append(f"capacity {self._capacity.limit / GIB:g} GiB")

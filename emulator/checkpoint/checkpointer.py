@@ -8,9 +8,20 @@ the training loop waits for it:
 - async: the loop waits only for the snapshot into reusable staging buffers
   (on a GPU, the device-to-host copy: ``d2h`` in the stall breakdown);
   the rest runs on a background event-loop thread. Before staging the next
-  checkpoint the loop waits for the previous one to finish (the staging
-  buffers are reused, and the drain must beat the next checkpoint); that
-  wait is stall, and counts as a deadline miss.
+  checkpoint the loop waits for the previous one (``async_waits_for``):
+  ``complete``, its whole pipeline (the drain must beat the next checkpoint),
+  or ``local_write``, only its file written (the staging buffers are free
+  then) and the one before it complete: the previous drain keeps running,
+  sharing the local device with the next write. Either wait is stall; a
+  previous checkpoint not complete when the next one is due is a deadline miss.
+
+Each checkpoint's pipeline has two stages: the write (``torch.save`` to the
+local tier, receipts, the node's local manifest) and the drain (the node's
+drain, its results, the global commit). Drains run in checkpoint order, and
+the global commit of N + 1 comes after N's. The write stage's collectives use
+``comm``; the drain stage's ``drain_comm``, a second gloo group when the two
+stages of consecutive checkpoints may overlap, so no group ever sees
+collectives of two pipelines interleaved in different orders on different ranks.
 
 Ranks coordinate through a dedicated gloo group: receipts are gathered after
 the local write (each node leader writes its node's local manifest, then
@@ -37,7 +48,10 @@ The stall ends when the checkpoint is complete on the global tier; deleting
 old checkpoints (retention) is housekeeping that runs afterwards, while the
 loop trains. The next checkpoint's pipeline waits for it on every rank (a
 barrier) before anything is written, so a tier never holds more than
-``keep`` + 1 checkpoints.
+``keep`` + 1 checkpoints. With ``local_write`` the next write may start while
+the previous checkpoint drains; its write stage first applies the local
+retention again (the draining checkpoint is the newest complete one locally,
+so it is kept), which keeps that bound on the local tier too.
 """
 from __future__ import annotations
 
@@ -60,6 +74,7 @@ from emulator.checkpoint.retry import RetryPolicy, describe_error, is_no_space, 
 from emulator.checkpoint.tally import Tally
 from emulator.errors import UserError
 from emulator.metrics import NULL_METRICS
+from tiers.emulated import counted_as
 
 
 class CheckpointFailed(UserError):
@@ -106,13 +121,22 @@ class Checkpointer:
     #: provenance written into manifests: the step ranges whose mutations the state holds
     first_step: int = 1
     lineage_base: list = field(default_factory=list)
+    #: what the next async checkpoint waits for of the previous one: "complete" or "local_write"
+    async_waits_for: str = "complete"
+    #: the drain stage's collectives (None: ``comm``; a group of its own where stages overlap)
+    drain_comm: object = None
     _inflight: concurrent.futures.Future = None
+    _written: concurrent.futures.Future = None  # the in-flight checkpoint's write stage
+    _older: concurrent.futures.Future = None  # the checkpoint before it, still draining (overlap)
+    _tail: asyncio.Task = None  # the newest pipeline (on the loop): the next drain waits for it
     _housekeeping: asyncio.Task = None  # retention etc. of the last checkpoint (not stall)
     _seq: int = 0
+    _local_steps: set = field(default_factory=set)  # complete on this node's local tier, by this run
 
     def __post_init__(self):
         self.loop = self.loop or LoopThread()
         self.tally = self.tally or Tally(self.metrics)
+        self.drain_comm = self.drain_comm or self.comm
         tp_pp = self.meta.get("tp", 1) * self.meta.get("pp", 1)
         self.mp_rank = self.comm.rank % tp_pp
         self.drainer = Drainer(self.local, self.global_, concurrency=self.drain_concurrency,
@@ -131,8 +155,7 @@ class Checkpointer:
         start = rec.start = time.time()
         if self._inflight is not None:
             rec.missed = not self._inflight.done()
-            inflight, self._inflight = self._inflight, None
-            inflight.result()
+            self._wait_for_previous()
         self.faults.checkpoint_started(rec.seq)
         rec.wait_s = time.time() - start
         t = time.time()
@@ -142,16 +165,28 @@ class Checkpointer:
             rec.d2h_s, rec.d2h_bytes = staged.device_s, staged.bytes
             self.events.append(Event(self.comm.rank, "d2h", t, t + staged.device_s))
         self.faults.hit("staging", rec.seq)
-        future = self.loop.submit(self._pipeline(rec))
+        written = concurrent.futures.Future()
+        future = self.loop.submit(self._pipeline(rec, written))
         if mode == "sync":
             future.result()
         else:
-            self._inflight = future
+            self._inflight, self._written = future, written
         rec.stall_s = time.time() - start
         self.records.append(rec)
         self.events.append(Event(self.comm.rank, "stall", start, start + rec.stall_s))
         self._observe_stall(rec)
         return rec
+
+    def _wait_for_previous(self) -> None:
+        """Async: wait for what the next checkpoint needs of the one in flight (``async_waits_for``)."""
+        inflight, self._inflight = self._inflight, None
+        if self.async_waits_for == "complete" or inflight.done():
+            inflight.result()  # raises what the pipeline raised (drain.on_failure)
+            return
+        self._written.result()  # the staging buffers are free: the drain may run on
+        if self._older is not None:
+            self._older.result()  # at most one drain behind the write
+        self._older = inflight
 
     def _observe_stall(self, rec: CkptRecord) -> None:
         m = self.metrics
@@ -167,20 +202,23 @@ class Checkpointer:
 
     def in_flight(self) -> bool:
         """Whether an async checkpoint's write, drain or commit is still running on this rank."""
-        return self._inflight is not None and not self._inflight.done()
+        return any(f is not None and not f.done() for f in (self._inflight, self._older))
 
     def finish(self) -> float:
         """Wait for the checkpoint in flight (end of a mode); returns the seconds waited."""
         t = time.time()
-        if self._inflight is not None:
-            inflight, self._inflight = self._inflight, None
-            inflight.result()
+        for name in ("_older", "_inflight"):
+            future = getattr(self, name)
+            setattr(self, name, None)
+            if future is not None:
+                future.result()
         self.loop.run(self._settle())
         return time.time() - t
 
     def resume(self) -> list:
         """Drain checkpoints complete locally but not globally (collective; before training)."""
-        return self.loop.run(resume(self))
+        with counted_as("drain"):
+            return self.loop.run(resume(self))
 
     def close(self) -> None:
         try:
@@ -190,18 +228,55 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ background pipeline
 
-    async def _pipeline(self, rec: CkptRecord) -> CkptRecord:
+    async def _pipeline(self, rec: CkptRecord, written: concurrent.futures.Future) -> CkptRecord:
+        previous, self._tail = self._tail, asyncio.current_task()
+        try:
+            receipt, receipts = await self._write_stage(rec)
+        finally:
+            written.set_result(None)  # the loop may stage the next checkpoint
+        if previous is not None:
+            await asyncio.wait({previous})  # drains in checkpoint order; its outcome is the loop's
+        # the previous checkpoint's housekeeping (global retention), before this drain adds a step
+        await self._settle()
+        await self._drain_stage(rec, receipts)
+        # the checkpoint is done: a sync loop may go on while old ones are deleted
+        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(rec, receipt.key))
+        if not rec.global_complete and not rec.skipped and self._stop_on_failure(rec.mode):
+            raise CheckpointFailed(
+                f"checkpoint at step {rec.step} ({rec.mode}) did not reach the global tier: {rec.error} "
+                f"(drain.on_failure={self.on_failure}; set drain.on_failure=continue to keep training)")
+        return rec
+
+    async def _write_stage(self, rec: CkptRecord) -> tuple[Receipt, list[Receipt]]:
+        """This rank's file, every rank's receipt, the node's local manifest (node leaders)."""
         # the previous checkpoint's housekeeping, on every rank (node leaders delete), before
         # any rank writes: a tier never holds more than keep + 1 checkpoints
         await self._settle()
+        if self.async_waits_for == "local_write" and len(self._local_steps) > self.keep:
+            # the last retention ran before the previous checkpoint was complete here; the one
+            # draining now is the newest complete one, so this keeps it
+            await self._retain_local()
         await asyncio.to_thread(self.comm.barrier)
-        receipt = await self._write_rank_file(rec)
+        with counted_as("local_write"):
+            receipt = await self._write_rank_file(rec)
         receipts = await asyncio.to_thread(self.comm.all_gather, receipt)
-        errors = [r.error for r in receipts if r.error]
         rec.skipped = any(r.skipped for r in receipts)
+        errors = [r.error for r in receipts if r.error]
         if self.comm.rank == 0 and not errors:  # MLPerf style: all bytes / slowest rank
             slowest = max(r.write_s for r in receipts)
             self.metrics.set_throughput("save", rec.mode, sum(r.size for r in receipts) / max(slowest, 1e-9))
+        mine = [r for r in receipts if r.node == self.comm.node]
+        if self.local is not None and self.comm.is_node_leader and not errors and \
+                all(r.where == "local" for r in mine):
+            rec.local_complete = await self._guarded(
+                self._write_manifest(self.local, "local", rec.step, rec.mode, [r.entry for r in mine]))
+            if rec.local_complete:
+                self._local_steps.add(rec.step)
+        return receipt, receipts
+
+    async def _drain_stage(self, rec: CkptRecord, receipts: list[Receipt]) -> None:
+        """The node's drain, then the global commit; on ``drain_comm``."""
+        errors = [r.error for r in receipts if r.error]
         if self.local is not None:
             errors += await self._drain_node(rec, receipts, written=not errors)
         rec.global_complete, rec.error = await self.commit_global(
@@ -213,13 +288,6 @@ class Checkpointer:
             self.metrics.observe_durability_lag(rec.mode, rec.lag_s)
         if self.on_record is not None:
             self.on_record(rec, "finished")
-        # the checkpoint is done: a sync loop may go on while old ones are deleted
-        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(rec, receipt.key))
-        if not rec.global_complete and not rec.skipped and self._stop_on_failure(rec.mode):
-            raise CheckpointFailed(
-                f"checkpoint at step {rec.step} ({rec.mode}) did not reach the global tier: {rec.error} "
-                f"(drain.on_failure={self.on_failure}; set drain.on_failure=continue to keep training)")
-        return rec
 
     async def _write_rank_file(self, rec: CkptRecord) -> Receipt:
         """This rank's file, to the local tier (or global: no local tier, or a full one)."""
@@ -275,17 +343,15 @@ class Checkpointer:
             receipt.error = f"global write failed: {describe_error(exc)}"
 
     async def _drain_node(self, rec: CkptRecord, receipts: list[Receipt], *, written: bool) -> list[str]:
-        """Node leaders: local manifest, then the drain; everyone learns every node's outcome."""
-        comm = self.comm
+        """Node leaders drain their node's files; everyone learns every node's outcome."""
+        comm = self.drain_comm
         mine = [r for r in receipts if r.node == comm.node]
         drain = None
         if comm.is_node_leader:
-            if written and all(r.where == "local" for r in mine):
-                rec.local_complete = await self._guarded(
-                    self._write_manifest(self.local, "local", rec.step, rec.mode, [r.entry for r in mine]))
             if written:
-                drain = await self.drainer.drain([r.entry for r in mine if r.where == "local"],
-                                                 after_file=lambda: self.faults.hit("drain", rec.seq))
+                with counted_as("drain"):
+                    drain = await self.drainer.drain([r.entry for r in mine if r.where == "local"],
+                                                     after_file=lambda: self.faults.hit("drain", rec.seq))
                 self._record_drain(drain)
         else:
             self.faults.hit("drain", rec.seq)
@@ -321,7 +387,7 @@ class Checkpointer:
                 except Exception as exc:  # noqa: BLE001
                     ok, errors = False, [f"global manifest: {describe_error(exc)}"]
         reason = " ".join("; ".join(errors).split())[:500]
-        return await asyncio.to_thread(self.comm.broadcast, (ok, reason))
+        return await asyncio.to_thread(self.drain_comm.broadcast, (ok, reason))
 
     # ------------------------------------------------------------------ after a checkpoint
 
@@ -335,9 +401,9 @@ class Checkpointer:
                                                          {"local": self.local, "global": self.global_}))
 
     async def _settle(self) -> None:
-        task, self._housekeeping = self._housekeeping, None
-        if task is not None:
-            await task  # never raises: every step is guarded
+        """Wait for the newest housekeeping (the write and the drain stage may both wait for it)."""
+        if self._housekeeping is not None:
+            await self._housekeeping  # never raises: every step is guarded
 
     def _stop_on_failure(self, mode: str) -> bool:
         return self.on_failure == "fail" or (self.on_failure == "auto" and mode == "sync")
@@ -362,6 +428,12 @@ class Checkpointer:
 
     async def retention(self) -> None:
         if self.local is not None and self.comm.is_node_leader:
-            await self._guarded(layout.apply_retention(self.local, self.keep))
+            await self._retain_local()
         if self.comm.rank == 0:
             await self._guarded(layout.apply_retention(self.global_, self.keep))
+
+    async def _retain_local(self) -> None:
+        """Node leaders: retention on the local tier, forgetting the steps it deleted."""
+        async def retain():
+            self._local_steps.difference_update(await layout.apply_retention(self.local, self.keep))
+        await self._guarded(retain())

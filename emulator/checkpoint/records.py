@@ -119,6 +119,8 @@ class RankResult(Record):
     earlier_attempts: list = field(default_factory=list)  # [{attempt, records}] of killed attempts
     device: dict = field(default_factory=lambda: {"kind": "cpu"})  # emulator.device.Placement.describe()
     staging: dict = field(default_factory=dict)  # emulator.staging.Stager.describe()
+    #: per tier, tiers.emulated.device_waits(): seconds waited on the emulated device per phase
+    device_waits: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = asdict(self)

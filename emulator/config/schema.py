@@ -134,6 +134,10 @@ class CheckpointConfig:
     protocol: str = "emulator"
     #: mlperf only: "both", or "write"/"read" as separate runs (reads within 30 s of the writes)
     phase: str = "both"
+    #: what the next async checkpoint waits for of the previous one: "complete" (its drain and
+    #: global commit too) or "local_write" (its file written; its drain may run on, sharing the
+    #: local device with the next write)
+    async_waits_for: str = "complete"
 
     def __post_init__(self):
         _check(self.interval_steps >= 1, "interval_steps", "must be >= 1")
@@ -146,6 +150,8 @@ class CheckpointConfig:
         _check(len(set(self.modes)) == len(self.modes), "modes", "lists a mode twice")
         _check(self.on_local_full in ("global", "skip"), "on_local_full", "must be 'global' or 'skip'")
         _check(self.protocol in ("emulator", "mlperf"), "protocol", "must be 'emulator' or 'mlperf'")
+        _check(self.async_waits_for in ("complete", "local_write"), "async_waits_for",
+               "must be 'complete' or 'local_write'")
         _check(self.phase in ("both", "write", "read"), "phase", "must be 'both', 'write' or 'read'")
         _check(self.phase == "both" or self.protocol == "mlperf", "phase",
                "write and read phases exist only with checkpoint.protocol: mlperf")

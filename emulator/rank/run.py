@@ -53,6 +53,7 @@ from emulator.rank.training import ModeLoop
 from emulator.results.report import write_outputs as write_run_outputs
 from emulator.workload.device import place
 from emulator.workload.state import RankState
+from tiers.emulated import counted_as, device_waits
 
 
 class RankRun:
@@ -62,6 +63,9 @@ class RankRun:
         self.cfg, self.out, self.duration = cfg, OutDir(out), duration
         self.comm = DistComm()
         self.bg_comm = DistComm(dist.new_group(backend="gloo"))
+        # where the next write may overlap a drain, the drain stage gets a group of its own
+        self.drain_comm = DistComm(dist.new_group(backend="gloo")) \
+            if cfg.checkpoint.async_waits_for == "local_write" else None
         self._build_tiers()
         self.claims = claim_tiers(self.comm, self.out.root, self.local, self.global_)  # before any write
         self.metrics = self._setup_metrics()
@@ -97,7 +101,8 @@ class RankRun:
             drain_concurrency=cfg.drain.concurrency, drain_verify=cfg.drain.verify, metrics=self.metrics,
             meta=dict(self.meta), on_local_full=cfg.checkpoint.on_local_full, on_failure=cfg.drain.on_failure,
             policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally,
-            spool_dir=str(self.out.spool(self.comm.node)), on_record=self._keep_record)
+            spool_dir=str(self.out.spool(self.comm.node)), on_record=self._keep_record,
+            async_waits_for=cfg.checkpoint.async_waits_for, drain_comm=self.drain_comm)
 
     def _keep_record(self, rec, event: str) -> None:
         """Append a checkpoint's record, as it starts and once it is over, to this attempt's file:
@@ -203,7 +208,8 @@ class RankRun:
     def _recover(self):
         """After a torchrun restart: restore the newest complete checkpoint and continue from it."""
         restorer = self._restorer()
-        rec = restorer.load()
+        with counted_as("restore"):
+            rec = restorer.load()
         if rec.ok and restorer.manifest is not None:
             lineage = restorer.manifest.meta.get("lineage") or []
             self.ckpt.lineage_base = [[a, min(b, rec.step)] for a, b in lineage if a <= rec.step]
@@ -218,7 +224,8 @@ class RankRun:
                 dropped = self.cfg.checkpoint.drop_page_cache and drop_page_cache()
             dropped_all &= self.comm.all_min(1.0 if dropped else 0.0) == 1.0
             self.comm.barrier()
-            records.append(restorer.load())
+            with counted_as("restore"):
+                records.append(restorer.load())
         return records, dropped_all
 
     def _stop_requested(self) -> bool:
@@ -262,12 +269,14 @@ class RankRun:
             fault_counts=dict(self.tally.counts), content=self.state.content.describe(),
             content_audit=content_audit, peak_rss_bytes=_peak_rss_bytes(),
             earlier_attempts=self._earlier_attempts(), device=self.placement.describe(),
-            staging=self.state.stager.describe())
+            staging=self.state.stager.describe(),
+            device_waits={"local": device_waits(self.local), "global": device_waits(self.global_)})
 
     def _audit_content(self) -> dict | None:
         try:
-            return audit_tiers([t for t in (self.local, self.global_) if t is not None], self.comm.rank,
-                               self.ckpt.loop)
+            with counted_as("audit"):  # the tool's own reads, apart from the job's phases
+                return audit_tiers([t for t in (self.local, self.global_) if t is not None], self.comm.rank,
+                                   self.ckpt.loop)
         except Exception:  # noqa: BLE001 - an audit must never fail a run
             self.tally.count("tier_error")
             return None

@@ -60,6 +60,7 @@ def _dual(m: dict, key: str) -> str:
 def format_table(results: dict) -> str:
     """The report: what ran where, the per-mode table, then loads, content, faults."""
     lines = _header_lines(results) + _mode_table(results) + _baseline_lines(results) + _load_lines(results)
+    lines += _device_wait_lines(results)
     modes = _shown_modes(results)
     for m in modes:
         for err in results["modes"][m]["errors"]:
@@ -145,6 +146,31 @@ def _load_lines(results: dict) -> list[str]:
     if not ld["ok"]:
         lines.append("  LOAD FAILED: " + (ld.get("errors") or ["no complete checkpoint could be restored"])[0])
     return lines
+
+
+#: the phases transfers are counted under (tiers.emulated.counted_as), in the report's order
+WAIT_PHASES = {"local_write": "local write", "drain": "drain", "restore": "restore",
+               "other": "other (manifests, listings)", "audit": "content audit (the tool's)"}
+WAIT_DEVICES = {"local": "local device", "global": "global share"}
+
+
+def _phase_order(phase: str) -> int:
+    return list(WAIT_PHASES).index(phase) if phase in WAIT_PHASES else len(WAIT_PHASES)
+
+
+def _device_wait_lines(results: dict) -> list[str]:
+    """Which phases waited on which emulated device, and whether its reads and writes share it."""
+    rows = [(WAIT_PHASES.get(phase, phase), direction, WAIT_DEVICES.get(tier, tier), _fmt_s(seconds),
+             "yes" if w["shared"] else "no")
+            for tier, w in (results.get("device_waits") or {}).items()
+            for phase in sorted(w["waits"], key=_phase_order)
+            for direction, seconds in sorted(w["waits"][phase].items(), key=lambda d: d[0] != "write")]
+    if not rows:
+        return []
+    head = ("phase", "direction", "device", "waited", "reads+writes share it")
+    widths = [max(len(str(x[i])) for x in rows + [head]) + 2 for i in range(len(head))]
+    return ["", "waited on the emulated devices (worst rank; beyond the real I/O):"] + \
+        ["  " + "".join(f"{x:<{w}}" for x, w in zip(row, widths)).rstrip() for row in [head] + rows]
 
 
 def _fault_lines(results: dict) -> list[str]:

@@ -196,6 +196,22 @@ def memory_summary(ranks: list[dict]) -> dict:
             "ratio": worst.get("peak_rss_bytes", 0) / budget if budget else None}
 
 
+def device_wait_summary(ranks: list[dict]) -> dict:
+    """Per emulated tier: whether reads and writes share its device, and per phase and direction
+    the seconds the worst rank's transfers waited on it beyond their real I/O."""
+    out = {}
+    for r in ranks:
+        for tier, w in (r.get("device_waits") or {}).items():
+            if w is None:
+                continue
+            mine = out.setdefault(tier, {"shared": w["shared"], "waits": {}})
+            for phase, by_dir in w["waits"].items():
+                into = mine["waits"].setdefault(phase, {})
+                for direction, seconds in by_dir.items():
+                    into[direction] = max(into.get(direction, 0.0), seconds)
+    return out
+
+
 def build_results(cfg, ranks: list[dict]) -> dict:
     ranks = sorted(ranks, key=lambda r: r["rank"])
     size = checkpoint_size(cfg.model, cfg.parallelism)
@@ -223,6 +239,7 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "content": content_summary(ranks),
         "memory": memory_summary(ranks),
         "device": device_summary(ranks),
+        "device_waits": device_wait_summary(ranks),
         "timeline": timeline(ranks, baseline["step_p99_s"] * SLOW_STEP_FACTOR if baseline else None),
         "per_rank": [{k: r.get(k) for k in ("rank", "node", "records", "loads", "earlier_attempts")} for r in ranks],
     }
