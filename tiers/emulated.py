@@ -51,6 +51,7 @@ from typing import BinaryIO, Callable, Optional
 from .base import OptionError, Sink, Tier, TierScope, TierWrapper, WrappedSink, validate_key
 from .capacity import Capacity, _run_sync
 from .pacing import FileTokenBucket, TokenBucket
+from .s3_limits import AWS_GET_PER_S, AWS_PUT_PER_S, RequestLimits, limit_requests
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -72,8 +73,14 @@ class EmulateOptions:
     #: reads and writes on separate paths (true), or one device that both share (false): a drain
     #: reading the device then slows the next checkpoint's write on it, and the other way round
     duplex: bool = True
+    #: an object store's requests per second per key prefix, 503 SlowDown beyond (s3 backend only;
+    #: null: no limit) and what a prefix is (null: the key up to its last '/'): tiers/s3_limits.py
+    put_per_s_per_prefix: Optional[float] = AWS_PUT_PER_S
+    get_per_s_per_prefix: Optional[float] = AWS_GET_PER_S
+    prefix_depth: Optional[int] = None
 
     def __post_init__(self):
+        RequestLimits.from_options(self)
         for name in ("write_gib_s", "read_gib_s", "capacity_gib"):
             value = getattr(self, name)
             if value is not None and not value > 0:
@@ -233,6 +240,7 @@ class EmulatedTier(TierWrapper):
         """Build from ``EmulateOptions`` (a config's ``emulate:`` section; GiB = 2**30 bytes, ms)."""
         c = emulate_cfg
         gib = lambda v: None if v is None else v * GIB  # noqa: E731
+        limit_requests(inner, RequestLimits.from_options(c), scope)
         return cls(inner, write_bps=gib(c.write_gib_s), read_bps=gib(c.read_gib_s),
                    latency_s=c.latency_ms / 1000, jitter_s=c.jitter_ms / 1000, shared_by=c.shared_by,
                    capacity_bytes=None if c.capacity_gib is None else int(c.capacity_gib * GIB),

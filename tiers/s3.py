@@ -190,8 +190,14 @@ class S3Tier(Transfers, Tier):
             s3={"addressing_style": "path"} if self.endpoint_url else None,
             request_checksum_calculation="when_required",
         )
-        return self._session.client("s3", endpoint_url=self.endpoint_url,
-                                    region_name=self.region, config=cfg)
+        client = self._session.client("s3", endpoint_url=self.endpoint_url, region_name=self.region, config=cfg)
+        s3_errors.retry_throttled(client)  # SlowDown: the same request again, after a backoff
+        return client
+
+    def on_request(self, handler) -> None:
+        """``handler(request)`` runs before each HTTP request; a response it returns stands in for
+        the server's (botocore's ``before-send``; tiers/s3_limits.py's emulated request limits)."""
+        self._client.meta.events.register("before-send.s3", handler)
 
     def _pool_get(self) -> cf.ThreadPoolExecutor:
         with self._pool_lock:

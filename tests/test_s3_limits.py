@@ -1,0 +1,156 @@
+"""An object store's request limits, emulated (tiers/s3_limits.py), on both test servers: a per-prefix
+rate answered with 503 SlowDown beyond it, the S3 tier's per-request backoff, and a drain that takes as
+long as the limit says and still completes."""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import crc32c
+import pytest
+from httpfaults import Rule, S3FaultProxy
+from s3server import s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
+
+from emulator.checkpoint import layout
+from emulator.checkpoint.drainer import Drainer
+from emulator.checkpoint.integrity import format_crc
+from emulator.checkpoint.layout import FileEntry, Manifest
+from emulator.checkpoint.retry import RetryPolicy
+from emulator.cli import main
+from tiers import s3_limits
+from tiers.base import OptionError, TierScope
+from tiers.directory import DirTier
+from tiers.emulated import EmulatedTier, EmulateOptions
+from tiers.s3 import S3Tier
+from tiers.s3_limits import PrefixLimiter, RequestLimits, _Rates, prefix_of
+
+MIB = 1 << 20
+
+
+def test_a_prefix_is_the_key_up_to_its_last_slash_or_its_first_folders():
+    key = "runs/a/step_00000001/rank00001.pt"
+    assert prefix_of(key) == "runs/a/step_00000001/"
+    assert prefix_of(key, depth=1) == "runs/"
+    assert prefix_of(key, depth=9) == "runs/a/step_00000001/"
+    assert prefix_of("top") == ""
+
+
+def test_a_request_counts_against_its_key_and_a_list_against_its_prefix():
+    lim = PrefixLimiter("b", RequestLimits())
+    assert lim.key_of("http://127.0.0.1:9/b/runs/step_1/x%20y.pt?partNumber=3&uploadId=u") == "runs/step_1/x y.pt"
+    assert lim.key_of("https://b.s3.amazonaws.com/runs/step_1/x.pt") == "runs/step_1/x.pt"
+    assert lim.key_of("http://127.0.0.1:9/b?list-type=2&prefix=runs%2Fstep_") == "runs/"
+    assert lim.key_of("http://127.0.0.1:9/b?list-type=2&prefix=runs%2Fstep_1%2F") == "runs/step_1/"
+    assert lim.key_of("http://127.0.0.1:9/bb/k") == "bb/k"  # another bucket's name is not stripped
+
+
+@pytest.mark.parametrize("rate", [100, 3500])
+def test_the_rate_admits_at_most_rate_x_seconds_plus_a_burst(rate, tmp_path):
+    """A tight loop of requests for 2 s of a fake clock: what gets through is the rate's, whether the
+    state is this process's or shared through a file; the other class and prefixes are not touched."""
+    for folder in (None, tmp_path / "shared"):
+        now = [1000.0]
+        rates = _Rates(folder, clock=lambda: now[0])
+        admitted = 0
+        for _ in range(int(2 * rate * 4)):  # 4 attempts per slot
+            admitted += rates.admit("put", "p/", rate)
+            now[0] += 1 / (4 * rate)
+        burst = max(1, rate * s3_limits.BURST_S)
+        assert 2 * rate <= admitted <= 2 * rate + burst
+        assert rates.admit("get", "p/", rate) and rates.admit("put", "q/", rate)
+
+
+@pytest.mark.parametrize("key,value", [("put_per_s_per_prefix", 0), ("get_per_s_per_prefix", -5),
+                                       ("prefix_depth", 0)])
+def test_a_bad_limit_is_one_line_naming_the_key(key, value, tmp_path, capsys):
+    with pytest.raises(OptionError, match=key):
+        EmulateOptions(**{key: value})
+    out = tmp_path / "out"
+    rc = main(["run", "--out", str(out), "--quiet", "--set", f"tiers.global.emulate.{key}={value}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and f"tiers.global.emulate.{key}" in err[0]
+    assert not out.exists()
+
+
+@pytest.fixture
+def proxy(s3_endpoint):
+    p = S3FaultProxy(s3_endpoint)
+    yield p
+    p.close()
+
+
+def test_a_throttled_part_is_retried_alone_not_the_whole_file(proxy, s3_bucket, tmp_path):
+    """Two SlowDowns on the first part: the S3 tier backs off and sends that part again; the upload
+    is not aborted, no other part is sent twice, and the drain needs no retry of its own."""
+    proxy.rules.append(Rule("PUT", "partNumber", 503, "SlowDown", "Please reduce your request rate.", remaining=2))
+    before = s3_limits.counts().get("slowdown_retry", 0)
+    tier = S3Tier(s3_bucket, endpoint_url=proxy.url, part_size=5 * MIB, max_concurrency=1)
+    local = DirTier(tmp_path / "local")
+    data = os.urandom(3 * 5 * MIB)
+    asyncio.run(local.put("f.pt", data))
+    result = asyncio.run(Drainer(local, tier, policy=RetryPolicy(retries=0))
+                         .drain([FileEntry("f.pt", 0, len(data), format_crc(crc32c.crc32c(data)))]))
+    assert result.ok and result.retries == 0
+    assert proxy.count("POST", "uploads") == 1 and proxy.count("DELETE", "uploadId") == 0
+    assert [proxy.count("PUT", "partNumber", str(n)) for n in (1, 2, 3)] == [3, 1, 1]
+    assert s3_limits.counts()["slowdown_retry"] - before == 2
+    asyncio.run(tier.close())
+
+
+FILES, PUT_PER_S = 1000, 100
+
+
+def _small_checkpoint(folder, step: int, files: int = FILES) -> tuple[DirTier, list[FileEntry]]:
+    """``files`` files of 1 KiB on a local tier: each drains in one PUT (one part)."""
+    local = DirTier(folder)
+    entries = []
+    for rank in range(files):
+        data = os.urandom(1024)
+        key = layout.rank_file_key(step, rank, 0, 0)
+        asyncio.run(local.put(key, data))
+        entries.append(FileEntry(key, rank, len(data), format_crc(crc32c.crc32c(data))))
+    return local, entries
+
+
+def test_draining_1000_parts_at_100_put_per_s_takes_10_s_counts_retries_and_completes(s3_bucket, s3_endpoint,
+                                                                                       tmp_path):
+    """The issue's check: with a limit of 100 PUT/s per prefix, a checkpoint of 1,000 one-part files
+    (one prefix: its step's folder) takes at least (1,000 PUTs + its manifest - burst) / 100 s to
+    become durable; the SlowDowns and their retries are counted, and the checkpoint is complete."""
+    step = 1
+    local, entries = _small_checkpoint(tmp_path / "local", step)
+    s3 = S3Tier(s3_bucket, prefix="ckpt", endpoint_url=s3_endpoint, max_concurrency=8)
+    scope = TierScope(shared_dir=str(tmp_path / "shared"))
+    tier = EmulatedTier.from_config(s3, EmulateOptions(put_per_s_per_prefix=PUT_PER_S), scope=scope)
+    before = s3_limits.counts()
+    start = time.monotonic()
+    result = asyncio.run(Drainer(local, tier, concurrency=8, policy=RetryPolicy(retries=3, backoff_s=0.1))
+                         .drain(entries))
+    assert result.ok, result.error
+    asyncio.run(layout.write_manifest(tier, Manifest(step, entries, world=FILES)))
+    seconds = time.monotonic() - start
+    after = s3_limits.counts()
+    assert seconds >= (FILES + 1 - max(1, PUT_PER_S * s3_limits.BURST_S)) / PUT_PER_S
+    assert after.get("slowdown", 0) > before.get("slowdown", 0)
+    assert after.get("slowdown_retry", 0) - before.get("slowdown_retry", 0) > 0
+    complete, seen = asyncio.run(layout.valid_steps(s3))
+    assert complete == seen == [step]
+    assert sorted(asyncio.run(s3.list(layout.step_dir(step) + "/"))) == sorted(
+        [e.key for e in entries] + [layout.manifest_key(step)])
+    asyncio.run(tier.close())
+
+
+def test_requests_well_under_the_default_limits_are_never_throttled(s3_bucket, s3_endpoint, tmp_path):
+    """AWS's limits (3,500 PUT/s, 5,500 GET/s) and a drain of 8 files at once, far below them: no
+    SlowDown, however the threads interleave (a thread that waited for the lock judges with the time
+    after its wait, not before)."""
+    local, entries = _small_checkpoint(tmp_path / "local", 1, files=200)
+    s3 = S3Tier(s3_bucket, endpoint_url=s3_endpoint, max_concurrency=8)
+    tier = EmulatedTier.from_config(s3, EmulateOptions(), scope=TierScope(shared_dir=str(tmp_path / "shared")))
+    before = s3_limits.counts().get("slowdown", 0)
+    result = asyncio.run(Drainer(local, tier, concurrency=8, policy=RetryPolicy(retries=0)).drain(entries))
+    assert result.ok, result.error
+    assert s3_limits.counts().get("slowdown", 0) == before
+    asyncio.run(tier.close())
+
