@@ -154,3 +154,92 @@ def test_requests_well_under_the_default_limits_are_never_throttled(s3_bucket, s
     assert s3_limits.counts().get("slowdown", 0) == before
     asyncio.run(tier.close())
 
+
+class ThreadComm:
+    """The collectives of ``ranks`` ranks that are threads of this process (8 per node)."""
+
+    def __init__(self, shared: dict, rank: int, ranks: int):
+        self.shared, self.rank, self.world_size = shared, rank, ranks
+        self.local_rank, self.local_world_size = rank % 8, min(8, ranks)
+        self.node, self.nodes = rank // 8, max(1, ranks // 8)
+
+    @property
+    def is_node_leader(self) -> bool:
+        return self.local_rank == 0
+
+    def all_gather(self, obj) -> list:
+        self.shared["slots"][self.rank] = obj
+        self.shared["barrier"].wait()
+        out = list(self.shared["slots"])
+        self.shared["barrier"].wait()
+        return out
+
+    def broadcast(self, obj, src: int = 0):
+        return self.all_gather(obj)[src]
+
+    def all_min(self, value: float) -> float:
+        return min(self.all_gather(value))
+
+    def all_max(self, value: float) -> float:
+        return max(self.all_gather(value))
+
+    def barrier(self) -> None:
+        self.shared["barrier"].wait()
+
+
+RANKS, GET_PER_S = 64, 100
+
+
+def test_a_restore_of_64_ranks_lists_the_global_tier_once(proxy, s3_bucket, tmp_path):
+    """DLIO issue 347: every rank LISTing the bucket on restart. 64 ranks (threads, each with its own
+    S3 client, as processes would have) restore from S3 under a low GET limit shared by all of them,
+    their local tiers lost: the global tier sees one LIST for the whole restore, one manifest GET per
+    rank, and every rank loads the checkpoint."""
+    import threading
+
+    from emulator.checkpoint.checkpointer import save_rank_file
+    from emulator.checkpoint.restore import Restorer
+    from emulator.config import load_config
+    from emulator.workload.state import RankState
+
+    cfg = load_config("llama3-70b", ["run.scale=0.00005"])
+    assert cfg.parallelism.world_size == RANKS
+    scope = TierScope(shared_dir=str(tmp_path / "shared"))
+    limits = EmulateOptions(put_per_s_per_prefix=None, get_per_s_per_prefix=GET_PER_S)
+
+    def global_tier():
+        s3 = S3Tier(s3_bucket, prefix="ckpt", endpoint_url=proxy.url, max_concurrency=2)
+        return EmulatedTier.from_config(s3, limits, scope=scope)
+
+    states = [RankState.from_config(cfg, r) for r in range(RANKS)]
+    writer, step, entries = global_tier(), 3, []
+    for r, state in enumerate(states):
+        state.snapshot()
+        key = layout.rank_file_key(step, r, state.coords.dp, 0)
+        size, crc = save_rank_file(state, writer, key, step)
+        entries.append(FileEntry(key, r, size, crc))
+    asyncio.run(layout.write_manifest(writer, Manifest(step, entries, world=RANKS)))
+    asyncio.run(writer.close())
+    proxy.requests.clear()
+
+    shared = {"slots": [None] * RANKS, "barrier": threading.Barrier(RANKS)}
+    records = [None] * RANKS
+
+    def rank(r: int) -> None:
+        tier = global_tier()
+        local = DirTier(tmp_path / f"local{r // 8}")  # lost with its node: empty
+        restorer = Restorer(states[r], [("local", local), ("global", tier)], ThreadComm(shared, r, RANKS))
+        records[r] = restorer.load()
+        asyncio.run(tier.close())
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(RANKS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(rec.ok and rec.step == step and rec.tier == "global" for rec in records), \
+        [rec.error or rec.fallbacks for rec in records if not rec.ok][:3]
+    lists = sum(1 for m, _, q in proxy.requests if m == "GET" and "list-type" in q)
+    manifest_gets = sum(1 for m, p, _ in proxy.requests if m == "GET" and p.endswith("/" + layout.MANIFEST))
+    assert lists == 1
+    assert manifest_gets == RANKS
