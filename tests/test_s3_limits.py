@@ -243,3 +243,21 @@ def test_a_restore_of_64_ranks_lists_the_global_tier_once(proxy, s3_bucket, tmp_
     manifest_gets = sum(1 for m, p, _ in proxy.requests if m == "GET" and p.endswith("/" + layout.MANIFEST))
     assert lists == 1
     assert manifest_gets == RANKS
+
+
+def test_a_run_under_a_low_limit_completes_and_reports_its_slowdowns(s3_bucket, s3_endpoint, tmp_path):
+    """``ckpt-emu run`` with the global tier at 5 PUT/s per prefix: every checkpoint still completes,
+    and results.json's fault counts and the report say how often S3 said SlowDown and what was retried."""
+    from emu import ckpt_emu, results, small_config
+
+    cfg = small_config(tmp_path, checkpoint={"saves": 2, "loads": 1, "keep": 2},
+                       tiers={"global": {"backend": "s3", "bucket": s3_bucket, "prefix": "runs",
+                                         "endpoint_url": s3_endpoint, "part_size_mib": 5,
+                                         "emulate": {"put_per_s_per_prefix": 5}}})
+    proc = ckpt_emu("run", cfg, "--quiet", check=True)
+    res = results(tmp_path / "out")
+    for mode, m in res["modes"].items():
+        assert m["checkpoints"] == 2 and m["incomplete"] == 0 and not m["errors"], (mode, m)
+    counts = res["faults"]["counts"]
+    assert counts["slowdown"] > 0 and counts["slowdown_retry"] > 0
+    assert f"slowdown_retry {counts['slowdown_retry']}" in proc.stdout
