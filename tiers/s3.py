@@ -61,6 +61,7 @@ from .s3_transfer import Transfers, crc32c_b64
 log = logging.getLogger(__name__)
 
 MIB = 1 << 20
+LIST_PAGE = 1000  # keys per LIST request: S3's maximum, asked for explicitly so every server pages alike
 LEASE_KEY = ".ckpt-emu.lease"  # tiers/s3_lease.py: never listed as an object
 
 
@@ -301,7 +302,8 @@ class S3Tier(Transfers, Tier):
         def pages():
             paginator = self._client.get_paginator("list_objects_v2")
             keys = []
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix,
+                                           PaginationConfig={"PageSize": LIST_PAGE}):
                 keys.extend(obj["Key"][len(self.prefix):] for obj in page.get("Contents", ())
                             if obj["Key"] != self.prefix + LEASE_KEY)
             return keys
