@@ -277,3 +277,29 @@ def test_a_listing_pages_at_1000_keys(proxy, s3_bucket, s3_endpoint):
     assert asyncio.run(tier.list("step_")) == [k[2:] for k in keys]
     assert [q.get("max-keys") for m, _, q in proxy.requests if m == "GET" and "list-type" in q] == [["1000"]] * 3
     asyncio.run(tier.close())
+
+
+def test_a_checkpoints_key_layout_counts_its_prefixes_and_requests_by_hand():
+    """Three files (one part exactly, one part and a byte, empty) and the manifest: 1 + (2 parts + create
+    + complete) + 1 + 1 = 7 PUT-class requests, all under the step's folder: one prefix, so AWS's
+    3,500 PUT/s is the whole checkpoint's ceiling; a prefix depth of 1 puts them under the tier's."""
+    part = 5 * MIB
+    files = [(0, 0, 0, part), (1, 0, 1, part + 1), (2, 1, 0, 0)]
+    k = layout.key_layout(files, part_size=part, tier_prefix="a/b")
+    assert (k.files, k.prefixes, k.put_requests) == (3, ["a/b/step_<8 digits>/"], 7)
+    assert (k.put_ceiling, k.get_ceiling, k.min_put_s) == (3500, 5500, 7 / 3500)
+    assert layout.key_layout(files, part_size=part, tier_prefix="a/b", prefix_depth=1).prefixes == ["a/"]
+
+
+def test_sizes_shows_the_global_tiers_prefixes_and_request_ceiling(capsys):
+    import json
+    import math
+
+    args = ["sizes", "llama3-8b", "--set", "tiers.global={backend: s3, bucket: b, prefix: runs}"]
+    assert main([*args, "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    hand = sum(math.ceil(b / (64 * MIB)) + 2 for b in obj["per_rank_bytes"]) + 1
+    k = obj["key_layout"]
+    assert (k["prefixes"], k["put_requests"], k["put_ceiling_per_s"]) == (1, hand, 3500)
+    assert main([*args, "--set", "tiers.global.emulate={put_per_s_per_prefix: 100}"]) == 0
+    assert f"{hand:,} PUT-class requests per checkpoint (64 MiB parts); ceiling 100/s PUT" in capsys.readouterr().out
