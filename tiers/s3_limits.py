@@ -83,7 +83,8 @@ class RequestLimits:
         """From ``emulate:`` (``EmulateOptions``), checking each value (OptionError names the key)."""
         for name in ("put_per_s_per_prefix", "get_per_s_per_prefix"):
             value = getattr(opts, name)
-            if value is not None and not (isinstance(value, (int, float)) and value > 0):
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if value is not None and not (number and value > 0):
                 raise OptionError(f"{name}: must be > 0 requests per second, or null for no limit")
         depth = opts.prefix_depth
         if depth is not None and not (isinstance(depth, int) and not isinstance(depth, bool) and depth >= 1):
