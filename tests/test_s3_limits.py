@@ -303,3 +303,10 @@ def test_sizes_shows_the_global_tiers_prefixes_and_request_ceiling(capsys):
     assert (k["prefixes"], k["put_requests"], k["put_ceiling_per_s"]) == (1, hand, 3500)
     assert main([*args, "--set", "tiers.global.emulate={put_per_s_per_prefix: 100}"]) == 0
     assert f"{hand:,} PUT-class requests per checkpoint (64 MiB parts); ceiling 100/s PUT" in capsys.readouterr().out
+
+
+def test_the_tier_says_which_limits_it_emulates(tmp_path):
+    s3 = S3Tier("b", endpoint_url="http://127.0.0.1:9", region="us-east-1")
+    opts = EmulateOptions(put_per_s_per_prefix=100, get_per_s_per_prefix=None, prefix_depth=2)
+    assert "100/s PUT, no limit GET per 2-folder prefix" in EmulatedTier.from_config(s3, opts).describe()
+    assert "per prefix" not in EmulatedTier.from_config(DirTier(tmp_path), EmulateOptions()).describe()

@@ -207,6 +207,8 @@ class _ThrottledReader:
 class EmulatedTier(TierWrapper):
     """Wraps ``inner`` and paces it; rates in bytes/s, times in seconds."""
 
+    request_limits = ""  # the inner S3 tier's emulated request limits, in words (from_config)
+
     def __init__(self, inner: Tier, write_bps: float | None = None, read_bps: float | None = None,
                  latency_s: float = 0.0, jitter_s: float = 0.0, shared_by: str = "none",
                  capacity_bytes: int | None = None, scope: TierScope | None = None, seed: int | None = None,
@@ -240,11 +242,13 @@ class EmulatedTier(TierWrapper):
         """Build from ``EmulateOptions`` (a config's ``emulate:`` section; GiB = 2**30 bytes, ms)."""
         c = emulate_cfg
         gib = lambda v: None if v is None else v * GIB  # noqa: E731
-        limit_requests(inner, RequestLimits.from_options(c), scope)
-        return cls(inner, write_bps=gib(c.write_gib_s), read_bps=gib(c.read_gib_s),
+        limiter = limit_requests(inner, RequestLimits.from_options(c), scope)
+        tier = cls(inner, write_bps=gib(c.write_gib_s), read_bps=gib(c.read_gib_s),
                    latency_s=c.latency_ms / 1000, jitter_s=c.jitter_ms / 1000, shared_by=c.shared_by,
                    capacity_bytes=None if c.capacity_gib is None else int(c.capacity_gib * GIB),
                    scope=scope, duplex=c.duplex)
+        tier.request_limits = limiter.limits.describe() if limiter is not None else ""
+        return tier
 
     # ------------------------------------------------------------------ pacing plumbing
 
@@ -377,5 +381,7 @@ class EmulatedTier(TierWrapper):
             bits.append("reads and writes share the device")
         if self._capacity is not None:
             bits.append(f"capacity {self._capacity.limit / GIB:g} GiB")
+        if self.request_limits:
+            bits.append(self.request_limits)
         return f"{self.inner.describe()} (emulated: {', '.join(bits) or 'pass-through'})"
 

@@ -91,6 +91,11 @@ class RequestLimits:
             raise OptionError("prefix_depth: must be an integer >= 1, or null (the key up to its last '/')")
         return cls(opts.put_per_s_per_prefix, opts.get_per_s_per_prefix, depth)
 
+    def describe(self) -> str:
+        rate = lambda v: "no limit" if v is None else f"{v:g}/s"  # noqa: E731
+        prefix = "prefix" if self.prefix_depth is None else f"{self.prefix_depth}-folder prefix"
+        return f"{rate(self.put_per_s)} PUT, {rate(self.get_per_s)} GET per {prefix}"
+
     @property
     def unlimited(self) -> bool:
         return self.put_per_s is None and self.get_per_s is None
