@@ -29,13 +29,13 @@ def proxy(s3_endpoint):
 
 @pytest.mark.parametrize("retries", [0, 2])
 def test_a_persistent_5xx_costs_retries_plus_one_requests_per_part(proxy, s3_bucket, tmp_path, retries):
-    proxy.rules.append(Rule("PUT", "partNumber", 503, "SlowDown", "Please reduce your request rate."))
+    proxy.rules.append(Rule("PUT", "partNumber", 503, "ServiceUnavailable", "Service is unable to handle request."))
     tier = S3Tier(s3_bucket, endpoint_url=proxy.url, part_size=5 * MIB, max_concurrency=1)
     local = DirTier(tmp_path / "local")
     asyncio.run(local.put("f.pt", os.urandom(PARTS * 5 * MIB)))
     result = asyncio.run(Drainer(local, tier, policy=RetryPolicy(retries=retries, backoff_s=0.01))
                          .drain([FileEntry("f.pt", 0, PARTS * 5 * MIB, "")]))
-    assert not result.ok and result.abandoned and "SlowDown" in result.error
+    assert not result.ok and result.abandoned and "ServiceUnavailable" in result.error
     attempts = retries + 1
     # the first failing part cancels the others of its attempt: part 1 is tried once per attempt
     assert proxy.count("PUT", "partNumber", "1") == attempts
@@ -67,12 +67,12 @@ def test_a_direct_write_streamed_to_s3_costs_retries_plus_one_requests_per_part(
     from emulator.config import load_config
     from emulator.workload.state import RankState
 
-    proxy.rules.append(Rule("PUT", "partNumber", 503, "SlowDown", "Please reduce your request rate."))
+    proxy.rules.append(Rule("PUT", "partNumber", 503, "ServiceUnavailable", "Service is unable to handle request."))
     tier = S3Tier(s3_bucket, endpoint_url=proxy.url, part_size=5 * MIB, max_concurrency=1)
     state = RankState.from_config(load_config("llama3-8b", ["run.scale=0.0005", "parallelism.ranks=1"]), 0)
     state.snapshot()  # the staged payload: 7 MiB, two parts
     policy = RetryPolicy(retries=retries, backoff_s=0.01)
-    with pytest.raises(Abandoned, match="SlowDown"):
+    with pytest.raises(Abandoned, match="ServiceUnavailable"):
         asyncio.run(retrying(policy, "direct write", lambda: asyncio.to_thread(
             save_rank_file, state, tier, "step_1/rank0.pt", 1)))
     attempts = retries + 1

@@ -56,6 +56,7 @@ from typing import BinaryIO, Callable, Optional
 from .base import OptionError, Sink, Tier, TierScope, TierWrapper, WrappedSink, validate_key
 from .capacity import Capacity, _run_sync
 from .pacing import FileTokenBucket, TokenBucket
+from .s3_limits import AWS_GET_PER_S, AWS_PUT_PER_S, RequestLimits, limit_requests
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -101,8 +102,14 @@ class EmulateOptions:
     #: reads and writes on separate paths (true), or one device that both share (false): a drain
     #: reading the device then slows the next checkpoint's write on it, and the other way round
     duplex: bool = True
+    #: an object store's requests per second per key prefix, 503 SlowDown beyond (s3 backend only;
+    #: null: no limit) and what a prefix is (null: the key up to its last '/'): tiers/s3_limits.py
+    put_per_s_per_prefix: Optional[float] = AWS_PUT_PER_S
+    get_per_s_per_prefix: Optional[float] = AWS_GET_PER_S
+    prefix_depth: Optional[int] = None
 
     def __post_init__(self):
+        RequestLimits.from_options(self)
         for name in ("write_gib_s", "read_gib_s", "capacity_gib"):
             value = getattr(self, name)
             if value is not None and not value > 0:
@@ -230,6 +237,8 @@ class _ThrottledReader:
 class EmulatedTier(TierWrapper):
     """Wraps ``inner`` and paces it; rates in bytes/s, times in seconds."""
 
+    request_limits = ""  # the inner S3 tier's emulated request limits, in words (from_config)
+
     def __init__(self, inner: Tier, write_bps: float | None = None, read_bps: float | None = None,
                  latency_s: float = 0.0, jitter_s: float = 0.0, shared_by: str = "none",
                  capacity_bytes: int | None = None, scope: TierScope | None = None, seed: int | None = None,
@@ -269,10 +278,13 @@ class EmulatedTier(TierWrapper):
         """Build from ``EmulateOptions`` (a config's ``emulate:`` section; GiB = 2**30 bytes, ms)."""
         c = emulate_cfg
         gib = lambda v: None if v is None else v * GIB  # noqa: E731
-        return cls(inner, write_bps=gib(c.write_gib_s), read_bps=gib(c.read_gib_s),
+        limiter = limit_requests(inner, RequestLimits.from_options(c), scope)
+        tier = cls(inner, write_bps=gib(c.write_gib_s), read_bps=gib(c.read_gib_s),
                    latency_s=c.latency_ms / 1000, jitter_s=c.jitter_ms / 1000, shared_by=c.shared_by,
                    capacity_bytes=None if c.capacity_gib is None else int(c.capacity_gib * GIB),
                    scope=scope, duplex=c.duplex)
+        tier.request_limits = limiter.limits.describe() if limiter is not None else ""
+        return tier
 
     # ------------------------------------------------------------------ pacing plumbing
 
@@ -414,5 +426,7 @@ class EmulatedTier(TierWrapper):
             bits.append("reads and writes share the device")
         if self._capacity is not None:
             bits.append(f"capacity {self._capacity.limit / GIB:g} GiB")
+        if self.request_limits:
+            bits.append(self.request_limits)
         return f"{self.inner.describe()} (emulated: {', '.join(bits) or 'pass-through'})"
 

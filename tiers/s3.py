@@ -61,6 +61,7 @@ from .s3_transfer import Transfers, crc32c_b64
 log = logging.getLogger(__name__)
 
 MIB = 1 << 20
+LIST_PAGE = 1000  # keys per LIST request: S3's maximum, asked for explicitly so every server pages alike
 LEASE_KEY = ".ckpt-emu.lease"  # tiers/s3_lease.py: never listed as an object
 
 
@@ -190,8 +191,14 @@ class S3Tier(Transfers, Tier):
             s3={"addressing_style": "path"} if self.endpoint_url else None,
             request_checksum_calculation="when_required",
         )
-        return self._session.client("s3", endpoint_url=self.endpoint_url,
-                                    region_name=self.region, config=cfg)
+        client = self._session.client("s3", endpoint_url=self.endpoint_url, region_name=self.region, config=cfg)
+        s3_errors.retry_throttled(client)  # SlowDown: the same request again, after a backoff
+        return client
+
+    def on_request(self, handler) -> None:
+        """``handler(request)`` runs before each HTTP request; a response it returns stands in for
+        the server's (botocore's ``before-send``; tiers/s3_limits.py's emulated request limits)."""
+        self._client.meta.events.register("before-send.s3", handler)
 
     def _pool_get(self) -> cf.ThreadPoolExecutor:
         with self._pool_lock:
@@ -295,7 +302,8 @@ class S3Tier(Transfers, Tier):
         def pages():
             paginator = self._client.get_paginator("list_objects_v2")
             keys = []
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix,
+                                           PaginationConfig={"PageSize": LIST_PAGE}):
                 keys.extend(obj["Key"][len(self.prefix):] for obj in page.get("Contents", ())
                             if obj["Key"] != self.prefix + LEASE_KEY)
             return keys

@@ -5,19 +5,39 @@ Every message names what failed in words a user can act on ("access denied",
 refused") and never carries a credential: any access key, secret key or
 session token the client holds is replaced by ``***``, and an endpoint URL is
 shown without a ``user:password@`` part.
+
+Throttling is the one error retried per request, inside the S3 tier
+(``retry_throttled``): a 503 SlowDown (or 429, Throttling) means "the same
+request, later", as every AWS SDK treats it, and a throttled part of a
+multipart upload must not cost the whole file (the run's retry policy would
+abort the upload and send every part again, which under a request limit only
+adds requests). Up to ``THROTTLE_RETRIES`` retries, backing off from
+``THROTTLE_BACKOFF_S``, doubling with jitter (0.5-1x), capped at
+``THROTTLE_MAX_BACKOFF_S``; past that the error reaches the caller's retry
+policy like any other transient one. Each such retry is counted
+(``s3_limits.counts()``, ``slowdown_retry``).
 """
 from __future__ import annotations
 
+import random
 from urllib.parse import urlsplit
 
 from botocore.exceptions import (BotoCoreError, ClientError, ConnectTimeoutError, EndpointConnectionError,
                                  NoCredentialsError, ParamValidationError, ReadTimeoutError)
 
+from . import s3_limits
 from .base import TierError
 
 NOT_FOUND = ("404", "NoSuchKey", "NotFound")
 CREDENTIALS_REJECTED = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
                         "TokenRefreshRequired")
+
+#: the codes S3 (and S3-compatible servers) answer when requests come too fast
+THROTTLE_CODES = ("SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
+                  "TooManyRequests", "TooManyRequestsException", "RequestThrottled")
+THROTTLE_RETRIES = 10
+THROTTLE_BACKOFF_S = 0.05
+THROTTLE_MAX_BACKOFF_S = 5.0
 
 
 class Cancelled(Exception):
@@ -44,6 +64,33 @@ def retryable(exc: BaseException) -> bool:
             _code(exc) in ("RequestTimeout", "SlowDown", "Throttling", "InternalError")
     return isinstance(exc, Exception) and not isinstance(
         exc, (TierError, Cancelled, NoCredentialsError, ParamValidationError, FileNotFoundError))
+
+
+def throttled(response) -> bool:
+    """Is botocore's (http response, parsed) a throttle: 429, a throttling code, or a 503 without
+    a body (a HEAD: S3 sends no error code there, and its 503s all mean "reduce your request rate")?"""
+    if response is None:
+        return False
+    http, parsed = response
+    code = (parsed or {}).get("Error", {}).get("Code", "")
+    return http.status_code == 429 or code in THROTTLE_CODES or (http.status_code == 503 and code in ("", "503"))
+
+
+def throttle_delay(retry: int) -> float:
+    """Seconds before the ``retry``-th retry of a throttled request."""
+    return min(THROTTLE_MAX_BACKOFF_S, THROTTLE_BACKOFF_S * 2 ** (retry - 1)) * random.uniform(0.5, 1.0)
+
+
+def retry_throttled(client) -> None:
+    """Hook ``client`` so a throttled request is sent again after a backoff (botocore's
+    ``needs-retry``: a number is the seconds it sleeps before the same request again)."""
+    def needs_retry(response=None, attempts=1, **_):
+        if attempts > THROTTLE_RETRIES or not throttled(response):
+            return None
+        s3_limits.count("slowdown_retry")
+        return throttle_delay(attempts)
+
+    client.meta.events.register("needs-retry.s3", needs_retry, unique_id="ckpt-emu-throttle-retry")
 
 
 def endpoint_text(endpoint_url: str | None) -> str:

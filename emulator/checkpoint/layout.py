@@ -16,6 +16,7 @@ outside the tier.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -23,11 +24,13 @@ from dataclasses import asdict, dataclass, field
 import crc32c
 
 from tiers.base import Tier, validate_key
+from tiers.s3_limits import AWS_GET_PER_S, AWS_PUT_PER_S, prefix_of
 
 FORMAT = "ckpt-emu/2"  # /2: the manifest carries its own CRC32C
 MANIFEST = "manifest.json"
 #: what a manifest's ``meta`` records of the run; a checkpoint resumes only into a run that matches them
 META_KEYS = ("preset", "scale", "tp", "pp", "dp", "zero_stage")
+MAX_PARTS = 10_000  # S3's limit on the parts of one upload (the S3 tier grows its parts to stay under it)
 _STEP_DIR = re.compile(r"^step_(\d{8})/")
 
 
@@ -173,3 +176,51 @@ async def apply_retention(tier: Tier, keep: int, *, protect: set[int] = frozense
     for step in doomed:
         await delete_checkpoint(tier, step)
     return doomed
+
+
+@dataclass(frozen=True)
+class KeyLayout:
+    """How one checkpoint's keys spread over an object store's prefixes, and the request-rate
+    ceiling that sets: each prefix takes ``put_per_s`` PUT-class and ``get_per_s`` GET-class
+    requests per second (AWS's documented limits unless the tier's ``emulate:`` says otherwise)."""
+
+    files: int
+    prefixes: list  # the distinct prefixes, with a step's folder written step_<8 digits>
+    put_requests: int  # per checkpoint: one PUT per file up to one part, else parts + 2; the manifest
+    put_per_s: float | None
+    get_per_s: float | None
+
+    @property
+    def put_ceiling(self) -> float | None:
+        return None if self.put_per_s is None else self.put_per_s * len(self.prefixes)
+
+    @property
+    def get_ceiling(self) -> float | None:
+        return None if self.get_per_s is None else self.get_per_s * len(self.prefixes)
+
+    @property
+    def min_put_s(self) -> float:
+        """The least time a checkpoint's PUT-class requests take at the ceiling."""
+        return 0.0 if self.put_ceiling is None else self.put_requests / self.put_ceiling
+
+    def to_dict(self) -> dict:
+        return {"files": self.files, "prefixes": len(self.prefixes), "prefix_names": self.prefixes,
+                "put_requests": self.put_requests, "put_per_s_per_prefix": self.put_per_s,
+                "get_per_s_per_prefix": self.get_per_s, "put_ceiling_per_s": self.put_ceiling,
+                "get_ceiling_per_s": self.get_ceiling, "min_put_s": self.min_put_s}
+
+
+def put_requests(size: int, part_size: int) -> int:
+    """PUT-class requests of one upload: one PUT up to a part, else create + parts + complete."""
+    return 1 if size <= part_size else min(math.ceil(size / part_size), MAX_PARTS) + 2
+
+
+def key_layout(files: list, *, part_size: int, tier_prefix: str = "", prefix_depth: int | None = None,
+               put_per_s: float | None = AWS_PUT_PER_S, get_per_s: float | None = AWS_GET_PER_S) -> KeyLayout:
+    """The layout of one checkpoint of ``files`` ((rank, dp, mp, size) each) on an object store whose
+    keys start with ``tier_prefix``; the manifest is one more PUT under the step's folder."""
+    base = tier_prefix.strip("/") + "/" if tier_prefix.strip("/") else ""
+    keys = [rank_file_key(0, rank, dp, mp) for rank, dp, mp, _ in files] + [manifest_key(0)]
+    prefixes = sorted({prefix_of(base + k, prefix_depth).replace(step_dir(0), "step_<8 digits>") for k in keys})
+    requests = sum(put_requests(size, part_size) for *_, size in files) + 1
+    return KeyLayout(len(files), prefixes, requests, put_per_s, get_per_s)

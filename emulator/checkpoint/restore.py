@@ -62,8 +62,10 @@ def drop_page_cache() -> bool:
 class Restorer:
     def __init__(self, state, tiers: list[tuple[str, object]], comm, *, metrics=NULL_METRICS,
                  loop=None, mode: str = "async", meta: dict | None = None,
-                 tally: Tally | None = None, policy: RetryPolicy | None = None):
+                 tally: Tally | None = None, policy: RetryPolicy | None = None,
+                 shared: tuple[str, ...] = ("global",)):
         self.state, self.tiers, self.comm, self.mode = state, tiers, comm, mode
+        self.shared = shared  # the tiers every rank of the job sees the same (listed by rank 0 only)
         self.policy = policy or RetryPolicy(retries=0)  # the run's one retry policy for tier requests
         self.metrics, self.loop = metrics, loop
         self.meta = meta or {}  # expected manifest meta (preset, scale, tp, ...); {} accepts any
@@ -79,8 +81,15 @@ class Restorer:
         return self._run(retrying(self.policy, what, make_coro))
 
     def candidate_steps(self) -> list[int]:
+        """Every step complete on some tier, newest first (collective). A tier is listed by one rank
+        of those that share it: a job-wide tier (``shared``) by rank 0, any other by each node's
+        leader. Every rank listing the bucket at once is a LIST storm (DLIO issue 347: at 512 ranks
+        S3 answered 503s and the restore aborted); this way a restore lists the global tier once,
+        and each rank then reads the one manifest of the step it tries."""
         mine = set()
-        for _, tier in self.tiers:
+        for name, tier in self.tiers:
+            if not (self.comm.rank == 0 if name in self.shared else self.comm.is_node_leader):
+                continue
             try:
                 mine |= set(self._retried("list checkpoints", lambda t=tier: layout.list_steps(t))[0])
             except Exception:  # noqa: BLE001 - an unreachable tier offers nothing

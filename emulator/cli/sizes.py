@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from emulator.checkpoint.layout import key_layout
 from emulator.cli.common import add_config_args, load
 from emulator.sizing import checkpoint_size
 from emulator.units import GIB
@@ -19,6 +20,7 @@ def cmd_sizes(args) -> int:
     cfg = load(args)
     size = checkpoint_size(cfg.model, cfg.parallelism)
     scale = cfg.run.scale
+    layout = _global_layout(cfg, size)
     obj = {
         "preset": cfg.model.name,
         "params": size.params,
@@ -35,6 +37,7 @@ def cmd_sizes(args) -> int:
         "run_bytes": size.run_bytes,
         "scale": scale,
         "run_bytes_scaled": int(size.run_bytes * scale),
+        "key_layout": None if layout is None else layout.to_dict(),
     }
     if args.json:
         print(json.dumps(obj, indent=1))
@@ -51,4 +54,29 @@ def cmd_sizes(args) -> int:
         print(f"    rank {r.rank:5d} (tp {r.tp}, pp {r.pp}, dp {r.dp}): {r.total_bytes / GIB:8.2f} GiB")
     if len(size.ranks) > 16:
         print(f"    ... {len(size.ranks) - 16} more")
+    if layout is not None:
+        print(_layout_line(layout, cfg.tiers.global_.options.part_size_mib))
     return 0
+
+
+def _global_layout(cfg, size):
+    """A checkpoint's keys on an S3 global tier, at full size: its prefixes and their request ceiling."""
+    tier = cfg.tiers.global_
+    if tier.backend != "s3":
+        return None
+    limits = tier.emulate
+    kw = {} if limits is None else {"put_per_s": limits.put_per_s_per_prefix,
+                                    "get_per_s": limits.get_per_s_per_prefix, "prefix_depth": limits.prefix_depth}
+    files = [(r.rank, r.dp, r.tp, r.total_bytes) for r in size.ranks]
+    return key_layout(files, part_size=tier.options.part_size_mib << 20, tier_prefix=tier.options.prefix or "", **kw)
+
+
+def _layout_line(k, part_mib: int) -> str:
+    where = k.prefixes[0] if len(k.prefixes) == 1 else f"{len(k.prefixes)} prefixes"
+    rate = lambda v: "no limit" if v is None else f"{v:,.0f}/s"  # noqa: E731
+    text = (f"  global tier keys: {k.files} files + 1 manifest under {where}: {k.put_requests:,} PUT-class "
+            f"requests per checkpoint ({part_mib} MiB parts); ceiling {rate(k.put_ceiling)} PUT, "
+            f"{rate(k.get_ceiling)} GET")
+    if k.put_ceiling is not None:
+        text += f": at least {k.min_put_s:.2f} s of requests per checkpoint"
+    return text

@@ -24,6 +24,7 @@ import asyncio
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -53,6 +54,7 @@ from emulator.rank.training import ModeLoop
 from emulator.results.report import write_outputs as write_run_outputs
 from emulator.workload.device import place
 from emulator.workload.state import RankState
+from tiers import s3_limits
 from tiers.emulated import counted_as, device_waits
 
 
@@ -188,9 +190,9 @@ class RankRun:
 
     def _first_step(self) -> int:
         """Continue numbering after the newest checkpoint any tier already holds."""
-        newest = 0
-        for tier in (self.local, self.global_):
-            if tier is not None:
+        newest = 0  # each tier listed by one of the ranks sharing it, not by every rank (a LIST storm)
+        for tier, lister in ((self.local, self.comm.is_node_leader), (self.global_, self.comm.rank == 0)):
+            if tier is not None and lister:
                 seen = self.ckpt.loop.run(list_steps(tier))[1]
                 newest = max([newest] + seen)
         return int(self.comm.all_max(newest)) + 1
@@ -266,7 +268,7 @@ class RankRun:
             stopped_early=stopped_early, failure=failure, attempt=self.attempt,
             resume=[r.to_dict() for r in self.resumed],
             recovery=self.recovery.to_dict() if self.recovery is not None else None,
-            fault_counts=dict(self.tally.counts), content=self.state.content.describe(),
+            fault_counts=dict(self.tally.counts + Counter(s3_limits.counts())), content=self.state.content.describe(),
             content_audit=content_audit, peak_rss_bytes=_peak_rss_bytes(),
             earlier_attempts=self._earlier_attempts(), device=self.placement.describe(),
             staging=self.state.stager.describe(),

@@ -1,0 +1,227 @@
+"""An object store's request limits, emulated: a request rate per key prefix, 503 SlowDown beyond it.
+
+AWS S3 documents 3,500 PUT/COPY/POST/DELETE and 5,500 GET/HEAD requests per
+second per prefix, and answers 503 SlowDown beyond that; moto, Ceph RGW and
+MinIO enforce no such limit, so a run against them cannot show whether a job's
+drains or restores would be throttled on AWS. ``emulate:`` of an ``s3`` tier
+applies these limits (``put_per_s_per_prefix``, ``get_per_s_per_prefix``,
+``prefix_depth``); other backends have no requests to limit and ignore them.
+
+Where: a botocore hook on the S3 tier's client (``before-send``) answers a
+request over the rate with the response S3 itself sends (HTTP 503,
+``<Code>SlowDown</Code>``) instead of sending it. Everything after is the real
+path: botocore parses it into the ``ClientError`` it raises for AWS, the S3
+tier backs off and retries that one request (``s3_errors.retry_throttled``),
+and past that budget the run's retry policy takes over. Not an HTTP proxy in
+front of the server (``tests/httpfaults.py``): a proxy is a test fixture, a
+limit is part of a run's config, as ``emulate:``'s bandwidth is. Not a Tier
+wrapper: one ``put_file`` is many requests (its parts), and a throttled part
+must cost that part's retry, not the whole file's.
+
+A prefix is the object's key (with the tier's ``prefix``) up to its last '/',
+or its first ``prefix_depth`` folders; a LIST counts against the prefix it
+lists. The rate is a GCRA per (prefix, class): a request is admitted while the
+prefix's admitted requests are due within a burst of 1/100 s of the rate (at
+least one request), and a refused request books nothing, so N requests to one
+prefix take at least (N - burst) / rate seconds. With ``shared_dir`` every
+process of the job shares each prefix's state (a small file under ``flock``,
+as ``tiers/pacing.py``'s buckets); without it each process has its own.
+
+``counts()`` says how often this process was throttled (``slowdown``) and
+retried a throttled request (``slowdown_retry``): the run adds them to its
+fault counts (results.json, the report).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import math
+import os
+import struct
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from .base import OptionError, TierScope, unwrap
+
+#: AWS S3's documented per-prefix limits (requests per second)
+AWS_PUT_PER_S = 3500
+AWS_GET_PER_S = 5500
+#: how much of a second's rate arrives at once without a refusal
+BURST_S = 0.01
+GET_CLASS = ("GET", "HEAD")  # everything else (PUT, POST, DELETE) is PUT-class
+
+_counts: Counter = Counter()
+_counts_lock = threading.Lock()
+
+
+def count(kind: str, n: int = 1) -> None:
+    with _counts_lock:
+        _counts[kind] += n
+
+
+def counts() -> dict:
+    """This process's throttling so far: ``slowdown`` (503s answered by the emulated limit) and
+    ``slowdown_retry`` (requests the S3 tier retried after a throttle, emulated or the server's)."""
+    with _counts_lock:
+        return {k: v for k, v in _counts.items() if v}
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """Requests per second per prefix (None: unlimited) and what a prefix is."""
+
+    put_per_s: float | None = AWS_PUT_PER_S
+    get_per_s: float | None = AWS_GET_PER_S
+    prefix_depth: int | None = None
+
+    @classmethod
+    def from_options(cls, opts) -> "RequestLimits":
+        """From ``emulate:`` (``EmulateOptions``), checking each value (OptionError names the key)."""
+        for name in ("put_per_s_per_prefix", "get_per_s_per_prefix"):
+            value = getattr(opts, name)
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if value is not None and not (number and value > 0):
+                raise OptionError(f"{name}: must be > 0 requests per second, or null for no limit")
+        depth = opts.prefix_depth
+        if depth is not None and not (isinstance(depth, int) and not isinstance(depth, bool) and depth >= 1):
+            raise OptionError("prefix_depth: must be an integer >= 1, or null (the key up to its last '/')")
+        return cls(opts.put_per_s_per_prefix, opts.get_per_s_per_prefix, depth)
+
+    def describe(self) -> str:
+        rate = lambda v: "no limit" if v is None else f"{v:g}/s"  # noqa: E731
+        prefix = "prefix" if self.prefix_depth is None else f"{self.prefix_depth}-folder prefix"
+        return f"{rate(self.put_per_s)} PUT, {rate(self.get_per_s)} GET per {prefix}"
+
+    @property
+    def unlimited(self) -> bool:
+        return self.put_per_s is None and self.get_per_s is None
+
+    def rate(self, method: str) -> float | None:
+        return self.get_per_s if method in GET_CLASS else self.put_per_s
+
+
+def prefix_of(key: str, depth: int | None = None) -> str:
+    """The prefix a key's requests count against: up to its last '/', or its first ``depth`` folders."""
+    folders = key.split("/")[:-1]
+    if depth is not None:
+        folders = folders[:depth]
+    return "".join(f + "/" for f in folders)
+
+
+class _Rates:
+    """GCRA admission per (class, prefix): in this process, or shared through files in ``folder``."""
+
+    def __init__(self, folder: Path | None, clock=time.time):
+        self.folder, self.clock = folder, clock
+        self._tat: dict = {}
+        self._lock = threading.Lock()
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def _next(tat: float, now: float, rate: float) -> float | None:
+        """The new due time if a request may go now, else None (refused: nothing booked)."""
+        interval = 1.0 / rate
+        tolerance = (max(1.0, rate * BURST_S) - 1) * interval
+        if tat - now > tolerance:
+            return None
+        return max(tat, now) + interval
+
+    def admit(self, klass: str, prefix: str, rate: float) -> bool:
+        """Admit a request now? The clock is read under the lock: a thread that waited for it must
+        not judge with the time it had before (it would see the others' bookings as a burst)."""
+        with self._lock:
+            if self.folder is None:
+                tat = self._next(self._tat.get((klass, prefix), -math.inf), self.clock(), rate)
+                if tat is not None:
+                    self._tat[(klass, prefix)] = tat
+                return tat is not None
+            return self._admit_shared(klass, prefix, rate)
+
+    def _admit_shared(self, klass: str, prefix: str, rate: float) -> bool:
+        name = hashlib.sha1(f"{klass}|{prefix}".encode()).hexdigest()[:20]
+        fd = os.open(self.folder / name, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 8, 0)
+            tat = self._next(struct.unpack("<d", raw)[0] if len(raw) == 8 else -math.inf, self.clock(), rate)
+            if tat is not None:
+                os.pwrite(fd, struct.pack("<d", tat), 0)
+            return tat is not None
+        finally:
+            os.close(fd)  # also drops the lock
+
+
+class PrefixLimiter:
+    """The botocore ``before-send`` hook: a 503 SlowDown for a request over its prefix's rate."""
+
+    def __init__(self, bucket: str, limits: RequestLimits, folder: Path | None = None):
+        self.bucket, self.limits = bucket, limits
+        self._rates = _Rates(folder)
+
+    def key_of(self, url: str) -> str:
+        """The object key a request addresses (path-style or virtual-hosted), or a LIST's prefix."""
+        parts = urlsplit(url)
+        path = unquote(parts.path)
+        if not (parts.hostname or "").startswith(self.bucket + "."):  # path-style: /bucket/key
+            if path == "/" + self.bucket or path.startswith(f"/{self.bucket}/"):
+                path = path[len(self.bucket) + 1:]
+        key = path[1:] if path.startswith("/") else path
+        if not key:  # a request on the bucket: a LIST counts against the prefix it lists
+            key = parse_qs(parts.query).get("prefix", [""])[0]
+            return key if key.endswith("/") else prefix_of(key)
+        return key
+
+    def admit(self, method: str, url: str) -> bool:
+        rate = self.limits.rate(method)
+        if rate is None:
+            return True
+        klass = "get" if method in GET_CLASS else "put"
+        return self._rates.admit(klass, prefix_of(self.key_of(url), self.limits.prefix_depth), rate)
+
+    def before_send(self, request, **_):
+        """botocore's ``before-send``: None lets the request go; a response stands in for the server's."""
+        if self.admit(request.method, request.url):
+            return None
+        count("slowdown")
+        return slow_down_response(request)
+
+
+class _Body:
+    def __init__(self, data: bytes):
+        self._data = data
+
+    def stream(self, **_):
+        yield self._data
+
+
+def slow_down_response(request):
+    """What S3 answers a request over its prefix's rate: 503 with an XML SlowDown error (no body
+    for a HEAD)."""
+    from botocore.awsrequest import AWSResponse
+
+    xml = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code>"
+           b"<Message>Please reduce your request rate.</Message><RequestId>ckpt-emu</RequestId></Error>")
+    body = b"" if request.method == "HEAD" else xml
+    headers = {"Content-Type": "application/xml", "Content-Length": str(len(body))}
+    return AWSResponse(request.url, 503, headers, _Body(body))
+
+
+def limit_requests(tier, limits: RequestLimits, scope: TierScope | None = None) -> PrefixLimiter | None:
+    """Apply ``limits`` to ``tier``'s requests if its backend makes any (``on_request``: the S3
+    tier); the limiter, or None where there is nothing to limit."""
+    inner = unwrap(tier)
+    on_request = getattr(inner, "on_request", None)
+    if on_request is None or limits.unlimited:
+        return None
+    folder = None
+    if scope is not None and scope.shared_dir:
+        store = hashlib.sha1(f"{inner.endpoint_url}|{inner.bucket}".encode()).hexdigest()[:16]
+        folder = Path(scope.shared_dir) / f"requests-{store}"
+    limiter = PrefixLimiter(inner.bucket, limits, folder)
+    on_request(limiter.before_send)
+    return limiter
