@@ -60,6 +60,7 @@ from emulator.checkpoint.retry import RetryPolicy, describe_error, is_no_space, 
 from emulator.checkpoint.tally import Tally
 from emulator.errors import UserError
 from emulator.metrics import NULL_METRICS
+from tiers.s3_requests import Bill, charge_task_to
 
 
 class CheckpointFailed(UserError):
@@ -194,6 +195,7 @@ class Checkpointer:
         # the previous checkpoint's housekeeping, on every rank (node leaders delete), before
         # any rank writes: a tier never holds more than keep + 1 checkpoints
         await self._settle()
+        bill = charge_task_to(Bill("checkpoint", self.metrics.count_s3_request))
         await asyncio.to_thread(self.comm.barrier)
         receipt = await self._write_rank_file(rec)
         receipts = await asyncio.to_thread(self.comm.all_gather, receipt)
@@ -211,10 +213,11 @@ class Checkpointer:
         if rec.global_complete:
             rec.durable_at, rec.lag_s = now, now - (rec.start + rec.wait_s)
             self.metrics.observe_durability_lag(rec.mode, rec.lag_s)
+        rec.requests = bill.counts()
         if self.on_record is not None:
             self.on_record(rec, "finished")
         # the checkpoint is done: a sync loop may go on while old ones are deleted
-        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(rec, receipt.key))
+        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(rec, receipt.key, bill))
         if not rec.global_complete and not rec.skipped and self._stop_on_failure(rec.mode):
             raise CheckpointFailed(
                 f"checkpoint at step {rec.step} ({rec.mode}) did not reach the global tier: {rec.error} "
@@ -325,14 +328,16 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ after a checkpoint
 
-    async def _housekeep(self, rec: CkptRecord, key: str) -> None:
-        """After a checkpoint: free an incomplete local copy, apply retention, inject corruption."""
+    async def _housekeep(self, rec: CkptRecord, key: str, bill: Bill) -> None:
+        """After a checkpoint: free an incomplete local copy, apply retention, inject corruption;
+        its S3 requests are the checkpoint's too (``bill``)."""
         if self.local is not None and self.comm.is_node_leader and not rec.local_complete:
             # this node's local copy can never become complete: free the space now
             await self._guarded(layout.delete_checkpoint(self.local, rec.step))
         await self.retention()
         await self._guarded(self.faults.after_checkpoint(rec.seq, rec.step, key,
                                                          {"local": self.local, "global": self.global_}))
+        rec.requests = bill.counts()
 
     async def _settle(self) -> None:
         task, self._housekeeping = self._housekeeping, None
