@@ -181,3 +181,27 @@ def test_malformed_price_table_is_one_line_and_exit_2(tmp_path, override, key):
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and re.match(rf"ckpt-emu: error: {re.escape(key)}: ", proc.stderr), proc.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "local").exists()
+
+
+# ------------------------------------------------------------------ simulate: the job's requests and rates
+
+def test_simulate_scales_requests_to_the_job_from_the_layout(tmp_path):
+    """design-nvme-s3 on 4 nodes: 8 files of 3.27 GiB per node in 16 MiB parts, drain.verify=checksum."""
+    import json
+    proc = ckpt_emu("simulate", "design-nvme-s3", "--nodes", "4", "--days", "1", "--json", "--out", tmp_path,
+                    check=True)
+    info = json.loads(proc.stdout)
+    (group,) = info["design"]["groups"]
+    files, parts = group["nodes"] * group["files"], math.ceil(group["file_bytes"] / (16 * MIB))
+    assert (files, parts) == (32, 210)
+    s3 = info["s3"]
+    assert s3["checkpoint"] == {"CreateMultipartUpload": files, "UploadPart": files * parts,
+                                "CompleteMultipartUpload": files, "HEAD": files,
+                                "GET": files * parts + 3,  # the read-back in ranged GETs; retention's 3
+                                "PUT": 1, "LIST": 2, "DELETE": files + 1}
+    assert s3["restore"] == {"LIST": files, "HEAD": files, "GET": files * (1 + s3cost.META_GETS + parts)}
+    assert s3["drain_per_s"]["put"] > 0 and s3["restore_per_s"]["get"] > 0
+    assert s3["cost"]["per_checkpoint_usd"] == pytest.approx(
+        (files * (parts + 2) + 3) / 1000 * 0.005 + (files * (parts + 1) + 3) / 1000 * 0.0004)
+    text = ckpt_emu("simulate", "design-nvme-s3", "--nodes", "4", "--days", "1", "--out", tmp_path, check=True)
+    assert "GET-class/s" in text.stdout and "S3 cost at the simulated interval: $" in text.stdout

@@ -67,7 +67,7 @@ def s3_summary(cfg, ranks: list[dict]) -> dict | None:
 
 
 def _kinds(counts: dict) -> str:
-    return ", ".join(f"{k} {v:g}" for k, v in counts.items()) or "none"
+    return ", ".join(f"{k} {v:,.4g}" for k, v in counts.items()) or "none"
 
 
 def s3_lines(results: dict) -> list[str]:
