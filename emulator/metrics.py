@@ -61,11 +61,11 @@ DIRECTIONS = ("write", "read")
 #: every kind ``emulator.tally.Tally.count`` is called with, plus "drain_failed"
 #: (counted here by ``drain_finished(ok=False)``: any drain that ended incomplete;
 #: "drain_abandoned" is the subset whose retries ran out).
+FAULT_KINDS = ("injected", "checksum_mismatch", "drain_abandoned", "drain_failed", "drain_retry",
+               "local_full", "tier_error")
 #: S3 request kinds (tiers/s3_requests.py) and the phases they are charged to
 S3_KINDS = s3_requests.KINDS
 S3_PHASES = ("checkpoint", "restore")
-FAULT_KINDS = ("injected", "checksum_mismatch", "drain_abandoned", "drain_failed", "drain_retry",
-               "local_full", "tier_error")
 
 #: 1 ms .. 10 min, roughly 1-2.5-5 per decade: staging copies are milliseconds,
 #: drains of full-size checkpoints are minutes.

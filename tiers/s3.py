@@ -164,7 +164,8 @@ class S3Tier(Transfers, Tier):
         if client is None:
             self._session = _new_session()
             client = self._make_client(max_attempts)
-        count_requests(client, self.requests)
+        else:  # an injected client is counted too
+            count_requests(client, self.requests)
         self._client = client
         self._probe_client = None if self._session else client
         self._pool: cf.ThreadPoolExecutor | None = None
