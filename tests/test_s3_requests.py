@@ -205,3 +205,34 @@ def test_simulate_scales_requests_to_the_job_from_the_layout(tmp_path):
         (files * (parts + 2) + 3) / 1000 * 0.005 + (files * (parts + 1) + 3) / 1000 * 0.0004)
     text = ckpt_emu("simulate", "design-nvme-s3", "--nodes", "4", "--days", "1", "--out", tmp_path, check=True)
     assert "GET-class/s" in text.stdout and "S3 cost at the simulated interval: $" in text.stdout
+
+
+# ------------------------------------------------------------------ tune: the cost at the recommended interval
+
+def test_tune_prices_the_jobs_checkpoint_at_the_recommended_interval(tmp_path, monkeypatch):
+    """tune's emulation runs faked as in test_tune.py; the global tier is S3 in 64 MiB parts."""
+    import copy
+
+    import yaml
+    from test_tune import L405_SUBSET, _faked_tune
+
+    from emulator.config import load_config
+    data = copy.deepcopy(L405_SUBSET)
+    data["tiers"]["global"] = {"backend": "s3", "bucket": "priced", "part_size_mib": 64,
+                               "emulate": {"write_gib_s": 400.0, "read_gib_s": 800.0, "shared_by": "job"}}
+    path = tmp_path / "l405-s3.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cfg = load_config(str(path), [f"run.out={tmp_path / 'out'}"])
+    tune_mod, _ = _faked_tune(monkeypatch)
+    r = tune_mod.tune(cfg, accelerators=16384)
+    files, file_bytes = 16384, -(-r["checkpoint_bytes"] // 16384)
+    parts = math.ceil(file_bytes / (64 * MIB))
+    read_back = 1 if parts <= 4 else parts  # drain.verify=checksum reads every copy back
+    put_class, get_class = files * (parts + 2) + 1 + 2, files * (1 + read_back) + 3
+    per_ckpt = put_class / 1000 * 0.005 + get_class / 1000 * 0.0004
+    storage_day = 2 * r["checkpoint_bytes"] / (1 << 30) * 0.023 / (730 / 24)
+    cost = r["s3_cost"]
+    assert cost["interval_s"] == r["recommended"]["interval_s"]
+    assert cost["per_checkpoint_usd"] == pytest.approx(per_ckpt)
+    assert cost["per_day_usd"] == pytest.approx(86400 / cost["interval_s"] * per_ckpt + storage_day)
+    assert f"S3 cost at the recommended interval: {s3cost.format_cost(cost)}" in tune_mod.format_tune(r)
