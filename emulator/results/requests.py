@@ -30,7 +30,7 @@ def _mean(per: list[dict]) -> dict:
 
 def measured_requests(ranks: list[dict]) -> dict:
     """Per checkpoint (mode, step) and per restore, every rank's requests summed; the run's total."""
-    steps = sorted({(x["mode"], x["step"]) for r in ranks for x in r["records"]})
+    steps = sorted({(x["mode"], x["step"]) for r in ranks for x in r["records"]}, key=lambda ms: (ms[1], ms[0]))
     checkpoints = [{"mode": m, "step": s, "requests": _summed(
         x.get("requests") for r in ranks for x in r["records"] if (x["mode"], x["step"]) == (m, s))}
         for m, s in steps]
