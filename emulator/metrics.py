@@ -47,6 +47,8 @@ import threading
 import time
 from pathlib import Path
 
+from tiers import s3_requests
+
 PREFIX = "ckpt_emu_"
 MODES = ("none", "sync", "async")  # "none": the no-checkpoint baseline
 TIERS = ("local", "global")
@@ -61,6 +63,9 @@ DIRECTIONS = ("write", "read")
 #: "drain_abandoned" is the subset whose retries ran out).
 FAULT_KINDS = ("injected", "checksum_mismatch", "drain_abandoned", "drain_failed", "drain_retry",
                "local_full", "tier_error")
+#: S3 request kinds (tiers/s3_requests.py) and the phases they are charged to
+S3_KINDS = s3_requests.KINDS
+S3_PHASES = ("checkpoint", "restore")
 
 #: 1 ms .. 10 min, roughly 1-2.5-5 per decade: staging copies are milliseconds,
 #: drains of full-size checkpoints are minutes.
@@ -98,6 +103,7 @@ _COUNTERS = {
     "stall_seconds": (("mode",), "Wall time the training loop was blocked by checkpointing (summed over the node's ranks)."),
     "faults": (("kind",), "Injected faults, checksum mismatches, drain retries, abandoned and failed drains, full local tier, tier errors."),
     "checkpoints_completed": (("tier",), "Checkpoints that became complete (manifest written) on the tier."),
+    "s3_requests": (("kind", "phase"), "S3 requests sent (every attempt, retries included) by kind, charged to checkpoints (retention included) or restores."),
 }
 _HISTOGRAMS = {
     "checkpoint_stall_seconds": (("mode",), "Time one rank's training loop was blocked by one checkpoint, waits for a late drain included."),
@@ -172,6 +178,9 @@ class Metrics:
             self._c["faults"].labels(kind=kind)
         for tier in TIERS:
             self._c["checkpoints_completed"].labels(tier=tier)
+        for kind in S3_KINDS:
+            for phase in S3_PHASES:
+                self._c["s3_requests"].labels(kind=kind, phase=phase)
         self._g["last_durability_lag_seconds"].set(0)
 
     def set_info(self, *, preset: str, scale: float, ranks: int, nodes: int, modes: list[str], version: str):
@@ -317,6 +326,11 @@ class Metrics:
     def set_throughput(self, op: str, mode: str, bytes_per_second: float):
         self._g["throughput_bytes_per_second"].labels(
             op=_check("op", op, OPS), mode=_check("mode", mode, MODES)).set(max(0.0, bytes_per_second))
+
+    def count_s3_request(self, kind: str, phase: str):
+        """One S3 request (any thread: the hook of tiers/s3_requests.py calls it as it is sent)."""
+        self._c["s3_requests"].labels(kind=_check("kind", kind, S3_KINDS),
+                                      phase=_check("phase", phase, S3_PHASES)).inc()
 
     def count_fault(self, kind: str):
         self._c["faults"].labels(kind=_check("kind", kind, FAULT_KINDS)).inc()

@@ -239,6 +239,17 @@ def panels() -> list[timeseries.Panel]:
          target(f"histogram_quantile(0.99, sum by (le, mode) "
                 f"(rate(ckpt_emu_durability_lag_seconds_bucket{{{J}}}[$window])))", "p99 {{mode}}", "B")],
         unit="s", grid=(12, 40, 12, 8)))
+    # ---- row 7: what the global tier is asked (S3)
+    out.append(panel(
+        "S3 requests per second by kind and phase",
+        "Requests the ranks send to an S3 global tier, every attempt (retries included), by kind (PUT, "
+        "the multipart requests, GET, HEAD, LIST, DELETE) and the phase they are charged to: checkpoint "
+        "(upload, verification, manifest, retention) or restore. Compare with the store's per-prefix "
+        "limits (AWS: 3,500 PUT-class and 5,500 GET-class per second); all zero without S3. "
+        "docs/s3-requests.md prices them.",
+        [target(f"sum by (kind, phase) (rate(ckpt_emu_s3_requests_total{{{J}}}[$__rate_interval]))",
+                "{{kind}} ({{phase}})", "A")],
+        unit="reqps", grid=(0, 48, 24, 8)))
     for i, p in enumerate(out, start=1):
         p.id(i)
     return out

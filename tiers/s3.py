@@ -55,6 +55,7 @@ from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate
 from .fileops import as_bytes
 from .s3_errors import is_not_found, retryable
 from .s3_lease import S3Lease
+from .s3_requests import ContextPool, RequestTally, count_requests
 from .s3_stream import S3Reader, S3Sink
 from .s3_transfer import Transfers, crc32c_b64
 
@@ -160,9 +161,12 @@ class S3Tier(Transfers, Tier):
         self.checksum = checksum
         self._timeouts = (connect_timeout, read_timeout)
         self._session = None
+        self.requests = RequestTally()  # every request by kind (tiers/s3_requests.py)
         if client is None:
             self._session = _new_session()
             client = self._make_client(max_attempts)
+        else:  # an injected client is counted too
+            count_requests(client, self.requests)
         self._client = client
         self._probe_client = None if self._session else client
         self._pool: cf.ThreadPoolExecutor | None = None
@@ -193,6 +197,7 @@ class S3Tier(Transfers, Tier):
         )
         client = self._session.client("s3", endpoint_url=self.endpoint_url, region_name=self.region, config=cfg)
         s3_errors.retry_throttled(client)  # SlowDown: the same request again, after a backoff
+        count_requests(client, self.requests)
         return client
 
     def on_request(self, handler) -> None:
@@ -203,7 +208,7 @@ class S3Tier(Transfers, Tier):
     def _pool_get(self) -> cf.ThreadPoolExecutor:
         with self._pool_lock:
             if self._pool is None:
-                self._pool = cf.ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="s3-xfer")
+                self._pool = ContextPool(self.max_concurrency, thread_name_prefix="s3-xfer")
             return self._pool
 
     def _full(self, key: str) -> str:

@@ -75,6 +75,7 @@ from emulator.checkpoint.tally import Tally
 from emulator.errors import UserError
 from emulator.metrics import NULL_METRICS
 from tiers.emulated import counted_as
+from tiers.s3_requests import Bill, charge_task_to
 
 
 class CheckpointFailed(UserError):
@@ -230,6 +231,7 @@ class Checkpointer:
 
     async def _pipeline(self, rec: CkptRecord, written: concurrent.futures.Future) -> CkptRecord:
         previous, self._tail = self._tail, asyncio.current_task()
+        bill = charge_task_to(Bill("checkpoint", self.metrics.count_s3_request))  # this task's S3 requests
         try:
             receipt, receipts = await self._write_stage(rec)
         finally:
@@ -238,9 +240,9 @@ class Checkpointer:
             await asyncio.wait({previous})  # drains in checkpoint order; its outcome is the loop's
         # the previous checkpoint's housekeeping (global retention), before this drain adds a step
         await self._settle()
-        await self._drain_stage(rec, receipts)
+        await self._drain_stage(rec, receipts, bill)
         # the checkpoint is done: a sync loop may go on while old ones are deleted
-        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(rec, receipt.key))
+        self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(rec, receipt.key, bill))
         if not rec.global_complete and not rec.skipped and self._stop_on_failure(rec.mode):
             raise CheckpointFailed(
                 f"checkpoint at step {rec.step} ({rec.mode}) did not reach the global tier: {rec.error} "
@@ -274,7 +276,7 @@ class Checkpointer:
                 self._local_steps.add(rec.step)
         return receipt, receipts
 
-    async def _drain_stage(self, rec: CkptRecord, receipts: list[Receipt]) -> None:
+    async def _drain_stage(self, rec: CkptRecord, receipts: list[Receipt], bill: Bill) -> None:
         """The node's drain, then the global commit; on ``drain_comm``."""
         errors = [r.error for r in receipts if r.error]
         if self.local is not None:
@@ -286,6 +288,7 @@ class Checkpointer:
         if rec.global_complete:
             rec.durable_at, rec.lag_s = now, now - (rec.start + rec.wait_s)
             self.metrics.observe_durability_lag(rec.mode, rec.lag_s)
+        rec.requests = bill.counts()
         if self.on_record is not None:
             self.on_record(rec, "finished")
 
@@ -391,14 +394,16 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ after a checkpoint
 
-    async def _housekeep(self, rec: CkptRecord, key: str) -> None:
-        """After a checkpoint: free an incomplete local copy, apply retention, inject corruption."""
+    async def _housekeep(self, rec: CkptRecord, key: str, bill: Bill) -> None:
+        """After a checkpoint: free an incomplete local copy, apply retention, inject corruption;
+        its S3 requests are the checkpoint's too (``bill``)."""
         if self.local is not None and self.comm.is_node_leader and not rec.local_complete:
             # this node's local copy can never become complete: free the space now
             await self._guarded(layout.delete_checkpoint(self.local, rec.step))
         await self.retention()
         await self._guarded(self.faults.after_checkpoint(rec.seq, rec.step, key,
                                                          {"local": self.local, "global": self.global_}))
+        rec.requests = bill.counts()
 
     async def _settle(self) -> None:
         """Wait for the newest housekeeping (the write and the drain stage may both wait for it)."""

@@ -68,6 +68,8 @@ class CkptRecord(Record):
     lag_s: float = 0.0
     #: unix time it became complete on the global tier (0: never)
     durable_at: float = 0.0
+    #: S3 requests this rank made for it, by kind (tiers/s3_requests.py), retention included
+    requests: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -82,6 +84,7 @@ class LoadRecord(Record):
     fallbacks: list = field(default_factory=list)  # "tier@step: reason"
     h2d_s: float = 0.0  # the verified bytes' host-to-device copy (0: the state lives on the CPU)
     error: str = ""  # why nothing was loaded
+    requests: dict = field(default_factory=dict)  # S3 requests of this restore on this rank, by kind
 
 
 @dataclass
@@ -121,6 +124,8 @@ class RankResult(Record):
     staging: dict = field(default_factory=dict)  # emulator.staging.Stager.describe()
     #: per tier, tiers.emulated.device_waits(): seconds waited on the emulated device per phase
     device_waits: dict = field(default_factory=dict)
+    #: every S3 request this rank's global tier made, by kind (lease and clean-up included); {} off S3
+    s3_requests: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = asdict(self)

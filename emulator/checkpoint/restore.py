@@ -44,6 +44,7 @@ from emulator.checkpoint.retry import RetryPolicy, describe_error, retrying
 from emulator.checkpoint.tally import Tally
 from emulator.metrics import NULL_METRICS
 from tiers.base import TierError
+from tiers.s3_requests import Bill, charged_to
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
 
@@ -104,7 +105,14 @@ class Restorer:
 
         All or nothing: each rank reads and verifies a step into its staging buffers
         only; the step becomes live on every rank once all ranks verified it, and if no
-        step is loadable on every rank, no rank's live state changes."""
+        step is loadable on every rank, no rank's live state changes. The record carries
+        the S3 requests the restore made on this rank (``requests``)."""
+        with charged_to(Bill("restore", self.metrics.count_s3_request)) as bill:
+            rec = self._load()
+        rec.requests = bill.counts()
+        return rec
+
+    def _load(self) -> LoadRecord:
         rec = LoadRecord(self.comm.rank, self.comm.node)
         start = time.perf_counter()
         candidates = self.candidate_steps()

@@ -36,6 +36,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from emulator import planner
+from emulator.simulation import s3cost
 from emulator.cli.common import add_config_args, load
 from emulator.errors import UserError
 from emulator.job import outdir
@@ -90,6 +91,7 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
         },
         "confirmation": confirmation,
         "global_bandwidth": _bandwidth(cfg, measured, job_bytes, interval, overlap_target),
+        "s3_cost": s3cost.plan_figures(cfg, job_bytes=job_bytes, files=accelerators, interval_s=interval),
         "runs": {"measure": str(base / "tune-measure"), "confirm": str(base / "tune-confirm")},
     }
 
@@ -221,7 +223,7 @@ def format_tune(r: dict) -> str:
         f"  global bandwidth headroom: x{_x(bw['headroom'])} (measured drain "
         f"{bw['measured_drain_bytes_per_s'] / 2**30:.2f} GiB/s, {bw['measured_as']} draining; needed "
         f"{bw['needed_bytes_per_s'] / 2**30:.3f} GiB/s for the job's checkpoint at 10 % overlap)",
-    ]
+    ] + ([f"  S3 cost at the recommended interval: {s3cost.format_cost(r['s3_cost'])}"] if r.get("s3_cost") else [])
     return "\n".join(lines) + "\n"
 
 

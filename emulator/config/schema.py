@@ -278,6 +278,34 @@ class MetricsConfig:
             _check(0 < self.port < 65536, "port", "must be a TCP port (1-65535)")
 
 
+@dataclass(frozen=True)
+class CostConfig:
+    """What the global tier charges: the price table behind the cost figures of the report,
+    ``tune`` and ``simulate`` (emulator/simulation/s3cost.py; docs/s3-requests.md works an example).
+
+    The defaults are AWS S3 Standard in us-east-1 from its public price list as of 2025;
+    override any of them for another store or region (``--set cost.get_per_1000=0``)."""
+
+    #: where the prices come from, printed with every cost figure
+    price_list: str = "AWS S3 Standard, us-east-1, public price list as of 2025"
+    #: USD per 1,000 PUT-class requests (PUT, COPY, POST, LIST; each multipart request is one)
+    put_per_1000: float = 0.005
+    #: USD per 1,000 GET-class requests (GET, SELECT, HEAD and all other requests but DELETE)
+    get_per_1000: float = 0.0004
+    #: USD per GB-month stored (AWS's first 50 TB; a GB is 2^30 bytes, a month 730 hours)
+    gb_month: float = 0.023
+    #: USD per GB a restore reads out (AWS to the internet, first 10 TB; 0 within the region)
+    transfer_out_per_gb: float = 0.09
+    #: days of the training run the per-run figure covers (Llama 3 405B trained for 54 days)
+    run_days: float = 54.0
+
+    def __post_init__(self):
+        for f in ("put_per_1000", "get_per_1000", "gb_month", "transfer_out_per_gb"):
+            value = getattr(self, f)
+            _check(0 <= value < 1e6, f, f"must be a price in USD between 0 and 1e6, got {value!r}")
+        _check(0 < self.run_days <= 36500, "run_days", f"must be between 0 and 36500 days, got {self.run_days!r}")
+
+
 def _check_failures(cfg) -> None:
     """The ``failures:`` checks that need the rest of the config (ranks, tiers)."""
     ranks, failures = cfg.parallelism.active_ranks, cfg.failures
@@ -304,6 +332,8 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     failures: FailuresConfig = field(default_factory=FailuresConfig)
+    #: the global tier's price table (requests, storage, transfer out)
+    cost: CostConfig = field(default_factory=CostConfig)
     #: the storage design in an architect's terms (emulator/design/spec.py); sets the tiers' emulation
     design: Optional[DesignSpec] = None
 

@@ -55,6 +55,7 @@ from emulator.results.report import write_outputs as write_run_outputs
 from emulator.workload.device import place
 from emulator.workload.state import RankState
 from tiers import s3_limits
+from tiers.base import unwrap
 from tiers.emulated import counted_as, device_waits
 
 
@@ -271,7 +272,7 @@ class RankRun:
             fault_counts=dict(self.tally.counts + Counter(s3_limits.counts())), content=self.state.content.describe(),
             content_audit=content_audit, peak_rss_bytes=_peak_rss_bytes(),
             earlier_attempts=self._earlier_attempts(), device=self.placement.describe(),
-            staging=self.state.stager.describe(),
+            staging=self.state.stager.describe(), s3_requests=_s3_requests(self.global_),
             device_waits={"local": device_waits(self.local), "global": device_waits(self.global_)})
 
     def _audit_content(self) -> dict | None:
@@ -282,6 +283,12 @@ class RankRun:
         except Exception:  # noqa: BLE001 - an audit must never fail a run
             self.tally.count("tier_error")
             return None
+
+
+def _s3_requests(tier) -> dict:
+    """Every request the global tier made, by kind, if it counts them (S3: tiers/s3_requests.py)."""
+    requests = getattr(unwrap(tier), "requests", None)
+    return requests.counts() if requests is not None else {}
 
 
 def _warn(text: str) -> None:

@@ -21,6 +21,7 @@ import math
 from collections import Counter, defaultdict
 
 from emulator.checkpoint.audit import summarize_audits
+from emulator.results.requests import s3_summary
 from emulator.results.scale_notes import latency_notes, rate_notes, raw_tier_notes, step_notes
 from emulator.sizing import checkpoint_size
 from emulator.units import GIB
@@ -240,6 +241,7 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "memory": memory_summary(ranks),
         "device": device_summary(ranks),
         "device_waits": device_wait_summary(ranks),
+        "s3": s3_summary(cfg, ranks),
         "timeline": timeline(ranks, baseline["step_p99_s"] * SLOW_STEP_FACTOR if baseline else None),
         "per_rank": [{k: r.get(k) for k in ("rank", "node", "records", "loads", "earlier_attempts")} for r in ranks],
     }

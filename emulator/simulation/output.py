@@ -8,6 +8,7 @@ from pathlib import Path
 
 from emulator.errors import UserError
 from emulator.simulation.model import RunSpec, simulate
+from emulator.simulation import s3cost
 from emulator.simulation.plot import write_breakdown, write_heatmap
 from emulator.units import GIB, fmt_duration
 
@@ -60,6 +61,17 @@ def _failures(study, args) -> str:
             f"{86400 / m:.2f} a day), {study.node_loss_fraction * 100:g} % of them node losses")
 
 
+def _s3(cfg, study) -> dict | None:
+    """S3 requests and cost of the job (emulator/simulation/s3cost.py), when the global tier is S3."""
+    if cfg.tiers.global_.backend != "s3":
+        return None
+    d = study.design
+    one = simulate(d, RunSpec("sync", 1e9, saves=1))
+    drain = one.drain_mean_s if d.local else one.local_write_mean_s
+    return s3cost.job_figures(cfg, d.groups, interval_s=study.intervals[study.modes[0]], drain_s=drain,
+                              restore_s=d.recovery_global_all_s)
+
+
 def describe(cfg, study, args) -> dict:
     """JSON-ready description of what was simulated."""
     d = study.design
@@ -69,6 +81,7 @@ def describe(cfg, study, args) -> dict:
         "days": study.days, "seed": study.seed, "failures": _failures(study, args),
         "interval_sources": dict(study.interval_sources),
         "calibration": args.calibrate,
+        "s3": _s3(cfg, study),
         "design": {
             "checkpoint_bytes": d.checkpoint_bytes,
             "groups": [{"nodes": g.nodes, "node_bytes": g.node_bytes, "file_bytes": g.file_bytes,

@@ -1,6 +1,7 @@
 """The simulate command's table and JSON: one column per mode, the emulator's words."""
 from __future__ import annotations
 
+from emulator.simulation import s3cost
 from emulator.units import GIB, fmt_bytes, fmt_duration, table
 
 
@@ -65,6 +66,8 @@ def header(info: dict) -> list[str]:
     for mode, costs in d["costs"].items():
         label = "costs" if mode == "all" else f"costs ({mode})"
         lines.append(f"  {label}: " + "; ".join(f"{k} {v}" for k, v in costs.items()))
+    if info.get("s3"):
+        lines += [f"  {line}" for line in s3cost.format_job(info["s3"])]
     return lines
 
 

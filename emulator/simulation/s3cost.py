@@ -1,0 +1,180 @@
+"""S3 requests of a checkpoint and a restore, from the layout, and what they cost (docs/s3-requests.md).
+
+A run counts its requests (tiers/s3_requests.py), but at ``run.scale`` its files
+are smaller and so have fewer parts than the real job's. The full-size figures
+therefore come from the layout, request by request as the S3 tier makes them:
+
+* a drained file: one PUT up to one part, else CreateMultipartUpload,
+  one UploadPart per part and CompleteMultipartUpload; then its verification:
+  ``size`` one HEAD, ``checksum`` a HEAD and the read-back (one GET up to
+  ``single_get_threshold``, a ranged GET per part above it);
+  written straight to S3 (no local tier): the upload only (``verify="none"``);
+* the global manifest: one PUT;
+* retention in steady state (``keep`` + 1 complete checkpoints): a LIST, a GET
+  per manifest, then for the oldest: DELETE of its manifest, a LIST and a DELETE
+  per file;
+* a restore, per rank: a LIST, the manifest's GET, a HEAD, ``META_GETS`` small
+  ranged GETs for ``torch.load``'s structure and the data as above.
+
+LIST pages hold 1,000 keys; every listing here is of one checkpoint's folder or
+the step folders, far below that at the layouts we model, so one page each.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from tiers.s3_requests import PRICE_CLASS
+
+GB = 1 << 30                  # AWS bills a GB as 2^30 bytes
+DAYS_PER_MONTH = 730 / 24     # AWS's month for GB-months: 730 hours
+DAY = 86400.0
+#: small ranged GETs of a restore's ``torch.load(map_location="meta")`` pass (its pickle, the zip
+#: directory and its end record; 3 measured on moto and RGW, tests/test_s3_requests.py)
+META_GETS = 3
+
+
+def _read_back(size: int, part_size: int, single_get_threshold: int) -> int:
+    """GETs that read a whole object back: one up to the threshold, else one per part."""
+    return 1 if size <= single_get_threshold else math.ceil(size / part_size)
+
+
+def file_upload(size: int, part_size: int) -> Counter:
+    """The requests that put one object of ``size`` bytes."""
+    if size <= part_size:
+        return Counter(PUT=1)
+    return Counter(CreateMultipartUpload=1, UploadPart=math.ceil(size / part_size), CompleteMultipartUpload=1)
+
+
+def _file_requests(files: int, file_bytes: int, part_size: int, verify: str, threshold: int) -> Counter:
+    """The upload of ``files`` files of ``file_bytes`` each, and their verification."""
+    per_file = file_upload(file_bytes, part_size)
+    if verify != "none":  # "none": written straight to S3, nothing drained to verify
+        per_file["HEAD"] += 1
+    if verify == "checksum":
+        per_file["GET"] += _read_back(file_bytes, part_size, threshold)
+    return Counter({k: v * files for k, v in per_file.items()})
+
+
+def _commit_requests(files: int, keep: int) -> Counter:
+    """The global manifest, then retention of the oldest of ``keep`` + 1 complete checkpoints."""
+    return Counter(PUT=1, LIST=2, GET=keep + 1, DELETE=1 + files)
+
+
+def checkpoint_requests(files: int, file_bytes: int, part_size: int, *, verify: str = "checksum",
+                        keep: int = 2, single_get_threshold: int | None = None) -> dict:
+    """Requests of one checkpoint of ``files`` files of ``file_bytes`` each, in steady state."""
+    threshold = 4 * part_size if single_get_threshold is None else single_get_threshold
+    return dict(_file_requests(files, file_bytes, part_size, verify, threshold) + _commit_requests(files, keep))
+
+
+def restore_requests(files: int, file_bytes: int, part_size: int, *,
+                     single_get_threshold: int | None = None) -> dict:
+    """Requests of one restore from S3 by ``files`` ranks, each reading its own file."""
+    threshold = 4 * part_size if single_get_threshold is None else single_get_threshold
+    per_rank = Counter(LIST=1, GET=1 + META_GETS + _read_back(file_bytes, part_size, threshold), HEAD=1)
+    return {k: v * files for k, v in per_rank.items()}
+
+
+def job_requests(groups, part_size: int, *, verify: str, keep: int) -> tuple[dict, dict]:
+    """(per checkpoint, per restore storm) of a whole job: ``groups`` of (nodes, files per node,
+    bytes of the largest file), every file counted at its group's largest size."""
+    ckpt, restore, files = Counter(), Counter(), 0
+    for nodes, per_node, file_bytes in groups:
+        n = nodes * per_node
+        files += n
+        ckpt += _file_requests(n, file_bytes, part_size, verify, 4 * part_size)
+        restore += Counter(restore_requests(n, file_bytes, part_size))
+    return dict(ckpt + _commit_requests(files, keep)), dict(restore)
+
+
+def by_price_class(counts: dict) -> dict:
+    """{"put": n, "get": n, "free": n} of a kind -> count mapping."""
+    out = {"put": 0, "get": 0, "free": 0}
+    for kind, n in counts.items():
+        out[PRICE_CLASS.get(kind, "get")] += n
+    return out
+
+
+def requests_usd(counts: dict, cost) -> float:
+    """What these requests cost at ``cost`` (a CostConfig)."""
+    c = by_price_class(counts)
+    return c["put"] / 1000 * cost.put_per_1000 + c["get"] / 1000 * cost.get_per_1000
+
+
+def cost_figures(cost, *, checkpoint: dict, checkpoint_bytes: int, keep: int, interval_s: float,
+                 restore: dict | None = None, restore_bytes: int = 0) -> dict:
+    """USD per checkpoint, per day and per training run (``cost.run_days``) at ``interval_s``.
+
+    Storage is the ``keep`` checkpoints retention holds; a day's figure is its
+    checkpoints' requests plus that storage. A restore (requests and the bytes it reads
+    out) is per restore: how many a run has depends on its failures, not its interval."""
+    per_day = DAY / interval_s
+    requests_day = requests_usd(checkpoint, cost) * per_day
+    storage_day = keep * checkpoint_bytes / GB * cost.gb_month / DAYS_PER_MONTH
+    out = {
+        "price_list": cost.price_list, "interval_s": interval_s, "checkpoints_per_day": per_day,
+        "per_checkpoint_usd": requests_usd(checkpoint, cost),
+        "requests_per_day_usd": requests_day, "storage_per_day_usd": storage_day,
+        "per_day_usd": requests_day + storage_day,
+        "per_run_usd": (requests_day + storage_day) * cost.run_days, "run_days": cost.run_days,
+    }
+    if restore is not None:
+        out["per_restore_usd"] = requests_usd(restore, cost) + restore_bytes / GB * cost.transfer_out_per_gb
+    return out
+
+
+def request_rates(requests: dict, seconds: float) -> dict:
+    """Requests per second of each price class when ``requests`` are spread over ``seconds``."""
+    return {k: v / seconds for k, v in by_price_class(requests).items() if k != "free"} if seconds > 0 else {}
+
+
+def format_cost(figures: dict) -> str:
+    """One line: per checkpoint, per day, per run (and per restore), with the price list."""
+    line = (f"${figures['per_checkpoint_usd']:.4f} per checkpoint, ${figures['per_day_usd']:.2f} per day "
+            f"({figures['checkpoints_per_day']:.0f} checkpoints: requests ${figures['requests_per_day_usd']:.2f}, "
+            f"storage ${figures['storage_per_day_usd']:.2f}), ${figures['per_run_usd']:,.0f} per "
+            f"{figures['run_days']:g}-day run")
+    if "per_restore_usd" in figures:
+        line += f", ${figures['per_restore_usd']:.2f} per restore"
+    return line + f" [{figures['price_list']}]"
+
+
+def job_figures(cfg, groups, *, interval_s: float, drain_s: float, restore_s: float) -> dict:
+    """``simulate``'s S3 figures for a job of node ``groups`` (NodeGroup): requests per checkpoint
+    and per restore storm (every node reading at once), computed from the layout; their rates over
+    the drain's and the storm's simulated durations; the cost at ``interval_s``."""
+    part = cfg.tiers.global_.options.part_size_mib * (1 << 20)
+    verify = cfg.drain.verify if cfg.tiers.local is not None else "none"
+    ckpt, restore = job_requests([(g.nodes, g.files, g.file_bytes) for g in groups], part,
+                                 verify=verify, keep=cfg.checkpoint.keep)
+    job_bytes = sum(g.nodes * g.node_bytes for g in groups)
+    return {"source": "computed from the layout: files x parts + manifest + HEADs + retention",
+            "checkpoint": ckpt, "restore": restore,
+            "drain_per_s": request_rates(ckpt, drain_s), "restore_per_s": request_rates(restore, restore_s),
+            "cost": cost_figures(cfg.cost, checkpoint=ckpt, checkpoint_bytes=job_bytes, keep=cfg.checkpoint.keep,
+                                 interval_s=interval_s, restore=restore, restore_bytes=job_bytes)}
+
+
+def format_job(fig: dict) -> list[str]:
+    """``simulate``'s lines for ``job_figures``."""
+    c, r = by_price_class(fig["checkpoint"]), by_price_class(fig["restore"])
+    d, s = fig["drain_per_s"], fig["restore_per_s"]
+    return [f"S3 requests, {fig['source']}: per checkpoint {c['put']:,} PUT-class, {c['get']:,} GET-class, "
+            f"{d.get('put', 0):,.0f} PUT-class/s during the drain; per restore storm {r['get']:,} GET-class, "
+            f"{r['put']:,} PUT-class (LIST), {s.get('get', 0):,.0f} GET-class/s",
+            f"S3 cost at the simulated interval: {format_cost(fig['cost'])}"]
+
+
+def plan_figures(cfg, *, job_bytes: int, files: int, interval_s: float) -> dict | None:
+    """``tune``'s S3 cost: ``files`` equal files of the job's checkpoint at the recommended
+    interval, from the layout; None when the global tier is not S3."""
+    if cfg.tiers.global_.backend != "s3":
+        return None
+    part = cfg.tiers.global_.options.part_size_mib * (1 << 20)
+    verify = cfg.drain.verify if cfg.tiers.local is not None else "none"
+    file_bytes = -(-job_bytes // max(1, files))
+    ckpt = checkpoint_requests(files, file_bytes, part, verify=verify, keep=cfg.checkpoint.keep)
+    restore = restore_requests(files, file_bytes, part)
+    return cost_figures(cfg.cost, checkpoint=ckpt, checkpoint_bytes=job_bytes, keep=cfg.checkpoint.keep,
+                        interval_s=interval_s, restore=restore, restore_bytes=job_bytes)
