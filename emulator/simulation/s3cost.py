@@ -70,10 +70,11 @@ def checkpoint_requests(files: int, file_bytes: int, part_size: int, *, verify: 
 
 def restore_requests(files: int, file_bytes: int, part_size: int, *,
                      single_get_threshold: int | None = None) -> dict:
-    """Requests of one restore from S3 by ``files`` ranks, each reading its own file."""
+    """Requests of one restore from S3 by ``files`` ranks, each reading its own file: rank 0 alone
+    lists the steps (no LIST storm); every rank GETs the manifest, HEADs and reads its file."""
     threshold = 4 * part_size if single_get_threshold is None else single_get_threshold
-    per_rank = Counter(LIST=1, GET=1 + META_GETS + _read_back(file_bytes, part_size, threshold), HEAD=1)
-    return {k: v * files for k, v in per_rank.items()}
+    per_rank = Counter(GET=1 + META_GETS + _read_back(file_bytes, part_size, threshold), HEAD=1)
+    return {"LIST": 1, **{k: v * files for k, v in per_rank.items()}}
 
 
 def job_requests(groups, part_size: int, *, verify: str, keep: int) -> tuple[dict, dict]:
@@ -85,6 +86,7 @@ def job_requests(groups, part_size: int, *, verify: str, keep: int) -> tuple[dic
         files += n
         ckpt += _file_requests(n, file_bytes, part_size, verify, 4 * part_size)
         restore += Counter(restore_requests(n, file_bytes, part_size))
+    restore["LIST"] = 1  # the job's rank 0 lists once, whatever the groups
     return dict(ckpt + _commit_requests(files, keep)), dict(restore)
 
 
