@@ -1,0 +1,87 @@
+"""The S3 tier as users run it, on moto and on Ceph RGW (every test runs on both servers).
+
+RGW differs from moto where the tier depends on it (../shared/MEASURED.md): it accepts and ignores
+a CRC32C sent with an upload (so integrity rests on our own CRC of what a GET returns), answers
+CompleteMultipartUpload with an empty ETag, and rejects aws-chunked uploads over HTTPS. These tests
+run the real CLI (``ckpt-emu run``) and tamper with the server through a boto3 client of their own.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import crc32c
+from corrupting_s3 import corrupt_object
+from emu import results, small_config
+from s3server import make_bucket, raw_client, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
+
+from emulator.checkpoint import layout
+
+TESTS = Path(__file__).resolve().parent
+PREFIX = "runs/rgw"
+RANKS = 2
+
+
+def run_cli(*args, timeout=300) -> subprocess.CompletedProcess:
+    """``ckpt-emu`` in a subprocess that can import the test backends (tests/ on PYTHONPATH)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "emulator.cli", *map(str, args)], capture_output=True,
+                          text=True, env=env, timeout=timeout)
+
+
+def check(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert proc.returncode == 0, f"ckpt-emu failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def s3_global(endpoint: str, bucket: str, **options) -> dict:
+    return {"backend": "s3", "bucket": bucket, "prefix": PREFIX, "endpoint_url": endpoint,
+            "part_size_mib": 5, **options}
+
+
+def body(endpoint, bucket, key) -> bytes:
+    return raw_client(endpoint).get_object(Bucket=bucket, Key=key)["Body"].read()
+
+
+def manifest(endpoint, bucket, step) -> layout.Manifest:
+    return layout.Manifest.from_json(body(endpoint, bucket, f"{PREFIX}/{layout.manifest_key(step)}"))
+
+
+# ------------------------------------------------------------------ corruption behind the tier's back
+
+def test_drain_verification_catches_an_object_corrupted_on_the_server(s3_endpoint, tmp_path):
+    """Right after each rank file's first upload, another client PUTs a same-size copy with one byte
+    flipped over it. The drain's read-back CRC must catch it and upload again; no server-side
+    checksum is involved (RGW would accept anything)."""
+    bucket = make_bucket(s3_endpoint)
+    cfg = small_config(tmp_path, ranks=RANKS, checkpoint={"saves": 1, "loads": 0, "modes": ["sync"]},
+                       tiers={"global": s3_global(s3_endpoint, bucket, backend="corrupting_s3:CorruptingS3Tier")})
+    check(run_cli("run", cfg, "--quiet"))
+    res = results(tmp_path / "out")
+    assert res["modes"]["sync"]["checkpoints"] == 1 and res["modes"]["sync"]["incomplete"] == 0
+    assert res["faults"]["counts"]["drain_retry"] == RANKS  # each rank file: caught once, sent again
+    man = manifest(s3_endpoint, bucket, 2)
+    for f in man.files:  # what the manifest promises is what the server now holds
+        assert f"{crc32c.crc32c(body(s3_endpoint, bucket, f'{PREFIX}/{f.key}')):08x}" == f.crc32c
+
+
+def test_restore_rejects_an_object_corrupted_on_the_server(s3_endpoint, tmp_path):
+    """A run leaves steps 2 and 4 on S3; another client corrupts rank 0's file of step 4 (same size,
+    one byte flipped); a second run restoring from S3 must refuse step 4 on its CRC32C and load step 2."""
+    bucket = make_bucket(s3_endpoint)
+    tiers = {"global": s3_global(s3_endpoint, bucket)}
+    check(run_cli("run", small_config(tmp_path, ranks=RANKS, tiers=tiers,
+                                      checkpoint={"saves": 2, "loads": 0, "modes": ["sync"]}), "--quiet"))
+    victim = manifest(s3_endpoint, bucket, 4).entry_for_rank(0)
+    corrupt_object(s3_endpoint, bucket, f"{PREFIX}/{victim.key}")
+    assert len(body(s3_endpoint, bucket, f"{PREFIX}/{victim.key}")) == victim.size
+
+    again = tmp_path / "again"
+    again.mkdir()
+    check(run_cli("run", small_config(again, ranks=RANKS, local=False, tiers=tiers,
+                                      checkpoint={"saves": 0, "loads": 1, "modes": ["sync"]}), "--quiet"))
+    ld = results(again / "out")["load"]
+    assert ld["ok"] and ld["served_by"] == {"global": RANKS}
+    assert any(f.startswith("global@4: checksum mismatch") for f in ld["fallbacks"]), ld["fallbacks"]
+    for r in results(again / "out")["per_rank"]:
+        assert [(x["ok"], x["step"]) for x in r["loads"]] == [(True, 2)]
