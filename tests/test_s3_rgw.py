@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import crc32c
+import pytest
 from corrupting_s3 import corrupt_object
 from emu import results, small_config
-from s3server import make_bucket, raw_client, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
+from s3server import MotoServer, make_bucket, raw_client, s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from emulator.checkpoint import layout
 
@@ -85,3 +86,43 @@ def test_restore_rejects_an_object_corrupted_on_the_server(s3_endpoint, tmp_path
     assert any(f.startswith("global@4: checksum mismatch") for f in ld["fallbacks"]), ld["fallbacks"]
     for r in results(again / "out")["per_rank"]:
         assert [(x["ok"], x["step"]) for x in r["loads"]] == [(True, 2)]
+
+
+# ------------------------------------------------------------------ bad input: one line, exit 2, nothing written
+
+def assert_refused(proc: subprocess.CompletedProcess, tmp: Path, *words: str) -> None:
+    """One line naming the problem on stderr, exit 2, no results folder content, nothing on the server."""
+    assert proc.returncode == 2, f"exit {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for word in words:
+        assert word in proc.stderr, proc.stderr
+    out = tmp / "out"
+    assert not out.exists() or not any(out.iterdir()), sorted(out.rglob("*"))
+
+
+def objects_in(endpoint, bucket) -> list[str]:
+    return [o["Key"] for o in raw_client(endpoint).list_objects_v2(Bucket=bucket).get("Contents", ())]
+
+
+def test_unreachable_endpoint_is_one_line_and_exit_2(s3_server, tmp_path):
+    from emu import free_port
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    cfg = small_config(tmp_path, ranks=1, tiers={"global": s3_global(endpoint, "some-bucket")})
+    assert_refused(run_cli("run", cfg, "--quiet", timeout=120), tmp_path, "s3 tier", endpoint.split("//")[1])
+
+
+def test_wrong_keys_are_one_line_and_exit_2(s3_server, s3_bucket, tmp_path, monkeypatch):
+    if isinstance(s3_server, MotoServer):
+        pytest.skip("moto accepts any credentials")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAWRONGWRONGWRONG1")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong/secret/for+ckpt-emu")
+    cfg = small_config(tmp_path, ranks=1, tiers={"global": s3_global(s3_server.endpoint, s3_bucket)})
+    proc = run_cli("run", cfg, "--quiet", timeout=120)
+    assert_refused(proc, tmp_path, "s3 tier")
+    assert "WRONGWRONG" not in proc.stderr and "wrong/secret" not in proc.stderr
+    assert objects_in(s3_server.endpoint, s3_bucket) == []
+
+
+def test_missing_bucket_is_one_line_and_exit_2(s3_endpoint, tmp_path):
+    cfg = small_config(tmp_path, ranks=1, tiers={"global": s3_global(s3_endpoint, "no-such-bucket-ckpt-emu")})
+    assert_refused(run_cli("run", cfg, "--quiet", timeout=120), tmp_path, "bucket does not exist")
