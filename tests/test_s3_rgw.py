@@ -126,3 +126,45 @@ def test_wrong_keys_are_one_line_and_exit_2(s3_server, s3_bucket, tmp_path, monk
 def test_missing_bucket_is_one_line_and_exit_2(s3_endpoint, tmp_path):
     cfg = small_config(tmp_path, ranks=1, tiers={"global": s3_global(s3_endpoint, "no-such-bucket-ckpt-emu")})
     assert_refused(run_cli("run", cfg, "--quiet", timeout=120), tmp_path, "bucket does not exist")
+
+
+# ------------------------------------------------------------------ a lost lease stops the run
+
+def complete_steps(endpoint, bucket) -> set[int]:
+    return {int(k[len(PREFIX) + 6:][:8]) for k in objects_in(endpoint, bucket) if k.endswith("/manifest.json")}
+
+
+def test_a_lost_lease_stops_writes_and_retention(s3_endpoint, tmp_path):
+    """Another run's lease PUT over ours while we checkpoint: the run must stop with one line and a
+    failure status, writing no checkpoint and deleting nothing after it noticed. Notice comes before
+    the next manifest at the latest, so at most the one commit already in flight lands after the steal."""
+    import json
+    import time
+    bucket = make_bucket(s3_endpoint)
+    cfg = small_config(tmp_path, ranks=RANKS, training={"step_seconds": 0.15},
+                       checkpoint={"saves": 40, "loads": 0, "keep": 2, "modes": ["sync"]},
+                       tiers={"global": s3_global(s3_endpoint, bucket)})
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", str(cfg), "--quiet"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while 4 not in complete_steps(s3_endpoint, bucket):
+            assert proc.poll() is None and time.monotonic() < deadline, "the run ended before step 4"
+            time.sleep(0.05)
+        thief = {"job": "thief", "pid": 1, "host": "elsewhere", "started": time.time(), "expires": time.time() + 600}
+        raw_client(s3_endpoint).put_object(Bucket=bucket, Key=f"{PREFIX}/.ckpt-emu.lease",
+                                           Body=json.dumps(thief).encode())
+        at_steal = complete_steps(s3_endpoint, bucket)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode not in (0, None), stdout
+    assert stderr.count("\n") == 1 and "lost its lease" in stderr and "Traceback" not in stderr, stderr
+    after = complete_steps(s3_endpoint, bucket)
+    assert len(after - at_steal) <= 1, (at_steal, after)   # at most the commit in flight
+    assert len(at_steal - after) <= 1, (at_steal, after)   # and its retention
+    assert max(after) <= max(at_steal) + 2, (at_steal, after)
+    lease = raw_client(s3_endpoint).get_object(Bucket=bucket, Key=f"{PREFIX}/.ckpt-emu.lease")["Body"].read()
+    assert json.loads(lease)["job"] == "thief"  # the run left the new holder's lease alone

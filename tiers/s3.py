@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 
 MIB = 1 << 20
 LEASE_KEY = ".ckpt-emu.lease"  # tiers/s3_lease.py: never listed as an object
+LEASE_RECHECK_S = 1.0  # a delete re-reads the lease when it was last confirmed longer ago
 
 
 _LOADER = None
@@ -129,7 +130,14 @@ class S3Tier(Transfers, Tier):
             _asyncio.run(tier.close())
 
     def claim(self, holder) -> Claim:
-        return S3Lease(self, holder).acquire()
+        self._lease = S3Lease(self, holder).acquire()
+        return self._lease
+
+    def _owned(self, max_age_s: float = float("inf")) -> None:
+        """Raise TierError if this tier's lease (held by the process that claimed it) was lost;
+        ``max_age_s``: re-read the lease first when it was confirmed longer ago (s3_lease.py)."""
+        if self._lease is not None:
+            self._lease.check(max_age_s)
 
     async def recover_after_crash(self) -> str:
         count = await self.abort_stale_uploads()
@@ -166,6 +174,7 @@ class S3Tier(Transfers, Tier):
         self._probe_client = None if self._session else client
         self._pool: cf.ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._lease: S3Lease | None = None  # set in the one process that claimed the prefix
 
     # ------------------------------------------------------------------ plumbing
 
@@ -242,6 +251,7 @@ class S3Tier(Transfers, Tier):
     async def put(self, key, data) -> None:
         full = self._full(key)
         view = as_bytes(data)
+        await asyncio.to_thread(self._owned, 0.0)  # a manifest: never published under another's lease
         if len(view) <= self.part_size:
             await asyncio.to_thread(self._put_bytes, full, bytes(view), key)
         else:  # parts straight from the caller's buffer: no second copy of a large object
@@ -303,6 +313,7 @@ class S3Tier(Transfers, Tier):
 
     async def delete(self, key) -> None:
         full = self._full(key)
+        await asyncio.to_thread(self._owned, LEASE_RECHECK_S)  # retention: never under another's lease
         await asyncio.to_thread(self._call, f"delete {key}", self._client.delete_object,
                                 Bucket=self.bucket, Key=full)
 
@@ -310,9 +321,11 @@ class S3Tier(Transfers, Tier):
 
     async def put_file(self, key, src) -> None:
         validate_key(key)
+        self._owned()
         await asyncio.to_thread(self._upload_file, key, Path(src))
 
     def open_write(self, key) -> Sink:
+        self._owned()
         return S3Sink(self, validate_key(key))
 
     # ------------------------------------------------------------------ downloads
