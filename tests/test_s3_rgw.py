@@ -277,3 +277,26 @@ def test_multipart_objects_are_pinned_by_the_etag_of_a_head(s3_server, tmp_path)
                 fh.read()
     finally:
         asyncio.run(tier.close())
+
+
+# ------------------------------------------------------------------ python -m bench against RGW
+
+def test_bench_s3_rgw_pair_runs(tmp_path):
+    """One tiny pair of the RGW benchmarks (bench/rgw.py, its own RGW): results keep their shape.
+    Never a target or an absolute time: the machine is shared."""
+    from bench import rgw
+    from bench.common import Params
+    from bench.suite import select
+    from bench.worker import run as run_in_process
+    if not rgw.available():
+        assert "s3_rgw" not in select(None)
+        pytest.skip("no Ceph RGW here")
+    assert "s3_rgw" in select(None)
+    res = run_in_process("s3_rgw", Params(workdir=str(tmp_path), pairs=1, warmup=0, s3_mib=8, quick=True))
+    assert list(res) == ["drain_s3_rgw", "restore_s3_rgw"]
+    for key, r in res.items():
+        assert "error" not in r and r["pairs"] == 1 and r["unit"] == "GiB/s" and r["target"] == 0.9, (key, r)
+        assert r["ratio"] > 0 and r["ours"] > 0 and r["baseline"] > 0 and r["bytes"] > 0
+    assert "Restorer.load" in res["restore_s3_rgw"]["ours_is"]
+    assert "download_fileobj" in res["restore_s3_rgw"]["baseline_is"]
+    assert not list(tmp_path.glob("s3_rgw/*")), "the workdir is left clean"
