@@ -300,3 +300,33 @@ def test_bench_s3_rgw_pair_runs(tmp_path):
     assert "Restorer.load" in res["restore_s3_rgw"]["ours_is"]
     assert "download_fileobj" in res["restore_s3_rgw"]["baseline_is"]
     assert not list(tmp_path.glob("s3_rgw/*")), "the workdir is left clean"
+
+
+def test_a_deleted_lease_stops_every_write_of_its_holder(s3_endpoint, tmp_path):
+    """In the tier itself (no run): the lease object deleted behind the holder's back is found before
+    the next small object (a manifest) is written; from then on every write and delete refuses,
+    on_lost is told once, and nothing was written."""
+    from tiers.base import TierError
+    from tiers.locking import Holder
+    from tiers.s3 import MIB, S3Tier
+    bucket = make_bucket(s3_endpoint)
+    tier = S3Tier(bucket, prefix=PREFIX, endpoint_url=s3_endpoint, part_size=5 * MIB)
+    told = []
+    try:
+        lease = tier.claim(Holder(job="holder"))
+        lease.on_lost = told.append
+        asyncio.run(tier.put("before", b"1"))
+        raw_client(s3_endpoint).delete_object(Bucket=bucket, Key=f"{PREFIX}/.ckpt-emu.lease")
+        with pytest.raises(TierError, match="lost its lease: its lease object was deleted"):
+            asyncio.run(tier.put("manifest.json", b"2"))
+        (tmp_path / "f").write_bytes(b"3")
+        for attempt in (lambda: asyncio.run(tier.put_file("file", tmp_path / "f")),
+                        lambda: tier.open_write("sink"), lambda: asyncio.run(tier.delete("before"))):
+            with pytest.raises(TierError, match="lost its lease"):
+                attempt()
+        assert len(told) == 1 and "lost its lease" in told[0]
+        assert objects_in(s3_endpoint, bucket) == [f"{PREFIX}/before"]
+        lease.release()  # the run is over: its end needs no lease
+        asyncio.run(tier.delete("before"))
+    finally:
+        asyncio.run(tier.close())

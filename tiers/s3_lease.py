@@ -31,7 +31,7 @@ import threading
 import time
 from dataclasses import asdict
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from .base import Claim, TierError
 from .locking import Holder, TierBusy
@@ -165,6 +165,8 @@ class S3Lease(Claim):
     def check(self, max_age_s: float = float("inf")) -> None:
         """Raise TierError if the lease is lost; re-read it (a HEAD) when it was last confirmed more
         than ``max_age_s`` ago (0: now), so a replaced lease is found before the write, not after."""
+        if self._stop.is_set():  # released: the run is over, nothing to guard
+            return
         if not self.lost and time.monotonic() - self._confirmed > max_age_s:
             with self._lock:
                 if not self.lost:
@@ -178,9 +180,11 @@ class S3Lease(Claim):
             etag = self._tier._client.head_object(Bucket=self._tier.bucket, Key=self._key)["ETag"]
         except ClientError as exc:
             if _code(exc) not in _MISSING:
-                raise TierError(f"{self._where()}: lease: {self._tier._reason(exc)}") from None
+                raise self._tier._error("lease", exc) from exc  # a 5xx: the write is retried
             self._lose("its lease object was deleted")
             return
+        except BotoCoreError as exc:
+            raise self._tier._error("lease", exc) from exc
         if etag.strip('"') != (self._etag or "").strip('"'):
             self._lose("another run replaced it")
             return

@@ -6,8 +6,9 @@ In the ranks, each node leader claims its node's local tier and rank 0 the
 global tier, before any rank writes to them; every rank then joins all of
 them as a user (tiers/locking.py, tiers/s3_lease.py). A claim that fails ends
 every rank with the same line; a claim lost later (an S3 lease another run
-took over) ends the run at once with one line (``lifeline.end_run``). The job id ties a run's nodes together: the
-rendezvous id and endpoint for several nodes, a fresh id for one.
+took over) ends the run at once with one line (``lifeline.end_run``). The job
+id ties a run's nodes together: the rendezvous id and endpoint for several
+nodes, a fresh id for one.
 """
 from __future__ import annotations
 
