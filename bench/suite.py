@@ -20,6 +20,9 @@ mlperf_read                   throughput MLPerf-mode load / DLIO's call  higher 
 drain_dir                     throughput ours (Drainer) / cp + sync -f    higher  >= 0.9
 drain_verify_cost             drain verify checksum / verify size         lower   (none)
 drain_s3                      throughput S3Tier.put_file / upload_file    higher  >= 0.9
+drain_s3_rgw                  the same on a Ceph RGW (when Ceph is here)  higher  >= 0.9
+restore_s3_rgw                throughput Restorer.load from S3 (RGW) /    higher  >= 0.9
+                              download_fileobj into memory
 load                          throughput Restorer.load / dd read          higher  >= 0.9
 async_stall_vs_dcp_best       stall ours async / DCP reused stager staged lower   <= 1.0
 async_stall_vs_floor          stall ours async / bare copy, warm buffers  lower   <= 1.5
@@ -55,6 +58,7 @@ BENCHMARKS = {
     "mlperf_read": ["mlperf_read"],
     "drain_dir": ["drain_dir", "drain_verify_cost"],
     "drain_s3": ["drain_s3"],
+    "s3_rgw": ["drain_s3_rgw", "restore_s3_rgw"],  # only where Ceph is installed (bench/rgw.py)
     "load": ["load"],
     "async_stall": ["async_stall_vs_dcp_best", "async_stall_vs_floor", "async_stall_vs_dcp_default",
                     "async_stall_vs_sync"],
@@ -66,7 +70,8 @@ KEY_TO_BENCH = {k: b for b, keys in BENCHMARKS.items() for k in keys}
 
 def select(only: list[str] | None) -> list[str]:
     if not only:
-        return list(BENCHMARKS)
+        from .rgw import available
+        return [b for b in BENCHMARKS if b != "s3_rgw" or available()]
     chosen = set()
     for name in only:
         if name in BENCHMARKS:
@@ -162,7 +167,7 @@ def _notes(key: str, r: dict) -> list[str]:
     if key == "async_stall_vs_dcp_best":  # once for the four async_stall rows
         out.append(f"breakdown (median s): async snapshot {r['async_snapshot_s']:.3f}, sync local write "
                    f"{r['sync_local_write_s']:.3f}, sync drain {r['sync_drain_s']:.3f}")
-    if key == "drain_s3":
+    if key in ("drain_s3", "drain_s3_rgw", "restore_s3_rgw"):
         best = sorted(r["transfer_config_search"], key=lambda x: x["seconds"])[:3]
         out.append("TransferConfig search (best 3): " +
                    "; ".join(f"{b['config']}: {b['gib_s']:.3f} GiB/s" for b in best))

@@ -18,8 +18,10 @@ def registry() -> dict:
     from .mlperf_read import bench_mlperf_read
     from .mlperf_write import bench_mlperf_write
     from .realrun import REAL_BENCHES
+    from .rgw import bench_s3_rgw
     from .stall import bench_async_stall
-    return {**BENCHES, "mlperf_write": bench_mlperf_write, "mlperf_read": bench_mlperf_read, "async_stall": bench_async_stall, **REAL_BENCHES}
+    return {**BENCHES, "mlperf_write": bench_mlperf_write, "mlperf_read": bench_mlperf_read,
+            "async_stall": bench_async_stall, "s3_rgw": bench_s3_rgw, **REAL_BENCHES}
 
 
 def run(name: str, params: Params) -> dict:

@@ -22,10 +22,13 @@ Why the transfers are hand-written rather than boto3's transfer manager:
 Integrity: each request body carries a CRC32C (``x-amz-checksum-crc32c``),
 computed with the ``crc32c`` package because botocore only computes CRC32C
 with the optional ``awscrt`` dependency. AWS and MinIO verify it and reject
-corrupted bytes; moto 5.2.1 accepts and stores it but does not verify it.
+corrupted bytes; moto 5.2.1 accepts and stores it but does not verify it;
+Ceph RGW 16 accepts and ignores it, even a wrong one. So integrity rests on our
+own CRC32C of the bytes a GET returns (the drain's read-back, the restore).
 CRC32C is also what our manifests use, and it costs ~0.1 s of CPU per GiB
 here, against ~2.3 s/GiB for Content-MD5 (docs/performance.md). Pass ``checksum=None`` for an old
-server that rejects the header.
+server that rejects the header. botocore's own checksums follow ``checksum_mode``
+(``when_required`` by default: RGW refuses boto3's aws-chunked uploads over HTTPS).
 
 The blocking boto3 calls run in threads: ``asyncio.to_thread`` for single
 requests, and a per-tier pool of ``max_concurrency`` workers for parts and
@@ -64,6 +67,8 @@ log = logging.getLogger(__name__)
 MIB = 1 << 20
 LIST_PAGE = 1000  # keys per LIST request: S3's maximum, asked for explicitly so every server pages alike
 LEASE_KEY = ".ckpt-emu.lease"  # tiers/s3_lease.py: never listed as an object
+CHECKSUM_MODES = ("when_required", "when_supported")  # botocore's two values
+LEASE_RECHECK_S = 1.0  # a delete re-reads the lease when it was last confirmed longer ago
 
 
 _LOADER = None
@@ -95,6 +100,11 @@ class S3Options:
     #: multipart part size and parts/ranges in flight per process
     part_size_mib: int = 64
     max_concurrency: int = 8
+    #: botocore's own checksums (request_checksum_calculation and response_checksum_validation):
+    #: when_required (only where an API demands one; our CRC32C header is sent either way) or
+    #: when_supported (boto3's default: aws-chunked uploads with a trailing checksum, which some
+    #: servers refuse over HTTPS: Ceph RGW answers 411 MissingContentLength)
+    checksum_mode: str = "when_required"
 
     def __post_init__(self):
         if not self.bucket:
@@ -103,6 +113,8 @@ class S3Options:
             raise OptionError("part_size_mib: must be between 5 and 5120 (S3 limits)")
         if not 1 <= self.max_concurrency <= 64:
             raise OptionError("max_concurrency: must be between 1 and 64")
+        if self.checksum_mode not in CHECKSUM_MODES:
+            raise OptionError(f"checksum_mode: must be {' or '.join(CHECKSUM_MODES)}, not {self.checksum_mode!r}")
         if self.endpoint_url:  # the resolved config is written to config.json and results.json
             parts = urlsplit(self.endpoint_url)
             if parts.username is not None or parts.password is not None:
@@ -118,7 +130,7 @@ class S3Tier(Transfers, Tier):
     def from_options(cls, options: S3Options, *, scope: TierScope) -> "S3Tier":
         return cls(options.bucket, prefix=options.prefix or "", endpoint_url=options.endpoint_url,
                    region=options.region, part_size=options.part_size_mib * MIB,
-                   max_concurrency=options.max_concurrency)
+                   max_concurrency=options.max_concurrency, checksum_mode=options.checksum_mode)
 
     @classmethod
     def preflight(cls, options: S3Options, *, need_bytes: int) -> None:
@@ -131,7 +143,14 @@ class S3Tier(Transfers, Tier):
             _asyncio.run(tier.close())
 
     def claim(self, holder) -> Claim:
-        return S3Lease(self, holder).acquire()
+        self._lease = S3Lease(self, holder).acquire()
+        return self._lease
+
+    def _owned(self, max_age_s: float = float("inf")) -> None:
+        """Raise TierError if this tier's lease (held by the process that claimed it) was lost;
+        ``max_age_s``: re-read the lease first when it was confirmed longer ago (s3_lease.py)."""
+        if self._lease is not None:
+            self._lease.check(max_age_s)
 
     async def recover_after_crash(self) -> str:
         count = await self.abort_stale_uploads()
@@ -144,7 +163,7 @@ class S3Tier(Transfers, Tier):
     def __init__(self, bucket: str, prefix: str = "", endpoint_url: str | None = None,
                  region: str | None = None, part_size: int = 64 * MIB, max_concurrency: int = 8,
                  client=None, *, single_get_threshold: int | None = None,
-                 checksum: str | None = "crc32c",
+                 checksum: str | None = "crc32c", checksum_mode: str = "when_required",
                  max_attempts: int = 1,
                  connect_timeout: float = 10.0, read_timeout: float = 120.0):
         if part_size < 5 * MIB:
@@ -159,6 +178,7 @@ class S3Tier(Transfers, Tier):
         self.max_concurrency = max(1, max_concurrency)
         self.single_get_threshold = 4 * part_size if single_get_threshold is None else single_get_threshold
         self.checksum = checksum
+        self.checksum_mode = checksum_mode
         self._timeouts = (connect_timeout, read_timeout)
         self._session = None
         self.requests = RequestTally()  # every request by kind (tiers/s3_requests.py)
@@ -171,6 +191,7 @@ class S3Tier(Transfers, Tier):
         self._probe_client = None if self._session else client
         self._pool: cf.ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._lease: S3Lease | None = None  # set in the one process that claimed the prefix
 
     # ------------------------------------------------------------------ plumbing
 
@@ -184,8 +205,8 @@ class S3Tier(Transfers, Tier):
 
     def _make_client(self, max_attempts: int):
         # path-style addressing for custom endpoints: MinIO/Ceph/moto hosts rarely
-        # resolve bucket.host names. Checksums: we send our own CRC32C, so botocore
-        # need not hash every body with CRC32 too (and old servers reject that).
+        # resolve bucket.host names. Checksums: we send our own CRC32C, so by default
+        # (checksum_mode) botocore need not hash every body too (and some servers reject that).
         cfg = Config(
             # one attempt per request by default: the caller's retry policy (emulator.retry) is the
             # only layer that retries, so a persistent 5xx costs (retries + 1) requests per part
@@ -193,7 +214,8 @@ class S3Tier(Transfers, Tier):
             connect_timeout=self._timeouts[0], read_timeout=self._timeouts[1],
             max_pool_connections=self.max_concurrency + 16,
             s3={"addressing_style": "path"} if self.endpoint_url else None,
-            request_checksum_calculation="when_required",
+            request_checksum_calculation=self.checksum_mode,
+            response_checksum_validation=self.checksum_mode,
         )
         client = self._session.client("s3", endpoint_url=self.endpoint_url, region_name=self.region, config=cfg)
         s3_errors.retry_throttled(client)  # SlowDown: the same request again, after a backoff
@@ -254,6 +276,7 @@ class S3Tier(Transfers, Tier):
     async def put(self, key, data) -> None:
         full = self._full(key)
         view = as_bytes(data)
+        await asyncio.to_thread(self._owned, 0.0)  # a manifest: never published under another's lease
         if len(view) <= self.part_size:
             await asyncio.to_thread(self._put_bytes, full, bytes(view), key)
         else:  # parts straight from the caller's buffer: no second copy of a large object
@@ -316,6 +339,7 @@ class S3Tier(Transfers, Tier):
 
     async def delete(self, key) -> None:
         full = self._full(key)
+        await asyncio.to_thread(self._owned, LEASE_RECHECK_S)  # retention: never under another's lease
         await asyncio.to_thread(self._call, f"delete {key}", self._client.delete_object,
                                 Bucket=self.bucket, Key=full)
 
@@ -323,9 +347,11 @@ class S3Tier(Transfers, Tier):
 
     async def put_file(self, key, src) -> None:
         validate_key(key)
+        self._owned()
         await asyncio.to_thread(self._upload_file, key, Path(src))
 
     def open_write(self, key) -> Sink:
+        self._owned()
         return S3Sink(self, validate_key(key))
 
     # ------------------------------------------------------------------ downloads

@@ -14,7 +14,13 @@ MinIO, Ceph RGW Reef and later, moto; without them a plain write and a read
 back are used, which two runs starting in the same second can both pass);
 expiry compares the holder's clock with the reader's, so clocks must agree to
 well within ``ttl``; after a crash on another host a rerun waits up to ``ttl``;
-and a holder that stalls longer than ``ttl`` loses the lease (it says so once).
+and a holder that stalls longer than ``ttl`` loses the lease.
+
+A lost lease (a renewal refused, or the object found replaced) stops the holder's writes: the
+tier asks ``check`` before every write and delete, re-reading the lease (one HEAD) before a small
+object (a manifest) and at most once a second before a delete, so a checkpoint is never
+published, nor one deleted, under another run's lease. ``on_lost`` is called once with one line;
+a run (emulator/job/ownership.py) ends there.
 """
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ import threading
 import time
 from dataclasses import asdict
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from .base import Claim, TierError
 from .locking import Holder, TierBusy
@@ -33,6 +39,7 @@ from .locking import Holder, TierBusy
 LEASE_KEY = ".ckpt-emu.lease"
 TTL_S = 60.0
 _CONFLICT = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
+_MISSING = ("NoSuchKey", "404")
 
 
 def process_alive(pid: int, started: float) -> bool:
@@ -55,6 +62,10 @@ class S3Lease(Claim):
         self._etag: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # a renewal and a check never interleave (the ETag changes)
+        self._confirmed = time.monotonic()  # when the lease was last known to be ours
+        self.lost: str | None = None  # why it is not ours any more
+        self.on_lost = _warn  # called once, with one line, when the lease is lost
 
     # ------------------------------------------------------------------ requests
 
@@ -139,14 +150,61 @@ class S3Lease(Claim):
     def _renew(self) -> None:
         while not self._stop.wait(self.ttl_s / 3):
             try:
-                self._etag = self._put_if_match(self._etag)
+                with self._lock:
+                    if self.lost:
+                        return
+                    self._etag, self._confirmed = self._put_if_match(self._etag), time.monotonic()
             except ClientError as exc:
-                if _code(exc) in _CONFLICT:
-                    print(f"ckpt-emu: warning: {self._where()}: lost its lease (another run took it over "
-                          f"after this one stalled for more than {self.ttl_s:.0f} s)", file=sys.stderr, flush=True)
+                if _code(exc) in _CONFLICT + _MISSING:
+                    self._lose(f"another run replaced it (this one had not renewed it for {self.ttl_s:.0f} s, "
+                               "or someone wrote over it)")
                     return
             except Exception:  # noqa: BLE001 - a blip: the next renewal (ttl/3 later) tries again
                 pass
+
+    def check(self, max_age_s: float = float("inf")) -> None:
+        """Raise TierError if the lease is lost; re-read it (a HEAD) when it was last confirmed more
+        than ``max_age_s`` ago (0: now), so a replaced lease is found before the write, not after."""
+        if self._stop.is_set():  # released: the run is over, nothing to guard
+            return
+        if not self.lost and time.monotonic() - self._confirmed > max_age_s:
+            with self._lock:
+                if not self.lost:
+                    self._confirm()
+        if self.lost:
+            raise TierError(f"{self._where()}: lost its lease: {self.lost}", transient=False)
+
+    def _confirm(self) -> None:
+        """HEAD the lease object: ours if its ETag is the one our last write got back."""
+        try:
+            etag = self._tier._client.head_object(Bucket=self._tier.bucket, Key=self._key)["ETag"]
+        except ClientError as exc:
+            if _code(exc) not in _MISSING:
+                raise self._tier._error("lease", exc) from exc  # a 5xx: the write is retried
+            self._lose("its lease object was deleted")
+            return
+        except BotoCoreError as exc:
+            raise self._tier._error("lease", exc) from exc
+        if etag.strip('"') != (self._etag or "").strip('"'):
+            self._lose("another run replaced it")
+            return
+        self._confirmed = time.monotonic()
+
+    def _lose(self, why: str) -> None:
+        if self.lost:
+            return
+        found = self._read_quietly()
+        self.lost = f"{why}{f' ({found})' if found else ''}; stopped writing so two runs never share the prefix"
+        self.on_lost(f"{self._where()}: lost its lease: {self.lost}")
+
+    def _read_quietly(self) -> str:
+        """Who holds the lease now, best effort."""
+        try:
+            found = self._read()
+            record = found[0] if found else {}
+            return "now held by " + Holder(**{k: record[k] for k in ("job", "pid", "host", "started") if k in record}).describe()
+        except Exception:  # noqa: BLE001 - the loss is the news, the new holder a detail
+            return ""
 
     def release(self) -> None:
         self._stop.set()
@@ -158,6 +216,10 @@ class S3Lease(Claim):
                 self._tier._client.delete_object(Bucket=self._tier.bucket, Key=self._key)
         except Exception:  # noqa: BLE001 - an expired lease frees the prefix anyway
             pass
+
+
+def _warn(line: str) -> None:
+    print(f"ckpt-emu: warning: {line}", file=sys.stderr, flush=True)
 
 
 def _code(exc: ClientError) -> str:

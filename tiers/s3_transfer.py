@@ -208,7 +208,10 @@ class MultipartUpload:
             cf.wait(running, return_when=cf.FIRST_COMPLETED)
 
     def complete(self) -> None:
-        """Wait for every part (the first failure raises), then publish the object."""
+        """Wait for every part (the first failure raises), then publish the object.
+
+        The answer's ETag is not used: Ceph RGW sends it empty. Whatever pins a read to one version
+        takes the ETag from a HEAD (``_download_file``, ``S3Reader``), right on every server."""
         done, _ = cf.wait(self._futures, return_when=cf.FIRST_EXCEPTION)
         self._raise_failed(done)
         parts = sorted((f.result() for f in self._futures), key=lambda p: p["PartNumber"])

@@ -14,12 +14,17 @@ rerun then shared with them. Two links close that:
 process was reparented, and ends the process if so (SIGKILL: a crash, which
 the next run cleans up after, as after any crash). Ctrl-C and SIGTERM are
 unchanged: the CLI asks the ranks to stop and they finish cleanly.
+
+``end_run`` is the other way round: a process that must stop at once (it lost
+its claim on a tier) prints one error line and exits; torchrun then ends the
+other ranks and the CLI reports that line.
 """
 from __future__ import annotations
 
 import ctypes
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -58,3 +63,14 @@ def watch_parent(interval_s: float = 1.0) -> threading.Thread:
     thread = threading.Thread(target=watch, name="ckpt-emu-lifeline", daemon=True)
     thread.start()
     return thread
+
+
+#: the exit status of a process that ended its run (torchrun then ends the others)
+END_RUN_STATUS = 3
+
+
+def end_run(line: str) -> None:
+    """Print ``ckpt-emu: error: line`` (the line the CLI reports) and exit this process now, from
+    any thread, without running anything more: no write after this point."""
+    print(f"ckpt-emu: error: {line}", file=sys.stderr, flush=True)
+    os._exit(END_RUN_STATUS)

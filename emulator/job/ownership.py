@@ -5,8 +5,10 @@ The CLI claims the results folder before it writes anything there (a second
 In the ranks, each node leader claims its node's local tier and rank 0 the
 global tier, before any rank writes to them; every rank then joins all of
 them as a user (tiers/locking.py, tiers/s3_lease.py). A claim that fails ends
-every rank with the same line. The job id ties a run's nodes together: the
-rendezvous id and endpoint for several nodes, a fresh id for one.
+every rank with the same line; a claim lost later (an S3 lease another run
+took over) ends the run at once with one line (``lifeline.end_run``). The job
+id ties a run's nodes together: the rendezvous id and endpoint for several
+nodes, a fresh id for one.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import os
 import uuid
 
 from emulator.errors import UserError
+from emulator.job.lifeline import end_run
 from tiers.base import TierError
 from tiers.locking import Holder, claim_dir, join_dir
 
@@ -46,7 +49,7 @@ def claim_tiers(comm, out, local, global_) -> list:
         if local is not None and comm.is_node_leader:
             claims.append(local.claim(holder()))
         if comm.rank == 0:
-            claims.append(global_.claim(holder()))
+            claims.append(_end_run_if_lost(global_.claim(holder())))
     except TierError as exc:
         error = f"{exc}{_same_run_hint(exc)}"
     failed = [e for e in comm.all_gather(error) if e]
@@ -58,6 +61,14 @@ def claim_tiers(comm, out, local, global_) -> list:
     if comm.rank != 0:
         claims.append(global_.join())
     return claims
+
+
+def _end_run_if_lost(claim):
+    """A claim that can be lost while the run holds it (an S3 lease) ends the run when it is:
+    nothing more may be written or deleted under another run's claim."""
+    if hasattr(claim, "on_lost"):
+        claim.on_lost = end_run
+    return claim
 
 
 def _same_run_hint(exc: TierError) -> str:
