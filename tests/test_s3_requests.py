@@ -58,7 +58,7 @@ def test_checkpoint_requests_equal_a_hand_count(drained):
     assert parts == 2  # ~7 MiB files in 5 MiB parts: multipart uploads
     upload = {"CreateMultipartUpload": RANKS, "UploadPart": RANKS * parts, "CompleteMultipartUpload": RANKS,
               "HEAD": RANKS}  # per file: create, its parts, complete; drain.verify=size: one HEAD
-    manifest = {"PUT": 1}
+    manifest = {"PUT": 1, "HEAD": 1}  # the lease re-read (still ours?) before the manifest
     # retention after checkpoint k (keep 2): LIST the steps, GET each complete manifest (k, at most 3);
     # the third also deletes the oldest: its manifest, a LIST of its folder, its 2 files
     retention = [{"LIST": 1, "GET": 1}, {"LIST": 1, "GET": 2}] + [{"LIST": 2, "GET": 3, "DELETE": 1 + RANKS}] * 4
@@ -103,7 +103,7 @@ def test_restore_from_s3_equals_a_hand_count(s3_endpoint, tmp_path):
     parts = parts_of(res)
     written = res["s3"]["measured"]["checkpoints"][0]["requests"]
     assert written == {"CompleteMultipartUpload": RANKS, "CreateMultipartUpload": RANKS, "GET": 1, "LIST": 1,
-                       "PUT": 1, "UploadPart": RANKS * parts}  # no drain, no verification HEAD
+                       "PUT": 1, "HEAD": 1, "UploadPart": RANKS * parts}  # no drain or verification; the lease's HEAD
     assert res["load"]["served_by"] == {"global": RANKS}
     # rank 0 LISTs the steps once; per rank: GET the manifest, HEAD the file, the small GETs of
     # torch.load's structure, and one GET of the data (a file under 4 parts is read in one)
@@ -160,7 +160,7 @@ def test_documented_cost_example_equals_a_hand_calculation():
     """docs/s3-requests.md: 512 files of 10 GiB in 64 MiB parts, drain.verify=size, keep 2, every 30 min."""
     ckpt = s3cost.checkpoint_requests(512, 10 << 30, 64 * MIB, verify="size", keep=2)
     put_class = 512 * (1 + 160 + 1) + 1 + 2  # create + 160 parts + complete per file; manifest; 2 LISTs
-    get_class = 512 + 3                      # a HEAD per file; 3 manifests read by retention
+    get_class = 512 + 1 + 3                  # a HEAD per file; the lease's; 3 manifests read by retention
     assert s3cost.by_price_class(ckpt) == {"put": put_class, "get": get_class, "free": 513}
     per_ckpt = put_class / 1000 * 0.005 + get_class / 1000 * 0.0004
     storage_day = 2 * 5120 * 0.023 / (730 / 24)
@@ -200,13 +200,13 @@ def test_simulate_scales_requests_to_the_job_from_the_layout(tmp_path):
     assert (files, parts) == (32, 210)
     s3 = info["s3"]
     assert s3["checkpoint"] == {"CreateMultipartUpload": files, "UploadPart": files * parts,
-                                "CompleteMultipartUpload": files, "HEAD": files,
+                                "CompleteMultipartUpload": files, "HEAD": files + 1,  # + the lease's
                                 "GET": files * parts + 3,  # the read-back in ranged GETs; retention's 3
                                 "PUT": 1, "LIST": 2, "DELETE": files + 1}
     assert s3["restore"] == {"LIST": 1, "HEAD": files, "GET": files * (1 + s3cost.META_GETS + parts)}
     assert s3["drain_per_s"]["put"] > 0 and s3["restore_per_s"]["get"] > 0
     assert s3["cost"]["per_checkpoint_usd"] == pytest.approx(
-        (files * (parts + 2) + 3) / 1000 * 0.005 + (files * (parts + 1) + 3) / 1000 * 0.0004)
+        (files * (parts + 2) + 3) / 1000 * 0.005 + (files * (parts + 1) + 4) / 1000 * 0.0004)
     text = ckpt_emu("simulate", "design-nvme-s3", "--nodes", "4", "--days", "1", "--out", tmp_path, check=True)
     assert "GET-class/s" in text.stdout and "S3 cost at the simulated interval: $" in text.stdout
 

@@ -68,7 +68,9 @@ MIB = 1 << 20
 LIST_PAGE = 1000  # keys per LIST request: S3's maximum, asked for explicitly so every server pages alike
 LEASE_KEY = ".ckpt-emu.lease"  # tiers/s3_lease.py: never listed as an object
 CHECKSUM_MODES = ("when_required", "when_supported")  # botocore's two values
-LEASE_RECHECK_S = 1.0  # a delete re-reads the lease when it was last confirmed longer ago
+#: a delete re-reads the lease when it was last confirmed longer ago than a renewal period (each
+#: renewal and each manifest's check confirm it), so retention costs no HEADs while all is well
+LEASE_RECHECK_S = 20.0
 
 
 _LOADER = None

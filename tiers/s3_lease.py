@@ -18,7 +18,7 @@ and a holder that stalls longer than ``ttl`` loses the lease.
 
 A lost lease (a renewal refused, or the object found replaced) stops the holder's writes: the
 tier asks ``check`` before every write and delete, re-reading the lease (one HEAD) before a small
-object (a manifest) and at most once a second before a delete, so a checkpoint is never
+object (a manifest) and before a delete when no renewal or check confirmed it for a renewal period, so a checkpoint is never
 published, nor one deleted, under another run's lease. ``on_lost`` is called once with one line;
 a run (emulator/job/ownership.py) ends there.
 """

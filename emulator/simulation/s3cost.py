@@ -57,8 +57,9 @@ def _file_requests(files: int, file_bytes: int, part_size: int, verify: str, thr
 
 
 def _commit_requests(files: int, keep: int) -> Counter:
-    """The global manifest, then retention of the oldest of ``keep`` + 1 complete checkpoints."""
-    return Counter(PUT=1, LIST=2, GET=keep + 1, DELETE=1 + files)
+    """The global manifest (after a HEAD of the run's lease: still ours), then retention of the
+    oldest of ``keep`` + 1 complete checkpoints."""
+    return Counter(PUT=1, HEAD=1, LIST=2, GET=keep + 1, DELETE=1 + files)
 
 
 def checkpoint_requests(files: int, file_bytes: int, part_size: int, *, verify: str = "checksum",
