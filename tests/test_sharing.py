@@ -8,6 +8,7 @@ Every bound below is the model's time (bytes / rate) with a generous margin, nev
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -66,6 +67,10 @@ def test_a_job_rate_is_split_among_the_modelled_jobs_nodes(tmp_path):
         want = sizes[key] / (rate / job_nodes * GIB)
         assert 0.9 * want <= seconds <= 1.4 * want, (key, seconds, want)
     assert not [n for n in res["notes"] if n.startswith("global tier: this host moved")], res["notes"]
+    # simulated as run, calibrated by it: the same drain
+    sim = json.loads(ckpt_emu("simulate", cfg, "--as-run", "--nodes", 1, "--accelerators-per-node", 2, "--calibrate",
+                              tmp_path / "out" / "results.json", "--json", "--out", tmp_path / "sim", check=True).stdout)
+    assert sim["modes"]["sync"]["drain_mean_s"] == pytest.approx(res["modes"]["sync"]["drain_mean_s"], rel=0.15)
 
 
 @pytest.mark.timeout(400)
@@ -132,3 +137,14 @@ def test_a_job_rate_becomes_each_nodes_share_behind_its_nic(tmp_path):
     fast = _cfg(tmp_path, design={"job": {"nodes": 2}, "node": {"nic": "8Gb/s"}},
                 tiers={"global": {"emulate": {"write_gib_s": 10.0, "shared_by": "job"}}})
     assert node_emulation(fast, "global", 1).write_gib_s * GIB == pytest.approx(1e9)  # the NIC binds
+
+
+def test_run_and_simulate_give_a_node_the_same_share_of_a_job_rate(tmp_path):
+    from emulator.simulation.design import Options, build_design
+    for design in (None, {"job": {"nodes": 2048}, "node": {"nic": "50GB/s"}}):
+        cfg = _cfg(tmp_path, parallelism={"dp": 32}, design=design, tiers={
+            "local": {"emulate": {"write_gib_s": 6.0}},
+            "global": {"emulate": {"write_gib_s": 400.0, "shared_by": "job"}}})
+        nodes = modelled_nodes(cfg)
+        simulated = build_design(cfg, Options(nodes=nodes)).drain.node_rate(nodes)
+        assert simulated == pytest.approx(node_emulation(cfg, "global").write_gib_s * GIB)
