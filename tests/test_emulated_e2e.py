@@ -3,7 +3,7 @@
 One short run of the ``design-nvme-pfs`` design (shrunk to 2 ranks with ``--set``) with
 the PFS share slowed so that a drain of the node's ~14 MiB takes about a third of a
 second: the drain must take bytes / rate (the drainer copies all of the node's files
-through one bandwidth shared by the job, so the node's bytes queue behind each other),
+through the node's one share of the PFS, so the node's bytes queue behind each other),
 and async checkpointing must hide it from training while sync pays it at every checkpoint.
 """
 import pytest
@@ -17,7 +17,7 @@ from tiers.directory import DirTier
 from tiers.emulated import EmulatedTier
 
 GIB = 1 << 30
-RATE_GIB_S = 0.04  # the job's share of the emulated PFS
+RATE_GIB_S = 0.04  # the emulated PFS's aggregate, all of it the one node's (design.job.nodes: 1)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def pfs_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("emu")
     sets = [
         f"tiers.local.path={tmp}/nvme/node{{node}}", f"tiers.global.path={tmp}/pfs",
-        f"tiers.global.emulate.write_gib_s={RATE_GIB_S}",
+        f"design.global.write={RATE_GIB_S}GiB/s",
         "parallelism.ranks=2", "run.scale=0.0005",
         # a 0.8 s interval here (0.2 s steps at scale 0.0005): the ~0.35 s drain plus the local write fit in it
         "training.step_seconds=400", "checkpoint.interval_steps=4", "checkpoint.saves=3", "checkpoint.loads=1",
@@ -53,7 +53,7 @@ def node_bytes_per_checkpoint(res, mode) -> dict:
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_drain_takes_bytes_over_rate(pfs_run, mode):
     _, res, _ = pfs_run
-    assert "emulated: write 0.04 GiB/s" in res["tiers"]["global"] and "shared by job" in res["tiers"]["global"]
+    assert "emulated: write 0.04 GiB/s" in res["tiers"]["global"] and "shared by node" in res["tiers"]["global"]
     m = res["modes"][mode]
     assert m["checkpoints"] == 3 and m["incomplete"] == 0
     per_step = node_bytes_per_checkpoint(res, mode)
@@ -100,11 +100,15 @@ def test_retention_is_not_part_of_the_sync_stall(tmp_path):
 
 def test_design_nvme_pfs_config():
     cfg = load_config("design-nvme-pfs")
-    local, glob = cfg.tiers.local, cfg.tiers.global_
+    local, glob, d = cfg.tiers.local, cfg.tiers.global_, cfg.design
     assert local.backend == "dir" and "{node}" in local.options.path
-    assert local.emulate.write_gib_s and local.emulate.read_gib_s and local.emulate.shared_by == "node"
-    assert glob.backend == "dir" and glob.emulate.shared_by == "job"
-    assert glob.emulate.write_gib_s < local.emulate.write_gib_s and glob.emulate.latency_ms > 0
+    assert d.job_nodes(cfg.parallelism.world_size) == 1 and d.nic_stated
+    assert (d.local.write_bps, d.local.read_bps, d.local.duplex) == (6 * GIB, 7 * GIB, True)
+    assert (d.global_.write_bps, d.global_.read_bps, d.global_.latency_s) == (GIB, 2 * GIB, 0.001)
+    # the tiers are emulated as the design's one node: its NVMe, and all of the PFS
+    assert (local.emulate.write_gib_s, local.emulate.read_gib_s, local.emulate.shared_by) == (6, 7, "node")
+    assert glob.backend == "dir" and (glob.emulate.write_gib_s, glob.emulate.read_gib_s) == (1, 2)
+    assert glob.emulate.shared_by == "node" and glob.emulate.latency_ms == 1
     assert cfg.checkpoint.modes == ("sync", "async") and cfg.parallelism.active_ranks == 8
 
 
@@ -112,8 +116,9 @@ def test_design_nvme_s3_config_takes_endpoint_and_bucket_overrides():
     cfg = load_config("design-nvme-s3")
     glob = cfg.tiers.global_
     assert glob.backend == "s3" and glob.options.bucket and glob.options.prefix and glob.options.endpoint_url is None
-    assert glob.emulate.latency_ms == 20 and glob.emulate.shared_by == "node"
-    assert cfg.tiers.local.emulate is not None
+    assert cfg.design.global_.latency_s == 0.02 and cfg.design.local is not None
+    assert glob.emulate.latency_ms == 20 and glob.emulate.shared_by == "node" and glob.emulate.write_gib_s == 1
+    assert cfg.tiers.local.emulate.write_gib_s == 6
     cfg = load_config("design-nvme-s3", ["tiers.global.bucket=my-bucket",
                                          "tiers.global.endpoint_url=http://127.0.0.1:9000"])
     assert (cfg.tiers.global_.options.bucket, cfg.tiers.global_.options.endpoint_url) == ("my-bucket", "http://127.0.0.1:9000")
@@ -121,9 +126,10 @@ def test_design_nvme_s3_config_takes_endpoint_and_bucket_overrides():
 
 def test_design_direct_pfs_config():
     cfg = load_config("design-direct-pfs")
-    assert cfg.tiers.local is None
+    assert cfg.tiers.local is None and cfg.design.local is None
     assert cfg.checkpoint.modes == ("sync",)
-    assert cfg.tiers.global_.backend == "dir" and cfg.tiers.global_.emulate.shared_by == "job"
+    assert cfg.tiers.global_.backend == "dir" and cfg.design.global_.write_bps == GIB
+    assert (cfg.tiers.global_.emulate.write_gib_s, cfg.tiers.global_.emulate.shared_by) == (1, "node")
 
 
 @pytest.mark.parametrize("name", ["design-nvme-pfs", "design-nvme-s3", "design-direct-pfs"])

@@ -15,11 +15,14 @@ time and the real backend's (a DirTier's fsync, an upload) overlap; neither is
 added to the other. A sink therefore books its bytes as it writes but waits
 once, after the real commit, until its bytes are due plus the commit's latency.
 
-Who shares a bucket (``shared_by``):
+Who shares a bucket (``shared_by``; a config's default is ``node``: a rate is the
+node's device or link, as an architect reads it):
 
 * ``none``: every call or stream gets the full rate on its own bucket.
 * ``rank``: one bucket per EmulatedTier, i.e. per rank process.
-* ``node``/``job``: one bucket for all processes of the node / of the job.
+* ``node``/``job``: one bucket for all processes of the node / of the job. A run
+  never builds ``job`` here: emulator/job/rank_tiers.py turns a job's aggregate
+  into each node's share first (emulator/simulation/sharing.py).
   Ranks are separate OS processes, so the bucket is a small state file in
   ``scope.shared_dir`` updated under ``fcntl.flock`` (all processes must
   see that directory and share a wall clock: one machine, as in our tests).
@@ -95,8 +98,9 @@ class EmulateOptions:
     read_gib_s: Optional[float] = None
     latency_ms: float = 0.0
     jitter_ms: float = 0.0
-    #: who shares the bandwidth: "none" (each stream gets it), "rank", "node" or "job"
-    shared_by: str = "none"
+    #: who shares the bandwidth: "node" (the node's device or link, its ranks share it), "job" (the
+    #: modelled job's aggregate: each node gets its share), "rank", or "none" (each stream gets it)
+    shared_by: str = "node"
     #: emulated capacity; writes past it fail with ENOSPC
     capacity_gib: Optional[float] = None
     #: reads and writes on separate paths (true), or one device that both share (false): a drain

@@ -1,11 +1,17 @@
 """A rank's tiers, built from the config's registry entries with the rank's scope.
 
 Both protocols (the emulator's and MLPerf's) build their tiers here, so the
-scope a backend sees (rank, node, shared and spool folders) is the same.
+scope a backend sees (rank, node, shared and spool folders) is the same. A
+tier emulated as the job's aggregate (``shared_by: job``) is built as this
+node's share of it (emulator/simulation/sharing.py ``node_emulation``), so
+nodes on several machines split the rate and never multiply it.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from emulator.job.outdir import OutDir
+from emulator.simulation.sharing import node_emulation
 from tiers import make_tier
 from tiers.base import TierScope
 
@@ -21,5 +27,11 @@ def build_tiers(cfg, comm, out) -> tuple:
     out = OutDir(out)
     local = None
     if cfg.tiers.local is not None:
-        local = make_tier(cfg.tiers.local, scope=_tier_scope(comm, out, "local"))
-    return local, make_tier(cfg.tiers.global_, scope=_tier_scope(comm, out, "global"))
+        local = make_tier(_node_tier(cfg, "local", comm.nodes), scope=_tier_scope(comm, out, "local"))
+    return local, make_tier(_node_tier(cfg, "global", comm.nodes), scope=_tier_scope(comm, out, "global"))
+
+
+def _node_tier(cfg, name: str, nodes: int):
+    """Tier ``name``'s config with its emulation as one of this run's ``nodes`` gets it."""
+    tier = cfg.tiers.local if name == "local" else cfg.tiers.global_
+    return replace(tier, emulate=node_emulation(cfg, name, nodes))

@@ -14,6 +14,7 @@ not shrink or is not the design's at all:
 """
 from __future__ import annotations
 
+from emulator.simulation.sharing import node_emulation
 from emulator.units import GIB
 
 #: a per-request latency at least this share of a phase's mean is "a large share"
@@ -46,15 +47,16 @@ def latency_notes(cfg, results: dict) -> list[str]:
 
 
 def rate_notes(cfg, results: dict) -> list[str]:
-    """Emulated bandwidth shared by a node or the job, against the rate measured: a phase slower
-    than the design's own time for it by more than 1 / RATE_SHARE measured the host."""
+    """Emulated bandwidth shared by a node (a job's rate: each node's share of it), against the rate
+    measured: a phase slower than the design's own time for it by more than 1 / RATE_SHARE measured
+    the host."""
     notes, nodes = [], max(1, results["nodes"])
-    for name, tcfg, phase in (("local", cfg.tiers.local, "local_write_mean_s"), ("global", cfg.tiers.global_, "drain_mean_s")):
-        em = tcfg.emulate if tcfg is not None else None
-        if em is None or not em.write_gib_s or em.shared_by not in ("node", "job") or \
+    for name, phase in (("local", "local_write_mean_s"), ("global", "drain_mean_s")):
+        em = node_emulation(cfg, name, nodes)  # a job's rate as each node was paced
+        if em is None or not em.write_gib_s or em.shared_by != "node" or \
                 (name == "global" and cfg.tiers.local is None):
             continue
-        want = em.write_gib_s * (nodes if em.shared_by == "node" else 1) * GIB
+        want = em.write_gib_s * nodes * GIB
         for mode, s in _modes(results):
             design_s = _design_seconds(cfg, results, em, want, phase)
             if s[phase] and design_s < RATE_SHARE * s[phase]:

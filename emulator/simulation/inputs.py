@@ -37,7 +37,8 @@ def tier_latency(tier_cfg) -> float:
 
 
 def tier_sharing(tier_cfg) -> str:
-    """Who shares a tier's configured rate (``shared_by``); ``none`` for a tier without emulation."""
+    """Who shares a tier's configured rate (``shared_by``, ``node`` unless the config says otherwise);
+    ``none`` for a tier without emulation: nothing paces it, so every stream moves on its own."""
     e = tier_cfg.emulate if tier_cfg is not None else None
     return e.shared_by if e is not None else "none"
 

@@ -13,12 +13,51 @@ Mirrors tiers/emulated.py (see its module docstring) phase by phase:
 Calibration runs the same mapping backwards: a measured duration and the
 bytes that shared the bucket give the rate the config would have needed to
 produce it (:func:`rate_from`). Tests check that one inverts the other.
+
+A run does the same for ``job`` before it builds its tiers (:func:`node_emulation`):
+each emulated node gets its share of the modelled job's aggregate, min(NIC,
+rate / job nodes), the share the simulator gives a node when every node
+transfers at once, whichever machine (``--nnodes``) the node runs on.
 """
 from __future__ import annotations
 
-from emulator.design.share import LinkLimits
+import math
+from dataclasses import replace
+
+from emulator.design.share import LinkLimits, node_share
+from emulator.design.spec import parse_design
+from emulator.units import GIB
 
 SHARINGS = ("none", "rank", "node", "job")
+
+
+def _design(cfg):
+    """The config's design, else the one its preset implies (8 accelerators per node, the default NIC)."""
+    return cfg.design if cfg.design is not None else parse_design({})
+
+
+def modelled_nodes(cfg, emulated_nodes: int = 1) -> int:
+    """The nodes whose aggregate a ``shared_by: job`` rate is: the design's job, else the preset's
+    ranks over 8 per node; never fewer than the run emulates, so nodes never multiply the rate."""
+    return max(_design(cfg).job_nodes(cfg.parallelism.world_size), emulated_nodes)
+
+
+def node_emulation(cfg, name: str, emulated_nodes: int = 1):
+    """Tier ``name``'s (``local``/``global``) ``emulate`` as one emulated node gets it.
+
+    ``shared_by: job`` becomes the node's share, shared by its ranks (``node``): each rate is
+    node_share(rate, NIC, modelled nodes), the NIC only on the global tier. Any other sharing,
+    and a tier without emulation, is returned as written."""
+    tier = cfg.tiers.local if name == "local" else cfg.tiers.global_
+    e = tier.emulate if tier is not None else None
+    if e is None or e.shared_by != "job":
+        return e
+    nodes = modelled_nodes(cfg, emulated_nodes)
+    nic = _design(cfg).nic_bps if name == "global" else math.inf
+
+    def share(gib_s):
+        return None if gib_s is None else node_share(gib_s * GIB, nic, nodes) / GIB
+    return replace(e, shared_by="node", write_gib_s=share(e.write_gib_s), read_gib_s=share(e.read_gib_s))
 
 
 def streams(kind: str, files: int, concurrency: int) -> int:
