@@ -85,6 +85,13 @@ class Design:
     #: the drain's read-back of what reached the global tier (drain.verify: checksum) at a configured
     #: or design read rate; None where it is not paced or a calibrated drain rate already holds it
     verify_read: LinkLimits | None = None
+    #: what the next async checkpoint waits for of the previous one (checkpoint.async_waits_for)
+    async_waits_for: str = "complete"
+    #: the drain's read of the local device where reads and writes share it (not duplex): each byte
+    #: read books write_rate / read_rate bytes of the local write link, as tiers/emulated.py does
+    local_read_weight: float | None = None
+    #: the drain's read of the local device on its own path (duplex); None where no read rate is known
+    local_read: LinkLimits | None = None
     sources: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
 
@@ -308,6 +315,18 @@ def _write_loads(cfg, groups, local: bool) -> dict:
             "global": [load(cfg.tiers.global_, g) for g in groups]}
 
 
+def _local_read(cfg, files: int, write_bps: float | None, read_bps: float | None) -> dict:
+    """How a drain reads the local device: a weight on the write link where one device serves both
+    (not duplex, both rates known, buckets shared by more than one call), else its own read link."""
+    tier = cfg.tiers.local
+    e, sb = tier.emulate, tier_sharing(tier)
+    if not read_bps:
+        return {}
+    if e is not None and not e.duplex and write_bps and sb != "none":
+        return {"local_read_weight": write_bps / read_bps}
+    return {"local_read": limits(sb, read_bps, kind="drain", files=files, concurrency=cfg.drain.concurrency)}
+
+
 def build_design(cfg, opts: Options, cal=None) -> Design:
     """The design for ``cfg`` under ``opts``; ``cal`` (calibrate.Calibration) replaces configured rates."""
     if opts.nodes < 1:
@@ -320,7 +339,7 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
     local = t.local is not None and _local_fits(cfg, groups, scale, notes)
     c = cal if cal is not None else Calibration()  # no calibration: configured rates only
     sources["snapshot"] = "measured" if c.snapshot_bps is not None else "assumed"
-    local_write = None
+    local_write, rate = None, None
     if local:
         rate = _rate(t.local, "write", c.local_write_bps, "local_write", sources)
         local_write = _tier_limits(t.local, rate, "write", files, 1, c.nodes, "local_write", sources, notes)
@@ -353,4 +372,6 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
         recovery_global_all_s=max(_recovery(t.global_, read["global"], groups, files, alone=False, nic_bps=nic,
                                             design_limits=design and design[1])),
         write_loads=_write_loads(cfg, groups, local),
-        verify_read=_verify_read(cfg, opts, local, global_read, sources, design), sources=sources, notes=notes)
+        verify_read=_verify_read(cfg, opts, local, global_read, sources, design),
+        async_waits_for=cfg.checkpoint.async_waits_for,
+        **(_local_read(cfg, files, rate, local_read) if local else {}), sources=sources, notes=notes)
