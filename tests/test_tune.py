@@ -174,24 +174,27 @@ def test_tune_plans_the_jobs_checkpoint_not_nodes_times_one_node(tune_405b_subse
 
 def test_tune_without_nodes_needs_bandwidth_for_the_jobs_checkpoint(tune_405b_subset):
     """Without --nodes the planner's 'global bandwidth needed' is for the preset's whole checkpoint (MLPerf's
-    5,292 GiB), not the 98.5 GiB of the 8 ranks measured. The global tier is shared by the job, so the
-    measured drain rate is all the job gets: the headroom compares it with the job's need."""
+    5,292 GiB), not the 98.5 GiB of the 8 ranks measured. The global tier's rate is the job's aggregate
+    (shared_by: job), and the measured node was paced at its share of it: every node drains alongside it,
+    so the job drains its checkpoint in the measured drain time."""
     from emulator.sizing import checkpoint_size
     tune_mod, cfg, _ = tune_405b_subset
+    assert cfg.tiers.global_.emulate.shared_by == "job"
     r = tune_mod.tune(cfg, accelerators=16384)
     m, bw, interval = r["measured"], r["global_bandwidth"], r["recommended"]["interval_s"]
     assert r["recommended"]["source"] == "planner"
     planned_gib = bw["needed_bytes_per_s"] * 0.10 * interval / GIB  # what drains in 10 % of the interval
     assert planned_gib == pytest.approx(5292.0, rel=0.002), planned_gib
     assert r["checkpoint_bytes"] == checkpoint_size(cfg.model, cfg.parallelism).total_bytes
-    assert bw["measured_drain_bytes_per_s"] == pytest.approx(m["full_size_bytes"] / m["drain_s"])
+    assert bw["measured_as"] == "every node"
+    assert bw["measured_drain_bytes_per_s"] == pytest.approx(r["checkpoint_bytes"] / m["drain_s"])
     assert bw["headroom"] == pytest.approx(bw["measured_drain_bytes_per_s"] / bw["needed_bytes_per_s"])
     assert "5,292" in tune_mod.format_tune(r)
-    # a global tier that gives each node its own rate: every node drains alongside the measured one
-    own = tune_mod.tune(cfg.with_overrides("tiers.global.emulate.shared_by=node"), accelerators=16384)
-    assert own["global_bandwidth"]["measured_as"] == "every node"
-    assert own["global_bandwidth"]["measured_drain_bytes_per_s"] == pytest.approx(
-        own["checkpoint_bytes"] / own["measured"]["drain_s"])
+    # a real store seen from one node (no emulation): the measured node's rate is all it shows
+    real = tune_mod._bandwidth(cfg.with_overrides("tiers.global.emulate=null"), m, r["checkpoint_bytes"],
+                               interval, 0.10)
+    assert real["measured_as"] == "one node"
+    assert real["measured_drain_bytes_per_s"] == pytest.approx(m["full_size_bytes"] / m["drain_s"])
 
 
 def test_tune_reads_the_same_design_as_simulate(tmp_path, monkeypatch):

@@ -167,17 +167,18 @@ def _confirm(cfg, out: Path, inputs, mode: str, interval_s: float, checks: int, 
 
 
 def _each_node_own_link(tier_cfg) -> bool:
-    """Whether the emulated tier gives every node its own rate (not ``shared_by: job``)."""
+    """Whether the emulated tier paces every node at its own rate: a node's link, or its share of a
+    job-wide rate (``shared_by: job``: rate / the job's nodes), so all nodes drain alongside it."""
     e = tier_cfg.emulate
-    return e is not None and e.write_gib_s is not None and e.shared_by != "job"
+    return e is not None and e.write_gib_s is not None
 
 
 def _bandwidth(cfg, m: dict, job_bytes: int, interval_s: float, overlap_target: float) -> dict:
     """The job's global drain bandwidth as measured, over the one that drains the job's checkpoint
-    within ``overlap_target`` of the interval. One node was measured: where the global tier gives
-    every node its own rate, all nodes drain alongside it (the job's bytes in the measured drain
-    time); shared by the job, or a real store seen from one node, the measured node's rate is all
-    the measurement shows of the job's."""
+    within ``overlap_target`` of the interval. One node was measured: where the emulated global tier
+    paces every node (its own link, or its share of the job's aggregate), all nodes drain alongside
+    it (the job's bytes in the measured drain time); a real store seen from one node shows only the
+    measured node's rate."""
     per_node = _each_node_own_link(cfg.tiers.global_)
     drained = job_bytes if per_node else m["full_size_bytes"]
     drain_bw = drained / m["drain_s"] if m["drain_s"] > 0 else math.inf
