@@ -71,6 +71,11 @@ def test_a_job_rate_is_split_among_the_modelled_jobs_nodes(tmp_path):
     sim = json.loads(ckpt_emu("simulate", cfg, "--as-run", "--nodes", 1, "--accelerators-per-node", 2, "--calibrate",
                               tmp_path / "out" / "results.json", "--json", "--out", tmp_path / "sim", check=True).stdout)
     assert sim["modes"]["sync"]["drain_mean_s"] == pytest.approx(res["modes"]["sync"]["drain_mean_s"], rel=0.15)
+    # simulated as run from the config alone: the node gets the share the run gave it, not the whole R
+    sim = json.loads(ckpt_emu("simulate", cfg, "--as-run", "--nodes", 1, "--accelerators-per-node", 2,
+                              "--set", "tiers.local.emulate.write_gib_s=100",  # simulate needs a local rate
+                              "--json", "--out", tmp_path / "sim2", check=True).stdout)
+    assert sim["modes"]["sync"]["drain_mean_s"] == pytest.approx(res["modes"]["sync"]["drain_mean_s"], rel=0.25)
 
 
 @pytest.mark.timeout(400)

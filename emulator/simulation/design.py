@@ -29,7 +29,7 @@ from emulator.config import ParallelismConfig
 from emulator.design.spec import DEFAULT_NIC
 from emulator.errors import ConfigError, UserError
 from emulator.simulation.inputs import Calibration, retention_requests, tier_latency, tier_sharing
-from emulator.simulation.sharing import LinkLimits, limits, node_load
+from emulator.simulation.sharing import LinkLimits, as_emulated, limits, node_load
 from emulator.sizing import rank_coords, rank_size
 from emulator.units import GIB, parse_rate
 
@@ -334,6 +334,9 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
     if opts.accelerators_per_node < 1:
         raise UserError(f"--accelerators-per-node: must be >= 1, got {opts.accelerators_per_node}")
     sources, notes = {}, list(cal.notes) if cal is not None else []
+    as_run = opts.as_run or opts.run_at_full_size
+    if as_run and cal is None:  # the run's nodes at the rates the run paced them at (a share of a
+        cfg = as_emulated(cfg, opts.nodes)  # job-wide rate); a calibration's rates are the job's already
     groups, scale = _groups(cfg, opts, cal)
     files, t = max(g.files for g in groups), cfg.tiers
     local = t.local is not None and _local_fits(cfg, groups, scale, notes)
@@ -344,7 +347,7 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
         rate = _rate(t.local, "write", c.local_write_bps, "local_write", sources)
         local_write = _tier_limits(t.local, rate, "write", files, 1, c.nodes, "local_write", sources, notes)
     global_write, drain = _global_links(cfg, opts, c, files, local, sources, notes)
-    design = design_links(cfg, opts)
+    design = None if as_run else design_links(cfg, opts)
     if design is not None:  # the design's rates, not the emulated node's share of them, nor a calibration
         global_write = drain = design[0]
         sources.update(global_write="design", drain="design", global_read="design")

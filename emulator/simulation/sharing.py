@@ -60,6 +60,16 @@ def node_emulation(cfg, name: str, emulated_nodes: int = 1):
     return replace(e, shared_by="node", write_gib_s=share(e.write_gib_s), read_gib_s=share(e.read_gib_s))
 
 
+def as_emulated(cfg, emulated_nodes: int):
+    """``cfg`` with its tiers' ``emulate`` as a run of ``emulated_nodes`` paced each node: a job-wide
+    rate becomes the node's share (node_emulation). Simulating a run as run (``--as-run``, tune's
+    measured node) must give its nodes what the run gave them, not the whole job's aggregate."""
+    tiers = cfg.tiers
+    local = tiers.local and replace(tiers.local, emulate=node_emulation(cfg, "local", emulated_nodes))
+    global_ = replace(tiers.global_, emulate=node_emulation(cfg, "global", emulated_nodes))
+    return replace(cfg, tiers=replace(tiers, local=local, global_=global_))
+
+
 def streams(kind: str, files: int, concurrency: int) -> int:
     """Streams of one node that each get the full rate under ``shared_by: none``."""
     return max(1, min(concurrency, files)) if kind == "drain" else max(1, files)
