@@ -330,3 +330,24 @@ def test_a_deleted_lease_stops_every_write_of_its_holder(s3_endpoint, tmp_path):
         asyncio.run(tier.delete("before"))
     finally:
         asyncio.run(tier.close())
+
+
+def test_a_server_that_ignores_conditional_writes_is_refused_at_the_claim(s3_endpoint):
+    """A store that drops If-None-Match / If-Match (simulated by stripping them from every PutObject
+    before it is sent, on moto and RGW) cannot keep two runs off one prefix: the claim refuses with one
+    line that says why, and nothing but the claim's own probe is left behind."""
+    from tiers.base import TierError
+    from tiers.locking import Holder
+    from tiers.s3 import MIB, S3Tier
+    bucket = make_bucket(s3_endpoint)
+    tier = S3Tier(bucket, prefix=PREFIX, endpoint_url=s3_endpoint, part_size=5 * MIB)
+
+    def ignore_conditions(params, **_):
+        params.pop("IfNoneMatch", None)
+        params.pop("IfMatch", None)
+    tier._client.meta.events.register("before-parameter-build.s3.PutObject", ignore_conditions)
+    with pytest.raises(TierError) as err:
+        tier.claim(Holder(job="no-conditions"))
+    line = str(err.value)
+    assert "\n" not in line and "ignores conditional writes" in line, line
+    assert objects_in(s3_endpoint, bucket) == []  # the probe's lease object is removed again

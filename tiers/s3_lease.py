@@ -10,8 +10,8 @@ win) once it has expired, or at once when its holder ran on this host and
 that process is gone.
 
 Limits (docs/faults.md): it needs conditional writes (AWS S3 since 2024,
-MinIO, Ceph RGW Reef and later, moto; without them a plain write and a read
-back are used, which two runs starting in the same second can both pass);
+MinIO, Ceph RGW, moto); a store that ignores them (a second create of the
+lease is accepted) or rejects them (501) fails the claim with one line;
 expiry compares the holder's clock with the reader's, so clocks must agree to
 well within ``ttl``; after a crash on another host a rerun waits up to ``ttl``;
 and a holder that stalls longer than ``ttl`` loses the lease.
@@ -40,6 +40,7 @@ LEASE_KEY = ".ckpt-emu.lease"
 TTL_S = 60.0
 _CONFLICT = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
 _MISSING = ("NoSuchKey", "404")
+_UNSUPPORTED = ("NotImplemented", "501")
 
 
 def process_alive(pid: int, started: float) -> bool:
@@ -105,7 +106,10 @@ class S3Lease(Claim):
     def acquire(self) -> "S3Lease":
         try:
             self._etag = self._create_or_take()
+            self._refuse_unconditional_store()
         except ClientError as exc:
+            if _code(exc) in _UNSUPPORTED:
+                raise TierError(self._no_conditions(f"it answered {_code(exc)}")) from None
             raise TierError(f"s3 tier {self._tier.describe()}: lease: {self._tier._reason(exc)}") from None
         self._thread = threading.Thread(target=self._renew, name="ckpt-emu-s3-lease", daemon=True)
         self._thread.start()
@@ -130,6 +134,28 @@ class S3Lease(Claim):
                     raise TierBusy(f"{self._where()} was just taken by another run") from None
                 raise
         raise TierBusy(f"{self._where()}: could not create its lease object")
+
+    def _refuse_unconditional_store(self) -> None:
+        """Probe once that the store honours a conditional write: a second create of the lease
+        just written must be refused (412). A store that ignores the condition would let two runs
+        take one prefix, so the claim fails (and the probe's object is removed)."""
+        try:
+            etag = self._put(IfNoneMatch="*")
+        except ClientError as exc:
+            if _code(exc) in _CONFLICT:
+                return
+            raise
+        self._etag = etag
+        try:
+            self._tier._client.delete_object(Bucket=self._tier.bucket, Key=self._key)
+        except ClientError:
+            pass  # best effort: the refusal is the news
+        raise TierError(self._no_conditions("it accepted a create of an object that exists"))
+
+    def _no_conditions(self, evidence: str) -> str:
+        return (f"{self._where()}: the server ignores conditional writes ({evidence}); ckpt-emu needs "
+                "If-None-Match/If-Match to keep two runs off one prefix (AWS S3 since 2024, MinIO, Ceph RGW, "
+                "moto have them)")
 
     def _check_takeover(self, record: dict) -> None:
         """Raise TierBusy unless the lease in ``record`` has expired or its holder is gone."""
