@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 from . import baselines
@@ -29,6 +30,19 @@ def throughput_samples(pairs, nbytes: int) -> dict:
     return {"ratio_samples": [b / o for o, b in pairs],
             "ours_samples": [nbytes / o / GIB for o, _ in pairs],
             "base_samples": [nbytes / b / GIB for _, b in pairs]}
+
+
+def timed_restore(restorer, nbytes: int):
+    """A pair's "ours" side: one ``restorer.load()`` of ``nbytes``, its seconds (a failed or short
+    restore raises: a fast wrong answer must not pass for a fast one)."""
+    def ours(i):
+        t = time.perf_counter()
+        r = restorer.load()
+        dt = time.perf_counter() - t
+        if not r.ok or r.bytes != nbytes:
+            raise RuntimeError(f"restore failed: {r.fallbacks}")
+        return dt
+    return ours
 
 
 def rank_config(params: Params, rank_gib: float | None = None):
@@ -262,8 +276,6 @@ def bench_load(params: Params, wd: Path) -> dict:
     """Restorer.load (list, manifest, CRC32C-verified read, live state restored) of a
     complete local checkpoint vs dd reading the same file, each after dropping the page
     cache when that is permitted (checked with mincore), else both warm."""
-    import time
-
     from emulator.checkpoint.restore import Restorer
     from emulator.rank.comm import SoloComm
     cfg, state = make_state(params)
@@ -285,15 +297,7 @@ def bench_load(params: Params, wd: Path) -> dict:
             else:
                 warm_file(path)
 
-        def ours(i):
-            t = time.perf_counter()
-            r = restorer.load()
-            dt = time.perf_counter() - t
-            if not r.ok or r.bytes != nbytes:
-                raise RuntimeError(f"restore failed: {r.fallbacks}")
-            return dt
-
-        pairs = run_pairs(params, ours, lambda i: baselines.dd_read(path), before=before)
+        pairs = run_pairs(params, timed_restore(restorer, nbytes), lambda i: baselines.dd_read(path), before=before)
     finally:
         ck.close()
     cache = "cold (page cache dropped before each read)" if dropping else "warm vs warm (page cache NOT dropped)"

@@ -133,7 +133,7 @@ def _restore(params: Params, server: RgwServer, boto) -> dict:
     from emulator.rank.comm import SoloComm
     from emulator.workload.state import RankState
 
-    from .benches import rank_config, setup_process, throughput_samples
+    from .benches import rank_config, setup_process, throughput_samples, timed_restore
     cfg = rank_config(params, rank_gib=params.s3_mib / 1024)
     setup_process(params, cfg)
     state, tier = RankState.from_config(cfg, 0), _tier(server)
@@ -148,15 +148,7 @@ def _restore(params: Params, server: RgwServer, boto) -> dict:
         download = Boto3Download(boto)
         download.tune(key, nbytes, quick=params.quick)
 
-        def ours(i):
-            t = time.perf_counter()
-            r = restorer.load()
-            dt = time.perf_counter() - t
-            if not r.ok or r.bytes != nbytes:
-                raise RuntimeError(f"restore failed: {r.fallbacks}")
-            return dt
-
-        pairs = run_pairs(params, ours, lambda i: download.download(key, nbytes))
+        pairs = run_pairs(params, timed_restore(restorer, nbytes), lambda i: download.download(key, nbytes))
     finally:
         ck.close()
     return {"restore_s3_rgw": result(
