@@ -55,6 +55,14 @@ def results(out: Path) -> dict:
     return json.loads((Path(out) / "results.json").read_text())
 
 
+def run_yaml(cfg: dict, tmp: Path, timeout: int = 500) -> tuple[Path, dict]:
+    """Write ``cfg`` to ``tmp/design.yaml``, ``ckpt-emu run`` it (it must succeed); (path, results)."""
+    path = tmp / "design.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    ckpt_emu("run", path, "--quiet", timeout=timeout, check=True)
+    return path, results(Path(cfg["run"]["out"]))
+
+
 def expected_state(cfg, rank: int, step: int, first_step: int = 1):
     """Replay what a rank's live state was when checkpoint ``step`` was staged."""
     from emulator.workload.state import RankState

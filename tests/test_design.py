@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import yaml
+from emu import run_yaml
 
 from emulator.config import load_config
 from emulator.design.share import node_share
@@ -170,12 +171,7 @@ def test_run_and_simulate_agree_on_a_design(tmp_path):
            "design": {"job": {"nodes": 1, "accelerators_per_node": 2},
                       "node": {"local": {"write": "2GB/s", "read": "2GB/s"}, "nic": "400Gb/s"},
                       "global": {"write": "0.05GiB/s", "read": "0.1GiB/s"}}}
-    path = tmp_path / "design.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    run = subprocess.run([sys.executable, "-m", "emulator.cli", "run", str(path), "--quiet"],
-                         capture_output=True, text=True, timeout=500)
-    assert run.returncode == 0, run.stderr
-    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    path, res = run_yaml(cfg, tmp_path, timeout=500)
     sim = _simulate(str(path), "--as-run", "--out", str(tmp_path / "sim"))
     emulated, simulated = res["modes"]["sync"], sim["modes"]["sync"]
     node_bytes = sum(r["records"][0]["file_bytes"] for r in res["per_rank"])
@@ -200,12 +196,7 @@ def test_one_emulated_node_of_a_2048_node_job_drains_in_the_analytic_time(tmp_pa
            "design": {"job": {"nodes": 2048},
                       "node": {"local": {"write": "7GB/s", "read": "7GB/s"}, "nic": "50GB/s"},
                       "global": {"write": "400GB/s"}}}
-    path = tmp_path / "design.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    run = subprocess.run([sys.executable, "-m", "emulator.cli", "run", str(path), "--quiet"],
-                         capture_output=True, text=True, timeout=550)
-    assert run.returncode == 0, run.stderr
-    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    path, res = run_yaml(cfg, tmp_path, timeout=550)
     node_bytes = sum(r["records"][0]["file_bytes"] for r in res["per_rank"])
     assert len(res["per_rank"]) == 8 and node_bytes / scale / GIB == pytest.approx(98.5, rel=0.01)
     analytic = (node_bytes / scale) / (400 * GB / 2048)

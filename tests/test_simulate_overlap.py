@@ -6,12 +6,8 @@ Hand-computed answers on a one-node design whose rates read as seconds (10 B per
 writes at 10 B/s: 1 s; drains at 1 B/s: 10 s; a 0.5 s snapshot), then one agreement test
 against a real emulated run.
 """
-import json
-import subprocess
-import sys
-
 import pytest
-import yaml
+from emu import run_yaml
 
 from emulator.config import load_config
 from emulator.simulation.design import NodeGroup, Options, build_design
@@ -120,12 +116,7 @@ def test_run_and_simulate_agree_with_local_write(tmp_path):
                       "node": {"local": {"write": "0.1GiB/s", "read": "0.1GiB/s", "duplex": False},
                                "nic": "400Gb/s"},
                       "global": {"write": "0.003GiB/s", "read": "0.1GiB/s"}}}
-    path = tmp_path / "design.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    run = subprocess.run([sys.executable, "-m", "emulator.cli", "run", str(path), "--quiet"],
-                         capture_output=True, text=True, timeout=500)
-    assert run.returncode == 0, run.stderr
-    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    path, res = run_yaml(cfg, tmp_path, timeout=500)
     simulated = _simulate(str(path), "--as-run", "--out", str(tmp_path / "sim"))["modes"]["async"]
     emulated = res["modes"]["async"]
     assert emulated["deadline_misses"] == simulated["deadline_misses"] >= 1
