@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import threading
+from collections import Counter
 from functools import partial
 from pathlib import Path
 
@@ -42,6 +43,23 @@ log = logging.getLogger(__name__)
 MIB = 1 << 20
 MAX_PARTS = 10_000  # S3's limit on parts per upload
 STREAM_CHUNK = 8 * MIB  # how much of a GET body is held at once
+
+
+def upload_part_size(size: int, part_size: int) -> int:
+    """The part size a multipart upload of ``size`` bytes uses: ``part_size``, grown in whole MiB
+    where it would need more than S3's 10,000 parts."""
+    if math.ceil(size / part_size) > MAX_PARTS:
+        return math.ceil(size / MAX_PARTS / MIB) * MIB
+    return part_size
+
+
+def upload_requests(size: int, part_size: int) -> Counter:
+    """The requests that put one object of ``size`` bytes: one PUT up to a part, else
+    CreateMultipartUpload, one UploadPart per part and CompleteMultipartUpload."""
+    if size <= part_size:
+        return Counter(PUT=1)
+    parts = math.ceil(size / upload_part_size(size, part_size))
+    return Counter(CreateMultipartUpload=1, UploadPart=parts, CompleteMultipartUpload=1)
 
 
 def crc32c_b64(data) -> str:
@@ -79,9 +97,7 @@ class Transfers:
 
     def _multipart(self, read_part, size: int, full: str, key: str) -> None:
         """Multipart upload of ``size`` bytes; ``read_part(offset, length)`` gives one part's bytes."""
-        part_size = self.part_size
-        if math.ceil(size / part_size) > MAX_PARTS:  # grow parts, in whole MiB, to stay under 10,000
-            part_size = math.ceil(size / MAX_PARTS / MIB) * MIB
+        part_size = upload_part_size(size, self.part_size)
         upload = MultipartUpload(self, full, key)
         try:
             for n, off in enumerate(range(0, size, part_size), 1):

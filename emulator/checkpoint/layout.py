@@ -16,7 +16,6 @@ outside the tier.
 from __future__ import annotations
 
 import json
-import math
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,12 +24,12 @@ import crc32c
 
 from tiers.base import Tier, validate_key
 from tiers.s3_limits import AWS_GET_PER_S, AWS_PUT_PER_S, prefix_of
+from tiers.s3_transfer import upload_requests
 
 FORMAT = "ckpt-emu/2"  # /2: the manifest carries its own CRC32C
 MANIFEST = "manifest.json"
 #: what a manifest's ``meta`` records of the run; a checkpoint resumes only into a run that matches them
 META_KEYS = ("preset", "scale", "tp", "pp", "dp", "zero_stage")
-MAX_PARTS = 10_000  # S3's limit on the parts of one upload (the S3 tier grows its parts to stay under it)
 _STEP_DIR = re.compile(r"^step_(\d{8})/")
 
 
@@ -210,11 +209,6 @@ class KeyLayout:
                 "get_ceiling_per_s": self.get_ceiling, "min_put_s": self.min_put_s}
 
 
-def put_requests(size: int, part_size: int) -> int:
-    """PUT-class requests of one upload: one PUT up to a part, else create + parts + complete."""
-    return 1 if size <= part_size else min(math.ceil(size / part_size), MAX_PARTS) + 2
-
-
 def key_layout(files: list, *, part_size: int, tier_prefix: str = "", prefix_depth: int | None = None,
                put_per_s: float | None = AWS_PUT_PER_S, get_per_s: float | None = AWS_GET_PER_S) -> KeyLayout:
     """The layout of one checkpoint of ``files`` ((rank, dp, mp, size) each) on an object store whose
@@ -222,5 +216,5 @@ def key_layout(files: list, *, part_size: int, tier_prefix: str = "", prefix_dep
     base = tier_prefix.strip("/") + "/" if tier_prefix.strip("/") else ""
     keys = [rank_file_key(0, rank, dp, mp) for rank, dp, mp, _ in files] + [manifest_key(0)]
     prefixes = sorted({prefix_of(base + k, prefix_depth).replace(step_dir(0), "step_<8 digits>") for k in keys})
-    requests = sum(put_requests(size, part_size) for *_, size in files) + 1
+    requests = sum(sum(upload_requests(size, part_size).values()) for *_, size in files) + 1
     return KeyLayout(len(files), prefixes, requests, put_per_s, get_per_s)

@@ -25,6 +25,7 @@ import math
 from collections import Counter
 
 from tiers.s3_requests import PRICE_CLASS
+from tiers.s3_transfer import upload_requests
 
 GB = 1 << 30                  # AWS bills a GB as 2^30 bytes
 DAYS_PER_MONTH = 730 / 24     # AWS's month for GB-months: 730 hours
@@ -39,16 +40,9 @@ def _read_back(size: int, part_size: int, single_get_threshold: int) -> int:
     return 1 if size <= single_get_threshold else math.ceil(size / part_size)
 
 
-def file_upload(size: int, part_size: int) -> Counter:
-    """The requests that put one object of ``size`` bytes."""
-    if size <= part_size:
-        return Counter(PUT=1)
-    return Counter(CreateMultipartUpload=1, UploadPart=math.ceil(size / part_size), CompleteMultipartUpload=1)
-
-
 def _file_requests(files: int, file_bytes: int, part_size: int, verify: str, threshold: int) -> Counter:
     """The upload of ``files`` files of ``file_bytes`` each, and their verification."""
-    per_file = file_upload(file_bytes, part_size)
+    per_file = upload_requests(file_bytes, part_size)
     if verify != "none":  # "none": written straight to S3, nothing drained to verify
         per_file["HEAD"] += 1
     if verify == "checksum":
