@@ -40,12 +40,12 @@ import os
 import struct
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .base import OptionError, TierScope, unwrap
+from .s3_requests import RequestTally
 
 #: AWS S3's documented per-prefix limits (requests per second)
 AWS_PUT_PER_S = 3500
@@ -54,20 +54,17 @@ AWS_GET_PER_S = 5500
 BURST_S = 0.01
 GET_CLASS = ("GET", "HEAD")  # everything else (PUT, POST, DELETE) is PUT-class
 
-_counts: Counter = Counter()
-_counts_lock = threading.Lock()
+_counts = RequestTally()
 
 
 def count(kind: str, n: int = 1) -> None:
-    with _counts_lock:
-        _counts[kind] += n
+    _counts.add(kind, n)
 
 
 def counts() -> dict:
     """This process's throttling so far: ``slowdown`` (503s answered by the emulated limit) and
     ``slowdown_retry`` (requests the S3 tier retried after a throttle, emulated or the server's)."""
-    with _counts_lock:
-        return {k: v for k, v in _counts.items() if v}
+    return _counts.counts()
 
 
 @dataclass(frozen=True)
