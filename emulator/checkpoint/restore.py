@@ -44,6 +44,7 @@ from emulator.checkpoint.retry import RetryPolicy, describe_error, retrying
 from emulator.checkpoint.tally import Tally
 from emulator.metrics import NULL_METRICS
 from tiers.base import TierError
+from tiers.emulated import counted_as
 from tiers.s3_requests import Bill, charged_to
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
@@ -58,6 +59,12 @@ def drop_page_cache() -> bool:
         return True
     except OSError:
         return False
+
+
+def lists_tier(comm, *, shared: bool) -> bool:
+    """Whether this rank lists a tier: a job-wide one (``shared``) by rank 0, a node's by its leader.
+    One LIST per tier, not one per rank: every rank listing a bucket at once is a LIST storm."""
+    return comm.rank == 0 if shared else comm.is_node_leader
 
 
 class Restorer:
@@ -89,7 +96,7 @@ class Restorer:
         and each rank then reads the one manifest of the step it tries."""
         mine = set()
         for name, tier in self.tiers:
-            if not (self.comm.rank == 0 if name in self.shared else self.comm.is_node_leader):
+            if not lists_tier(self.comm, shared=name in self.shared):
                 continue
             try:
                 mine |= set(self._retried("list checkpoints", lambda t=tier: layout.list_steps(t))[0])
@@ -107,7 +114,7 @@ class Restorer:
         only; the step becomes live on every rank once all ranks verified it, and if no
         step is loadable on every rank, no rank's live state changes. The record carries
         the S3 requests the restore made on this rank (``requests``)."""
-        with charged_to(Bill("restore", self.metrics.count_s3_request)) as bill:
+        with charged_to(Bill("restore", self.metrics.count_s3_request)) as bill, counted_as("restore"):
             rec = self._load()
         rec.requests = bill.counts()
         return rec

@@ -37,7 +37,7 @@ from emulator.checkpoint.injection import Faults, restart_attempt
 from emulator.checkpoint.layout import list_steps
 from emulator.checkpoint.node_loss import NodeLoss
 from emulator.checkpoint.records import RankResult
-from emulator.checkpoint.restore import Restorer, drop_page_cache
+from emulator.checkpoint.restore import Restorer, drop_page_cache, lists_tier
 from emulator.checkpoint.retry import RetryPolicy, describe_error
 from emulator.checkpoint.tally import Tally
 from emulator.config import from_mapping
@@ -192,8 +192,8 @@ class RankRun:
     def _first_step(self) -> int:
         """Continue numbering after the newest checkpoint any tier already holds."""
         newest = 0  # each tier listed by one of the ranks sharing it, not by every rank (a LIST storm)
-        for tier, lister in ((self.local, self.comm.is_node_leader), (self.global_, self.comm.rank == 0)):
-            if tier is not None and lister:
+        for tier, shared in ((self.local, False), (self.global_, True)):
+            if tier is not None and lists_tier(self.comm, shared=shared):
                 seen = self.ckpt.loop.run(list_steps(tier))[1]
                 newest = max([newest] + seen)
         return int(self.comm.all_max(newest)) + 1
@@ -211,8 +211,7 @@ class RankRun:
     def _recover(self):
         """After a torchrun restart: restore the newest complete checkpoint and continue from it."""
         restorer = self._restorer()
-        with counted_as("restore"):
-            rec = restorer.load()
+        rec = restorer.load()
         if rec.ok and restorer.manifest is not None:
             lineage = restorer.manifest.meta.get("lineage") or []
             self.ckpt.lineage_base = [[a, min(b, rec.step)] for a, b in lineage if a <= rec.step]
@@ -227,8 +226,7 @@ class RankRun:
                 dropped = self.cfg.checkpoint.drop_page_cache and drop_page_cache()
             dropped_all &= self.comm.all_min(1.0 if dropped else 0.0) == 1.0
             self.comm.barrier()
-            with counted_as("restore"):
-                records.append(restorer.load())
+            records.append(restorer.load())
         return records, dropped_all
 
     def _stop_requested(self) -> bool:
