@@ -14,7 +14,7 @@ from emulator.job import outdir
 from emulator.results.requests import s3_lines
 from emulator.results.summary import build_results
 from emulator.results.timeline import write_timeline
-from emulator.units import GIB
+from emulator.units import GIB, table
 
 
 def _fmt_s(v: float) -> str:
@@ -168,10 +168,9 @@ def _device_wait_lines(results: dict) -> list[str]:
             for direction, seconds in sorted(w["waits"][phase].items(), key=lambda d: d[0] != "write")]
     if not rows:
         return []
-    head = ("phase", "direction", "device", "waited", "reads+writes share it")
-    widths = [max(len(str(x[i])) for x in rows + [head]) + 2 for i in range(len(head))]
-    return ["", "waited on the emulated devices (worst rank; beyond the real I/O):"] + \
-        ["  " + "".join(f"{x:<{w}}" for x, w in zip(row, widths)).rstrip() for row in [head] + rows]
+    head = ["phase", "direction", "device", "waited", "reads+writes share it"]
+    return ["", "waited on the emulated devices (worst rank; beyond the real I/O):",
+            *table(rows, head, left=tuple(range(len(head)))).split("\n")]
 
 
 def _fault_lines(results: dict) -> list[str]:
