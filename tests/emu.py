@@ -55,6 +55,20 @@ def results(out: Path) -> dict:
     return json.loads((Path(out) / "results.json").read_text())
 
 
+def run_two_agents(cfg: Path, outs: list, rdzv_id: str, timeout: int = 300) -> None:
+    """``ckpt-emu run cfg`` as two torchrun agents of 2 ranks on 127.0.0.1 (two "machines", one
+    c10d rendezvous), each with its own results folder in ``outs``; both must succeed."""
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", str(cfg), "--quiet", "--out", str(o),
+                               "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                               "--rdzv-id", f"{rdzv_id}-{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+             for o in outs]
+    for p in procs:
+        _, err = p.communicate(timeout=timeout)
+        assert p.returncode == 0, err
+
+
 def run_yaml(cfg: dict, tmp: Path, timeout: int = 500) -> tuple[Path, dict]:
     """Write ``cfg`` to ``tmp/design.yaml``, ``ckpt-emu run`` it (it must succeed); (path, results)."""
     path = tmp / "design.yaml"

@@ -9,11 +9,9 @@ Every bound below is the model's time (bytes / rate) with a generous margin, nev
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from emu import ckpt_emu, free_port, results, small_config
+from emu import ckpt_emu, results, run_two_agents, small_config
 
 from emulator.config import load_config
 from emulator.simulation.sharing import modelled_nodes, node_emulation
@@ -87,14 +85,8 @@ def test_machines_split_the_jobs_rate_they_never_multiply_it(tmp_path):
     cfg = small_config(tmp_path, ranks=4, checkpoint=ONE_SYNC_MODE, parallelism={"ranks": 4, "dp": 32},
                        run={"scale": 0.002}, tiers={"global": {"emulate": {"write_gib_s": rate, "shared_by": "job"}}})
     assert modelled_nodes(load_config(str(cfg)), 2) == 4
-    port, outs = free_port(), [tmp_path / "out", tmp_path / "out-b"]
-    procs = [subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", str(cfg), "--quiet", "--out", str(o),
-                               "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-endpoint", f"127.0.0.1:{port}",
-                               "--rdzv-id", f"share-{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for o in outs]
-    for p in procs:
-        _, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err
+    outs = [tmp_path / "out", tmp_path / "out-b"]
+    run_two_agents(cfg, outs, "share", timeout=300)
     (res,) = [results(o) for o in outs if (o / "results.json").exists()]
     sizes, drains = _node_bytes(res), _drains(res)
     assert {node for node, _ in drains} == {0, 1}

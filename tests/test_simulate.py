@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from emu import ckpt_emu, free_port, results, small_config
+from emu import ckpt_emu, results, run_two_agents, small_config
 
 from emulator import planner
 
@@ -56,14 +56,7 @@ def _two_nodes(tmp: Path) -> Path:
     for o in outs:
         o.mkdir()
         (o / ".shared").symlink_to(tmp / "shared")
-    port = free_port()
-    procs = [subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", str(cfg), "--quiet", "--out", str(o),
-                               "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-endpoint", f"127.0.0.1:{port}",
-                               "--rdzv-id", f"sim-{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for o in outs]
-    for p in procs:
-        _, err = p.communicate(timeout=240)
-        assert p.returncode == 0, err
+    run_two_agents(cfg, outs, "sim", timeout=240)
     if not (outs[0] / "results.json").exists():
         outs[0].rename(tmp / "out-a")
         outs[1].rename(outs[0])
