@@ -7,6 +7,7 @@ import pytest
 from emulator import planner
 from emulator.multilevel import (FailureClass, Grid, Level, LevelInputs, breakdown, goodput, optimize,
                                  recovery_levels, young_every)
+from emulator.simulation.levels import LevelJob, simulate, sweep
 
 DAY = 86400.0
 
@@ -111,3 +112,55 @@ def test_optimize_searches_the_base_interval_too():
 def test_a_grid_naming_an_absent_level_is_refused():
     with pytest.raises(ValueError, match="lack"):
         Grid(every={"peer": (1, 2)}).cells(two_levels())
+
+
+# --------------------------------------------------------------------------- the simulation by hand
+
+def quiet(**kw) -> LevelInputs:
+    """two_levels without random failures (rates 0): failures come from a list."""
+    return two_levels(classes=(FailureClass("process", 0.0, "memory"), FailureClass("node", 0.0, "peer")), **kw)
+
+
+def test_simulation_without_failures_stalls_as_scheduled():
+    # per 5 cycles of 100 s: 4 x (98 s work + 2 s stall), then 93 s work + 7 s stall (memory and global);
+    # 10 cycles, then 50 s of work
+    out = simulate(quiet(), seed=1, horizon_s=1050.0)
+    assert (out.checkpoints, out.stall_s, out.wait_s) == (10, pytest.approx(30.0), 0.0)
+    assert out.goodput == pytest.approx((970 + 50) / 1050)
+
+
+def test_simulation_waits_for_a_slow_level():
+    # global every 2nd, lag 300: checkpoint 2's copy (its stall ends at 200 s) is durable at 500 s, so
+    # checkpoint 4 (training ends at 393 s) waits 107 s and ends at 507 s; checkpoint 6 ends at 814 s,
+    # checkpoint 7 at 914 s; then 50 s of work. From then on every 2 checkpoints take 2 x 153.5 s.
+    inp = quiet(levels=(Level("memory", 1, 2.0, 0.0, 10.0), Level("global", 2, 5.0, 300.0, 100.0)))
+    out = simulate(inp, seed=1, horizon_s=964.0)
+    assert (out.checkpoints, out.wait_s, out.stall_s) == (7, pytest.approx(214.0), pytest.approx(29.0))
+    assert out.goodput * 964 == pytest.approx(4 * 98 + 3 * 93 + 50)
+    later = simulate(inp, seed=1, horizon_s=964.0 + 307)
+    assert later.checkpoints == 9
+    b = breakdown(inp)
+    assert (later.goodput * 1271 - out.goodput * 964) / 307 == pytest.approx(1 - b.stall - b.wait)
+
+
+@pytest.mark.parametrize("kind,lost,progress", [
+    # at 750 s the job has 7 checkpoints (681 s of work) and 50 s more. A process crash restores
+    # checkpoint 7 from memory (70 s), resumes at 820: 98 + 80 s of work by 1000 s.
+    ("process", 50.0, 681 + 98 + 80),
+    # A node loss (no peer level: global) loses memory, restores checkpoint 5 (485 s of work, durable at
+    # 550 s) from global (160 s), resumes at 910: 90 s of work by 1000 s.
+    ("node", 731.0 - 485, 485 + 90),
+])
+def test_a_failure_rolls_back_to_the_nearest_surviving_level(kind, lost, progress):
+    out = LevelJob(quiet(), seed=1, horizon_s=1000.0, failures=[(750.0, kind)]).run()
+    tally = {c.name: c for c in out.classes}[kind]
+    assert (tally.failures, tally.lost_work_s) == (1, pytest.approx(lost))
+    assert tally.recovery_s == pytest.approx(70.0 if kind == "process" else 160.0)
+    assert out.goodput == pytest.approx(progress / 1000)
+
+
+def test_a_copy_in_flight_is_lost_with_the_failure():
+    # checkpoint 5's global copy is in flight from 500 to 550 s: a node loss at 520 s falls back to the
+    # job's start (nothing was durable on global), losing all 4 x 98 + 93 + 20 s of work
+    out = LevelJob(quiet(), seed=1, horizon_s=600.0, failures=[(520.0, "node")]).run()
+    assert out.classes[1].lost_work_s == pytest.approx(4 * 98 + 93 + 20)
