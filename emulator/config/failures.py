@@ -75,6 +75,24 @@ class CorruptConfig:
 
 
 @dataclass(frozen=True)
+class LoseNodesConfig:
+    """Nodes fail after ``after`` checkpoints: their host memory and local tier are gone (the
+    node was replaced), with the peer copies they held; the run then recovers from the nearest
+    tier that survived (a peer's memory, else global storage) and reports the recovery."""
+
+    after: int = 1
+    nodes: tuple = (1,)
+
+    def __post_init__(self):
+        _check(self.after >= 1, "after", "must be >= 1")
+        nodes = tuple(self.nodes) if isinstance(self.nodes, (list, tuple)) else (self.nodes,)
+        _check(len(nodes) >= 1 and all(isinstance(n, int) and n >= 0 for n in nodes), "nodes",
+               f"must be node numbers >= 0, got {self.nodes!r}")
+        _check(len(set(nodes)) == len(nodes), "nodes", "lists a node twice")
+        object.__setattr__(self, "nodes", tuple(sorted(nodes)))
+
+
+@dataclass(frozen=True)
 class FailuresConfig:
     """Injected faults (emulator/checkpoint/injection.py); every one fires only where and when it names."""
 
@@ -87,8 +105,12 @@ class FailuresConfig:
     kill: tuple = ()
     global_fault: Optional[GlobalFaultConfig] = None
     corrupt: Optional[CorruptConfig] = None
+    #: nodes lost with their memory and local tiers (a node loss, or a whole replica group's)
+    lose_nodes: Optional[LoseNodesConfig] = None
 
     def __post_init__(self):
+        _check(self.lose_nodes is None or self.lose_local_after is None, "lose_nodes",
+               "one node failure per run: lose_nodes or lose_local_after, not both")
         if self.lose_local_after is not None:
             _check(self.lose_local_after >= 1, "lose_local_after", "must be >= 1")
         _check(self.lose_local_node >= 0, "lose_local_node", "must be >= 0")

@@ -219,12 +219,28 @@ class TierConfig:
     backend: str = "dir"
     options: object = None
     emulate: Optional[EmulateConfig] = None
+    #: steps between the checkpoints this tier takes (None: every checkpoint); a multiple of
+    #: checkpoint.interval_steps, so a tier takes every N-th checkpoint
+    interval_steps: Optional[int] = None
+    #: complete checkpoints kept on this tier (None: checkpoint.keep)
+    keep: Optional[int] = None
+
+
+#: the keys every tier has beside its backend's own options
+_TIER_KEYS = ("backend", "emulate", "interval_steps", "keep")
+
+
+def _schedule_key(data: dict, name: str, key: str) -> Optional[int]:
+    value = coerce(data.pop(name, None), Optional[int], f"{key}.{name}")
+    _check(value is None or value >= 1, f"{key}.{name}", "must be >= 1")
+    return value
 
 
 def _build_tier(data, key: str) -> TierConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{key}: expected a mapping, got {type(data).__name__}")
     data = dict(data)
+    interval, keep = _schedule_key(data, "interval_steps", key), _schedule_key(data, "keep", key)
     name = data.pop("backend", "dir")
     if not isinstance(name, str):
         raise ConfigError(f"{key}.backend: expected a string, got {name!r}")
@@ -233,22 +249,61 @@ def _build_tier(data, key: str) -> TierConfig:
     except KeyError as exc:
         raise ConfigError(f"{key}.backend: {exc.args[0]}") from None
     emulate = coerce(data.pop("emulate", None), Optional[EmulateConfig], f"{key}.emulate")
-    options = build(cls.Options, data, key, extra_known=("backend", "emulate"))
-    return TierConfig(name, options, emulate)
+    options = build(cls.Options, data, key, extra_known=_TIER_KEYS)
+    return TierConfig(name, options, emulate, interval, keep)
 
 
 def _plain_tier(t: TierConfig) -> dict:
-    return {"backend": t.backend, **to_plain(t.options), "emulate": to_plain(t.emulate)}
+    schedule = {k: v for k, v in (("interval_steps", t.interval_steps), ("keep", t.keep)) if v is not None}
+    return {"backend": t.backend, **to_plain(t.options), "emulate": to_plain(t.emulate), **schedule}
 
 
 CUSTOM[TierConfig] = (_build_tier, _plain_tier)
 
 
 @dataclass(frozen=True)
+class PeerConfig:
+    """Copies of each node's checkpoint in the host memory of ``replicas`` other nodes, sent over
+    the job's transport (emulator/checkpoint/peer.py), as NVIDIA's resiliency extension places them."""
+
+    #: how many other nodes hold a node's copy
+    replicas: int = 1
+    #: "jump": node n's copies on n + jump, n + 2 jump, ...; "clique": groups of replicas + 1
+    #: nodes spaced by jump, each member holding every other member's copy
+    placement: str = "jump"
+    jump: int = 1
+    #: steps between the checkpoints sent to peers (None: every checkpoint of the memory tier)
+    interval_steps: Optional[int] = None
+    #: complete copies a holder keeps of each node it holds (None: checkpoint.keep)
+    keep: Optional[int] = None
+
+    def __post_init__(self):
+        _check(self.replicas >= 1, "replicas", "must be >= 1")
+        _check(self.placement in ("jump", "clique"), "placement", "must be 'jump' or 'clique'")
+        _check(self.jump >= 1, "jump", "must be >= 1")
+        _check(self.interval_steps is None or self.interval_steps >= 1, "interval_steps", "must be >= 1")
+        _check(self.keep is None or self.keep >= 1, "keep", "must be >= 1")
+
+
+@dataclass(frozen=True)
 class TiersConfig:
+    """The tiers, nearest first: memory, peer, local, global; each takes every N-th checkpoint."""
+
+    #: the node's host memory (a folder on /dev/shm); survives a process crash, not a node loss
+    memory: Optional[TierConfig] = None
+    #: copies of the memory tier's checkpoints in other nodes' memory (needs tiers.memory)
+    peer: Optional[PeerConfig] = None
     #: node-local tier (None: write straight to the global tier, "direct to PFS")
     local: Optional[TierConfig] = None
     global_: TierConfig = field(default_factory=lambda: TierConfig("dir", DirOptions("./ckpt-emu-data/global")))
+
+    def configured(self) -> tuple[str, ...]:
+        """The names of the configured tiers, nearest first."""
+        return tuple(n for n in ("memory", "peer", "local", "global")
+                     if getattr(self, "global_" if n == "global" else n) is not None)
+
+    def entry(self, name: str):
+        return getattr(self, "global_" if name == "global" else name)
 
 
 @dataclass(frozen=True)
@@ -306,6 +361,30 @@ class CostConfig:
         _check(0 < self.run_days <= 36500, "run_days", f"must be between 0 and 36500 days, got {self.run_days!r}")
 
 
+def _check_tiers(cfg) -> None:
+    """Tier intervals are multiples of the base interval, a peer copies the memory tier's checkpoints."""
+    tiers, base = cfg.tiers, cfg.checkpoint.interval_steps
+    for name in tiers.configured():
+        interval = tiers.entry(name).interval_steps
+        _check(interval is None or interval % base == 0, f"tiers.{name}.interval_steps",
+               f"{interval} is not a multiple of checkpoint.interval_steps ({base}): a tier takes every N-th checkpoint")
+    if tiers.peer is not None:
+        _check(tiers.memory is not None, "tiers.peer", "needs tiers.memory: a peer holds copies of the memory tier")
+        _check((tiers.peer.interval_steps or base) % (tiers.memory.interval_steps or base) == 0,
+               "tiers.peer.interval_steps", f"must be a multiple of tiers.memory.interval_steps "
+               f"({tiers.memory.interval_steps or base}): a peer is sent the memory tier's checkpoints")
+        nodes = cfg.design.job_nodes(cfg.parallelism.world_size) if cfg.design is not None else None
+        _check(nodes is None or tiers.peer.replicas < nodes, "tiers.peer.replicas",
+               f"{tiers.peer.replicas} replicas need more than the design's {nodes} node(s)")
+    if tiers.memory is not None:
+        _check(tiers.memory.backend == "dir", "tiers.memory.backend",
+               "must be dir (a folder in host memory, such as /dev/shm)")
+    intervals = [tiers.entry(n).interval_steps or base for n in tiers.configured()]
+    _check(min(intervals) == base, "checkpoint.interval_steps",
+           f"{base}, but no tier takes every checkpoint (the nearest tier's interval is {min(intervals)}); "
+           "set it to the smallest tier interval")
+
+
 def _check_failures(cfg) -> None:
     """The ``failures:`` checks that need the rest of the config (ranks, tiers)."""
     ranks, failures = cfg.parallelism.active_ranks, cfg.failures
@@ -338,6 +417,7 @@ class Config:
     design: Optional[DesignSpec] = None
 
     def __post_init__(self):
+        _check_tiers(self)
         _check_failures(self)
 
     @property

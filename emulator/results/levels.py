@@ -1,0 +1,109 @@
+"""The tiers as levels, and the failure classes: results.json's ``levels`` and the report's lines.
+
+Per tier (memory, peer, local, global): how often it takes a checkpoint, how many of
+the checkpoints due there became complete on every node, their durability lag (snapshot
+to complete there, slowest node) and how many were still at risk there when training
+stopped. Per failure class (``process``: a crash, host memory survives; ``node``: a node
+lost, its peers hold a copy; ``group``: a whole replica group lost): the recovery time of
+the slowest rank, the tier it came from and the work lost. With a memory tier, one
+restore from each file tier alone puts the memory restore beside the NVMe and global
+restores of the same state. Durations are measured; at full size they are measured / scale,
+as every duration of the report.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from emulator.units import GIB
+
+
+def level_summary(cfg, ranks: list[dict]) -> dict:
+    """{tier: {every, interval_s, due, complete, at_risk, lag_mean_s, lag_max_s}} for each tier a
+    checkpoint was due on, nearest first (intervals at full size: the config's step time)."""
+    base = cfg.checkpoint.interval_steps
+    out = {}
+    for name in cfg.tiers.configured():
+        steps = _per_checkpoint(ranks, name)
+        if not steps:
+            continue
+        complete = [lags for lags in steps.values() if lags is not None]
+        lags = [max(x) for x in complete]
+        every = (cfg.tiers.entry(name).interval_steps or base) // base
+        out[name] = {"every": every, "interval_s": every * base * cfg.training.step_seconds,
+                     "due": len(steps), "complete": len(complete), "at_risk": len(steps) - len(complete),
+                     "lag_mean_s": sum(lags) / len(lags) if lags else 0.0, "lag_max_s": max(lags, default=0.0)}
+    return out
+
+
+def _per_checkpoint(ranks: list[dict], name: str) -> dict:
+    """(mode, step) -> every rank's lag there, or None where some rank's copy is not complete."""
+    out = {}
+    for r in ranks:
+        for x in r["records"]:
+            if name not in x.get("due", ()):
+                continue
+            key, view = (x["mode"], x["step"]), (x.get("tiers") or {}).get(name)
+            ok = view is not None and view["complete"]
+            if key not in out:
+                out[key] = []
+            if out[key] is not None:
+                out[key] = out[key] + [view["lag_s"]] if ok else None
+    return out
+
+
+def recovery_summary(cfg, ranks: list[dict]) -> list[dict]:
+    """One entry per failure class that happened: slowest rank's recovery, where it came from,
+    the step restored and the work lost (steps and seconds at full size)."""
+    by_class = {}
+    for r in ranks:
+        for x in r.get("recoveries") or []:
+            by_class.setdefault(x["class"], []).append(x)
+    out = []
+    for name, recs in by_class.items():
+        loads = [x["load"] for x in recs]
+        seconds = max(x["seconds"] for x in loads)
+        lost = max(x["lost_steps"] for x in recs)
+        out.append({"class": name, "ok": all(x["ok"] for x in loads), "step": loads[0]["step"],
+                    "seconds": seconds, "seconds_full_size": seconds / cfg.run.scale,
+                    "served_by": dict(Counter(x["tier"] or "none" for x in loads)),
+                    "lost_steps": lost, "lost_work_s": lost * cfg.training.step_seconds,
+                    "fallbacks": [f for x in loads for f in x["fallbacks"]][:10]})
+    return out
+
+
+def tier_load_summary(cfg, ranks: list[dict]) -> dict:
+    """{tier: {ok, step, seconds (slowest rank), gib_s (all bytes / slowest), seconds_full_size}}
+    of the restores from one tier alone."""
+    out = {}
+    n = min((len(r.get("tier_loads") or []) for r in ranks), default=0)
+    for i in range(n):
+        loads = [r["tier_loads"][i] for r in ranks]
+        tier = loads[0]["from"]
+        seconds = max(x["seconds"] for x in loads)
+        out[tier] = {"ok": all(x["ok"] for x in loads), "step": loads[0]["step"], "seconds": seconds,
+                     "seconds_full_size": seconds / cfg.run.scale,
+                     "gib_s": sum(x["bytes"] for x in loads) / max(seconds, 1e-9) / GIB}
+    return out
+
+
+def level_lines(results: dict, fmt_s) -> list[str]:
+    """The report's lines for the levels, the recoveries per failure class and the restores per tier."""
+    lines = []
+    levels = results.get("levels") or {}
+    if len(levels) > 1 or "memory" in levels:
+        lines.append("tiers (every N-th checkpoint; lag: snapshot to complete there, slowest node):")
+        for name, x in levels.items():
+            lines.append(f"  {name:<7} every {x['every']:>3} ({fmt_s(x['interval_s'])} at full size): "
+                         f"{x['complete']}/{x['due']} complete, lag mean {fmt_s(x['lag_mean_s'])} "
+                         f"max {fmt_s(x['lag_max_s'])}, at risk {x['at_risk']}")
+    for x in results.get("recoveries") or []:
+        served = ", ".join(f"{k}: {v}" for k, v in x["served_by"].items())
+        lines.append(f"recovery from a {x['class']} failure: step {x['step']} in {fmt_s(x['seconds'])} "
+                     f"({fmt_s(x['seconds_full_size'])} at full size; slowest rank; from {served}), "
+                     f"work lost {x['lost_steps']} steps ({fmt_s(x['lost_work_s'])})" + ("" if x["ok"] else " FAILED"))
+    by_tier = results.get("restore_by_tier") or {}
+    if by_tier:
+        lines.append("restore of the same state from each tier alone: " + ", ".join(
+            f"{k} {fmt_s(v['seconds'])} ({v['gib_s']:.2f} GiB/s)" if v["ok"] else f"{k} failed"
+            for k, v in by_tier.items()))
+    return lines

@@ -1,0 +1,130 @@
+"""Tiers as levels (issue 24): memory, NVMe and global storage each take every N-th checkpoint,
+and each failure class recovers from the nearest tier that survived it.
+
+Real runs of the CLI: the memory tier is a folder on /dev/shm, as NVRx's RAM disk and DLRover's
+shared memory are; two torchrun agents on 127.0.0.1 are two nodes.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from emulator.checkpoint.schedule import Schedule
+from emulator.config import load_config
+from crashcheck import verify_dir_tier
+from emu import ckpt_emu, results, run_two_agents, small_config
+
+
+@pytest.fixture
+def shm():
+    """A fresh folder in host memory (tmpfs), removed afterwards."""
+    root = Path("/dev/shm") / f"ckpt-emu-test-{uuid.uuid4().hex[:8]}"
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _levels(tmp: Path, shm: Path, *, ranks=2, memory=None, local=None, global_=None, **sections) -> Path:
+    tiers = {"memory": {"backend": "dir", "path": str(shm / "node{node}"), **(memory or {})},
+             "local": {"backend": "dir", "path": str(tmp / "local" / "node{node}"), **(local or {})},
+             "global": {"backend": "dir", "path": str(tmp / "global"), **(global_ or {})}}
+    return small_config(tmp, ranks=ranks, tiers=tiers, **sections)
+
+
+def test_schedule_takes_every_nth_checkpoint_nearest_tier_first():
+    s = Schedule({"memory": 1, "peer": 2, "local": 5, "global": 10}, {})
+    assert s.due(1) == ("memory",)
+    assert s.due(2) == ("memory", "peer")
+    assert s.due(5) == ("memory", "local")
+    assert s.due(10) == ("memory", "peer", "local", "global")
+    assert Schedule.first(s.due(10)) == "memory"
+    assert Schedule.first(("local", "global")) == "local" and Schedule.first(("global",)) == "global"
+    cfg = load_config("llama3-8b-subset", ["checkpoint.interval_steps=4", "tiers.local.interval_steps=4",
+                                           "tiers.global.interval_steps=16", "tiers.local.keep=3"])
+    assert Schedule.from_config(cfg).every == {"local": 1, "global": 4}
+    assert Schedule.from_config(cfg).keep == {"local": 3, "global": cfg.checkpoint.keep}
+
+
+@pytest.mark.parametrize("override, message", [
+    ("tiers.local.interval_steps=3", "tiers.local.interval_steps: 3 is not a multiple of checkpoint.interval_steps"),
+    ("tiers.peer.replicas=1", "tiers.peer.replicas: 1 replica(s) need more than the run's 1 node(s)"),
+    ("tiers.memory.emulate.capacity_gib=100000", "tiers.memory: a capacity of 100000.0 GiB"),
+])
+def test_bad_level_input_is_one_line_exit_2_and_nothing_written(tmp_path, shm, override, message):
+    cfg = _levels(tmp_path, shm)
+    proc = ckpt_emu("run", cfg, "--quiet", "--set", override)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert not (tmp_path / "out").exists() and not shm.exists()
+    assert not (tmp_path / "local").exists() and not (tmp_path / "global").exists()
+
+
+def test_each_tier_takes_its_checkpoints_and_restores_alone(tmp_path, shm):
+    """Memory every checkpoint, NVMe every 2nd, global every 4th: the tiers hold those steps,
+    the report counts them, and a restore from each tier alone loads the same state."""
+    cfg_path = _levels(tmp_path, shm, local={"interval_steps": 4}, global_={"interval_steps": 8},
+                       checkpoint={"saves": 4, "loads": 1, "modes": ["sync"], "keep": 2})
+    ckpt_emu("run", cfg_path, "--quiet", check=True, timeout=400)
+    res = results(tmp_path / "out")
+    cfg = load_config(str(cfg_path))
+    # checkpoints at steps 2, 4, 6, 8; keep 2 on every tier
+    assert verify_dir_tier(shm / "node0", cfg) == [6, 8]
+    assert verify_dir_tier(tmp_path / "local" / "node0", cfg) == [4, 8]
+    assert verify_dir_tier(tmp_path / "global", cfg, ranks=2) == [8]
+    lv = res["levels"]
+    assert {k: (v["every"], v["due"], v["complete"], v["at_risk"]) for k, v in lv.items()} == {
+        "memory": (1, 4, 4, 0), "local": (2, 2, 2, 0), "global": (4, 1, 1, 0)}
+    assert all(v["lag_max_s"] > 0 for v in lv.values())
+    # the global tier's lag includes the memory write and the NVMe copy before it
+    assert lv["global"]["lag_mean_s"] > lv["memory"]["lag_mean_s"]
+    m = res["modes"]["sync"]
+    assert m["checkpoints"] == 4 and m["incomplete"] == 0 and m["at_risk"] == 0
+    by_tier = res["restore_by_tier"]
+    assert list(by_tier) == ["memory", "local", "global"]
+    assert all(v["ok"] for v in by_tier.values())
+    assert [v["step"] for v in by_tier.values()] == [8, 8, 8]
+    report = (tmp_path / "out" / "report.txt").read_text()
+    assert "memory  every   1" in report and "restore of the same state from each tier alone: memory" in report
+
+
+def test_process_crash_recovers_from_host_memory(tmp_path, shm):
+    """A rank killed mid-write; torchrun restarts the ranks; host memory survived the crash, so the
+    restore comes from it, not from NVMe or global (which hold older checkpoints)."""
+    kill = {"rank": 1, "checkpoint": 3, "phase": "local_write", "attempt": 0}
+    cfg_path = _levels(tmp_path, shm, local={"interval_steps": 4}, global_={"interval_steps": 8},
+                       checkpoint={"saves": 4, "loads": 1, "modes": ["sync"]}, failures={"kill": [kill]})
+    proc = subprocess.run([sys.executable, "-m", "emulator.cli", "run", str(cfg_path), "--quiet"],
+                          capture_output=True, text=True, env=dict(os.environ, PET_MAX_RESTARTS="1"), timeout=400)
+    assert proc.returncode == 0, proc.stderr
+    res = results(tmp_path / "out")
+    (rec,) = res["recoveries"]
+    # killed writing checkpoint 3 (step 6): checkpoint 2 (step 4) is complete in memory and on NVMe
+    assert rec["class"] == "process" and rec["ok"] and rec["step"] == 4
+    assert rec["served_by"] == {"memory": 2}
+    assert rec["lost_steps"] == 2
+    report = (tmp_path / "out" / "report.txt").read_text()
+    assert "recovery from a process failure: step 4" in report
+
+
+def test_lost_node_without_peers_restores_from_global_and_every_rank_agrees(tmp_path, shm):
+    """2 agents x 4 ranks; node 1 is lost after checkpoint 4 with its memory and NVMe: its ranks
+    can only load from global storage, so every rank restores the step global holds (node 0 from
+    its own memory), and the work since it is reported lost."""
+    cfg_path = _levels(tmp_path, shm, ranks=8, local={"interval_steps": 4}, global_={"interval_steps": 8},
+                       checkpoint={"saves": 5, "loads": 1, "modes": ["sync"]})
+    outs = [tmp_path / "out", tmp_path / "out1"]
+    run_two_agents(cfg_path, outs, "lose", nproc=4, args=("--lose-nodes", "5:1"), timeout=500)
+    res = results(outs[0])
+    assert res["failure"]["kind"] == "lose_nodes" and res["failure"]["class"] == "node"
+    (rec,) = res["recoveries"]
+    # checkpoints at steps 2..10; global took the 4th (step 8); node 1's memory and NVMe are gone
+    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"memory": 4, "global": 4}
+    assert rec["lost_steps"] == 2
+    assert not any((shm / "node1").glob("step-*")) and not any((tmp_path / "local" / "node1").glob("step-*"))
+    assert verify_dir_tier(shm / "node0")[-1] == 10
