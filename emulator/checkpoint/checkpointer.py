@@ -71,6 +71,7 @@ from emulator.checkpoint.loop import LoopThread
 from emulator.checkpoint.records import CkptRecord, Event, Receipt
 from emulator.checkpoint.resume import resume
 from emulator.checkpoint.retry import RetryPolicy, describe_error, is_no_space, retrying
+from emulator.checkpoint.schedule import Schedule
 from emulator.checkpoint.tally import Tally
 from emulator.errors import UserError
 from emulator.metrics import NULL_METRICS
@@ -126,13 +127,19 @@ class Checkpointer:
     async_waits_for: str = "complete"
     #: the drain stage's collectives (None: ``comm``; a group of its own where stages overlap)
     drain_comm: object = None
+    #: the node's host-memory tier (None: none), nearest of all
+    memory: object = None
+    #: which tiers take which checkpoint (None: every checkpoint to local, if any, and global)
+    schedule: Schedule = None
     _inflight: concurrent.futures.Future = None
     _written: concurrent.futures.Future = None  # the in-flight checkpoint's write stage
     _older: concurrent.futures.Future = None  # the checkpoint before it, still draining (overlap)
     _tail: asyncio.Task = None  # the newest pipeline (on the loop): the next drain waits for it
     _housekeeping: asyncio.Task = None  # retention etc. of the last checkpoint (not stall)
     _seq: int = 0
-    _local_steps: set = field(default_factory=set)  # complete on this node's local tier, by this run
+    _node_steps: dict = field(default_factory=dict)  # tier -> steps complete there on this node, by this run
+    _counts: dict = field(default_factory=dict)  # checkpoints taken per mode (the schedule counts them)
+    _drainers: dict = field(default_factory=dict)  # (source, dest) tier names -> Drainer
 
     def __post_init__(self):
         self.loop = self.loop or LoopThread()
@@ -140,17 +147,37 @@ class Checkpointer:
         self.drain_comm = self.drain_comm or self.comm
         tp_pp = self.meta.get("tp", 1) * self.meta.get("pp", 1)
         self.mp_rank = self.comm.rank % tp_pp
-        self.drainer = Drainer(self.local, self.global_, concurrency=self.drain_concurrency,
-                               verify=self.drain_verify, metrics=self.metrics, node=self.comm.node,
-                               policy=self.policy, tally=self.tally, spool_dir=self.spool_dir) \
-            if self.local is not None else None
+        self.schedule = self.schedule or Schedule.two_tier(self.local is not None, self.keep)
+        self.drainer = self._drainer("local", "global") if self.local is not None else None
+
+    def tier(self, name: str):
+        """The tier called ``name`` (memory, local, global), None where the run has none."""
+        return {"memory": self.memory, "local": self.local, "global": self.global_}[name]
+
+    def _drainer(self, source: str, dest: str) -> Drainer:
+        """The node's copier from tier ``source`` to ``dest``; only copies to the global tier are
+        the drain the metrics count (drains in flight, backlog, busy seconds)."""
+        if (source, dest) not in self._drainers:
+            self._drainers[source, dest] = Drainer(
+                self.tier(source), self.tier(dest), concurrency=self.drain_concurrency, verify=self.drain_verify,
+                metrics=self.metrics if dest == "global" else NULL_METRICS, node=self.comm.node,
+                policy=self.policy, tally=self.tally, spool_dir=self.spool_dir)
+        return self._drainers[source, dest]
+
+    def drain_in_flight_since(self) -> float | None:
+        """When the oldest drain to the global tier now in progress on this rank began (None: none)."""
+        starts = [d.in_flight_since for (_, dest), d in self._drainers.items()
+                  if dest == "global" and d.in_flight_since is not None]
+        return min(starts, default=None)
 
     # ------------------------------------------------------------------ training-loop side
 
     def checkpoint(self, step: int, mode: str) -> CkptRecord:
         """Take checkpoint ``step``; returns when the training loop may continue."""
         self._seq += 1
-        rec = CkptRecord(step, mode, self.comm.rank, self.comm.node, time.time(), seq=self._seq)
+        self._counts[mode] = count = self._counts.get(mode, 0) + 1
+        rec = CkptRecord(step, mode, self.comm.rank, self.comm.node, time.time(), seq=self._seq,
+                         due=list(self.schedule.due(count)))
         if self.on_record is not None:  # the emulator's journal: its time is not the job's stall
             self.on_record(rec, "started")
         start = rec.start = time.time()
@@ -243,7 +270,7 @@ class Checkpointer:
         await self._drain_stage(rec, receipts, bill)
         # the checkpoint is done: a sync loop may go on while old ones are deleted
         self._housekeeping = asyncio.get_running_loop().create_task(self._housekeep(rec, receipt.key, bill))
-        if not rec.global_complete and not rec.skipped and self._stop_on_failure(rec.mode):
+        if rec.global_due and not rec.global_complete and not rec.skipped and self._stop_on_failure(rec.mode):
             raise CheckpointFailed(
                 f"checkpoint at step {rec.step} ({rec.mode}) did not reach the global tier: {rec.error} "
                 f"(drain.on_failure={self.on_failure}; set drain.on_failure=continue to keep training)")
@@ -254,10 +281,11 @@ class Checkpointer:
         # the previous checkpoint's housekeeping, on every rank (node leaders delete), before
         # any rank writes: a tier never holds more than keep + 1 checkpoints
         await self._settle()
-        if self.async_waits_for == "local_write" and len(self._local_steps) > self.keep:
+        if self.async_waits_for == "local_write" and any(
+                len(steps) > self.schedule.keep[name] for name, steps in self._node_steps.items()):
             # the last retention ran before the previous checkpoint was complete here; the one
             # draining now is the newest complete one, so this keeps it
-            await self._retain_local()
+            await self._retain_node_tiers()
         await asyncio.to_thread(self.comm.barrier)
         with counted_as("local_write"):
             receipt = await self._write_rank_file(rec)
@@ -268,21 +296,48 @@ class Checkpointer:
             slowest = max(r.write_s for r in receipts)
             self.metrics.set_throughput("save", rec.mode, sum(r.size for r in receipts) / max(slowest, 1e-9))
         mine = [r for r in receipts if r.node == self.comm.node]
-        if self.local is not None and self.comm.is_node_leader and not errors and \
-                all(r.where == "local" for r in mine):
+        first = Schedule.first(tuple(rec.due))
+        if first != "global" and self.comm.is_node_leader and not errors and all(r.where == first for r in mine):
             rec.local_complete = await self._guarded(
-                self._write_manifest(self.local, "local", rec.step, rec.mode, [r.entry for r in mine]))
+                self._write_manifest(self.tier(first), first, rec.step, rec.mode, [r.entry for r in mine]))
             if rec.local_complete:
-                self._local_steps.add(rec.step)
+                self._node_steps.setdefault(first, set()).add(rec.step)
+        if first != "global" and self.comm.is_node_leader:
+            self._tier_done(rec, first, rec.local_complete, rec.local_write_s)
         return receipt, receipts
+
+    async def _from_node_leader(self, rec: CkptRecord, name: str) -> dict:
+        """Every rank takes its node leader's view of tier ``name`` (the leader wrote the node's
+        manifest there); collective on ``drain_comm``."""
+        comm = self.drain_comm
+        views = await asyncio.to_thread(comm.all_gather, (comm.node, comm.is_node_leader, rec.tiers.get(name)))
+        rec.tiers[name] = next(v for node, leader, v in views if leader and node == comm.node)
+        return rec.tiers[name]
+
+    def _tier_done(self, rec: CkptRecord, name: str, complete: bool, seconds: float) -> None:
+        """Note the checkpoint's outcome on tier ``name``: the record's per-tier view and its lag."""
+        lag = time.time() - (rec.start + rec.wait_s) if complete else 0.0
+        rec.tiers[name] = {"complete": bool(complete), "lag_s": lag, "seconds": seconds}
+        if complete:
+            self.metrics.observe_tier_lag(name, lag)
 
     async def _drain_stage(self, rec: CkptRecord, receipts: list[Receipt], bill: Bill) -> None:
         """The node's drain, then the global commit; on ``drain_comm``."""
         errors = [r.error for r in receipts if r.error]
-        if self.local is not None:
-            errors += await self._drain_node(rec, receipts, written=not errors)
-        rec.global_complete, rec.error = await self.commit_global(
-            rec.step, rec.mode, [r.entry for r in receipts], errors, seq=rec.seq)
+        first = Schedule.first(tuple(rec.due))
+        if first != "global":
+            rec.local_complete = (await self._from_node_leader(rec, first))["complete"]
+        if first == "memory" and "local" in rec.due and self.local is not None:
+            await self._persist(rec, receipts, written=not errors)
+        if rec.global_due:
+            if first != "global":
+                source = "local" if rec.tiers.get("local", {}).get("complete") else first
+                errors += await self._drain_node(rec, receipts, written=not errors, source=source, where=first)
+            rec.global_complete, rec.error = await self.commit_global(
+                rec.step, rec.mode, [r.entry for r in receipts], errors, seq=rec.seq)
+            self._tier_done(rec, "global", rec.global_complete, rec.drain_s)
+        else:
+            rec.error = " ".join("; ".join(errors).split())[:500]
         now = time.time()
         rec.complete_s = now - rec.start
         if rec.global_complete:
@@ -304,21 +359,22 @@ class Checkpointer:
         rec.file_bytes, rec.written_to, rec.local_full = receipt.size, receipt.where, receipt.local_full
         self.events.append(Event(comm.rank, "local_write", t0, t1))
         if receipt.where:
-            tier = self.local if receipt.where == "local" else self.global_
+            tier = self.tier(receipt.where)
             self.metrics.observe_phase("local_write", receipt.where, rec.local_write_s, backend=tier.backend)
             self.metrics.add_bytes("write", receipt.where, receipt.size, backend=tier.backend)
         return receipt
 
     async def _write_file(self, receipt: Receipt, rec: CkptRecord) -> None:
-        if self.local is None:
+        first = Schedule.first(tuple(rec.due))
+        if first == "global":
             await self._save_global(receipt, rec)
             return
         try:
-            receipt.size, receipt.crc32c = await asyncio.to_thread(self._save, self.local, receipt.key, rec)
-            receipt.where = "local"
+            receipt.size, receipt.crc32c = await asyncio.to_thread(self._save, self.tier(first), receipt.key, rec)
+            receipt.where = first
         except Exception as exc:  # noqa: BLE001 - sinks abort on error: nothing half-written is visible
             if not is_no_space(exc):
-                receipt.error = f"local write failed: {describe_error(exc)}"
+                receipt.error = f"{first} write failed: {describe_error(exc)}"
                 return
             receipt.local_full = True
             self.tally.count("local_full")
@@ -326,7 +382,7 @@ class Checkpointer:
                 await self._save_global(receipt, rec)
             else:
                 receipt.skipped = True
-                receipt.error = "skipped: local tier full (ENOSPC, checkpoint.on_local_full=skip)"
+                receipt.error = f"skipped: {first} tier full (ENOSPC, checkpoint.on_local_full=skip)"
 
     def _save(self, tier, key: str, rec: CkptRecord) -> tuple[int, str]:
         return save_rank_file(self.state, tier, key, rec.step,
@@ -345,16 +401,35 @@ class Checkpointer:
         except Exception as exc:  # noqa: BLE001 - the checkpoint becomes incomplete, nothing torn
             receipt.error = f"global write failed: {describe_error(exc)}"
 
-    async def _drain_node(self, rec: CkptRecord, receipts: list[Receipt], *, written: bool) -> list[str]:
-        """Node leaders drain their node's files; everyone learns every node's outcome."""
+    async def _persist(self, rec: CkptRecord, receipts: list[Receipt], *, written: bool) -> None:
+        """Node leaders copy the node's files from memory to the local tier (verified), then write
+        its manifest there; every rank learns its node's outcome."""
+        comm, ok, seconds = self.drain_comm, False, 0.0
+        if comm.is_node_leader and written and rec.local_complete:
+            files = [r.entry for r in receipts if r.node == comm.node and r.where == "memory"]
+            with counted_as("persist"):
+                copy = await self._drainer("memory", "local").drain(files)
+            ok = copy.ok and await self._guarded(self._write_manifest(self.local, "local", rec.step, rec.mode, files))
+            seconds = copy.seconds
+            if ok:
+                self._node_steps.setdefault("local", set()).add(rec.step)
+        if comm.is_node_leader:
+            self._tier_done(rec, "local", ok, seconds)
+        await self._from_node_leader(rec, "local")
+
+    async def _drain_node(self, rec: CkptRecord, receipts: list[Receipt], *, written: bool,
+                          source: str = "local", where: str = "local") -> list[str]:
+        """Node leaders drain their node's files (written to tier ``where``) from tier ``source``;
+        everyone learns every node's outcome."""
         comm = self.drain_comm
         mine = [r for r in receipts if r.node == comm.node]
         drain = None
         if comm.is_node_leader:
             if written:
                 with counted_as("drain"):
-                    drain = await self.drainer.drain([r.entry for r in mine if r.where == "local"],
-                                                     after_file=lambda: self.faults.hit("drain", rec.seq))
+                    drain = await self._drainer(source, "global").drain(
+                        [r.entry for r in mine if r.where == where],
+                        after_file=lambda: self.faults.hit("drain", rec.seq))
                 self._record_drain(drain)
         else:
             self.faults.hit("drain", rec.seq)
@@ -397,12 +472,14 @@ class Checkpointer:
     async def _housekeep(self, rec: CkptRecord, key: str, bill: Bill) -> None:
         """After a checkpoint: free an incomplete local copy, apply retention, inject corruption;
         its S3 requests are the checkpoint's too (``bill``)."""
-        if self.local is not None and self.comm.is_node_leader and not rec.local_complete:
-            # this node's local copy can never become complete: free the space now
-            await self._guarded(layout.delete_checkpoint(self.local, rec.step))
+        if self.comm.is_node_leader:
+            for name in ("memory", "local"):
+                if name in rec.due and self.tier(name) is not None and not rec.tiers.get(name, {}).get("complete"):
+                    # this node's copy there can never become complete: free the space now
+                    await self._guarded(layout.delete_checkpoint(self.tier(name), rec.step))
         await self.retention()
-        await self._guarded(self.faults.after_checkpoint(rec.seq, rec.step, key,
-                                                         {"local": self.local, "global": self.global_}))
+        await self._guarded(self.faults.after_checkpoint(
+            rec.seq, rec.step, key, {"memory": self.memory, "local": self.local, "global": self.global_}))
         rec.requests = bill.counts()
 
     async def _settle(self) -> None:
@@ -432,13 +509,20 @@ class Checkpointer:
         self.metrics.checkpoint_complete(name, step, time.time())
 
     async def retention(self) -> None:
-        if self.local is not None and self.comm.is_node_leader:
-            await self._retain_local()
+        if self.comm.is_node_leader:
+            await self._retain_node_tiers()
         if self.comm.rank == 0:
-            await self._guarded(layout.apply_retention(self.global_, self.keep))
+            await self._guarded(layout.apply_retention(self.global_, self.schedule.keep["global"]))
 
-    async def _retain_local(self) -> None:
-        """Node leaders: retention on the local tier, forgetting the steps it deleted."""
-        async def retain():
-            self._local_steps.difference_update(await layout.apply_retention(self.local, self.keep))
-        await self._guarded(retain())
+    async def _retain_node_tiers(self) -> None:
+        """Node leaders: retention on the node's tiers (each keeps its own count), forgetting the
+        steps it deleted."""
+        for name in ("memory", "local"):
+            tier = self.tier(name)
+            if tier is None:
+                continue
+
+            async def retain(name=name, tier=tier):
+                deleted = await layout.apply_retention(tier, self.schedule.keep[name])
+                self._node_steps.setdefault(name, set()).difference_update(deleted)
+            await self._guarded(retain())

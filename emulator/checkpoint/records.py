@@ -26,7 +26,7 @@ class Receipt(Record):
     size: int = 0
     crc32c: str = ""
     error: str = ""
-    where: str = ""  # "local", or "global" (no local tier, or the local tier was full)
+    where: str = ""  # the tier it was written to: memory or local, or global (none due, or the node tier was full)
     local_full: bool = False
     skipped: bool = False
     write_s: float = 0.0
@@ -58,7 +58,7 @@ class CkptRecord(Record):
     global_complete: bool = False
     error: str = ""
     seq: int = 0  # 1-based checkpoint number of this launch attempt, across modes
-    written_to: str = ""  # where this rank's file went first: local, or global (no local tier / full)
+    written_to: str = ""  # where this rank's file went first: memory, local, or global (none due / full)
     local_full: bool = False  # this rank's local write hit ENOSPC
     skipped: bool = False  # some rank's local tier was full and on_local_full is skip
     drain_retries: int = 0
@@ -70,6 +70,15 @@ class CkptRecord(Record):
     durable_at: float = 0.0
     #: S3 requests this rank made for it, by kind (tiers/s3_requests.py), retention included
     requests: dict = field(default_factory=dict)
+    #: the tiers that take this checkpoint (emulator/checkpoint/schedule.py), nearest first
+    due: list = field(default_factory=lambda: ["local", "global"])
+    #: per tier it was due on: {"complete": bool, "lag_s": snapshot to complete there (0: never),
+    #: "seconds": that tier's stage (write, copy, send or drain)}
+    tiers: dict = field(default_factory=dict)
+
+    @property
+    def global_due(self) -> bool:
+        return "global" in self.due
 
 
 @dataclass
@@ -122,6 +131,10 @@ class RankResult(Record):
     earlier_attempts: list = field(default_factory=list)  # [{attempt, records}] of killed attempts
     device: dict = field(default_factory=lambda: {"kind": "cpu"})  # emulator.device.Placement.describe()
     staging: dict = field(default_factory=dict)  # emulator.staging.Stager.describe()
+    #: with a memory tier: one restore from each file tier alone (memory, local, global), LoadRecord dicts
+    tier_loads: list = field(default_factory=list)
+    #: the failure-class recoveries of this rank: {class, lost_steps, load: LoadRecord dict}
+    recoveries: list = field(default_factory=list)
     #: per tier, tiers.emulated.device_waits(): seconds waited on the emulated device per phase
     device_waits: dict = field(default_factory=dict)
     #: every S3 request this rank's global tier made, by kind (lease and clean-up included); {} off S3

@@ -91,7 +91,8 @@ class ModeLoop:
             m.add_training_seconds(mode, now - last)
             step, n, last = step + 1, n + 1, now
         train_end = time.time()
-        at_risk = sum(1 for r in self.ckpt.records if r.mode == mode and not (0 < r.durable_at <= train_end))
+        at_risk = sum(1 for r in self.ckpt.records
+                      if r.mode == mode and r.global_due and not (0 < r.durable_at <= train_end))
         flush = self.ckpt.finish()
         m.add_training_seconds(mode, train_end - last)
         if mode == "none":
@@ -112,9 +113,9 @@ class ModeLoop:
             self.metrics.set_slowdown(mode, per_step / self.baseline_step_s - 1)
         if self.comm.is_node_leader:  # the drain in flight counts too, and nothing caps it at 1
             busy = sum(r.drain_s for r in self.ckpt.records if r.mode == mode)
-            drainer = self.ckpt.drainer
-            if drainer is not None and drainer.in_flight_since is not None:
-                busy += now - max(drainer.in_flight_since, mode_start)
+            since = self.ckpt.drain_in_flight_since()
+            if since is not None:
+                busy += now - max(since, mode_start)
             self.metrics.set_drain_overlap(mode, busy / max(now - mode_start, 1e-9))
 
     def _write_status(self, mode: str, step: int, start: float) -> None:
