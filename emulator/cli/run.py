@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from emulator.checkpoint.injection import kill_override
+from emulator.checkpoint.node_loss import lose_nodes_override
 from emulator.cli.common import add_config_args, load
 from emulator.job import outdir
 from emulator.units import parse_duration
@@ -19,6 +20,9 @@ def add_run_parser(sub) -> None:
                      help="checkpoint.protocol mlperf: run only the writes or only the reads (checkpoint.phase)")
     run.add_argument("--lose-local-after", type=int, metavar="N",
                      help="emulate losing the node-local tier after checkpoint N")
+    run.add_argument("--lose-nodes", dest="set", action="append", type=lose_nodes_override, metavar="N:NODE[,NODE...]",
+                     help="emulate losing these nodes (their memory and local tiers, and the peer copies they "
+                          "hold) after checkpoint N; the run then recovers from what survived")
     run.add_argument("--kill", dest="set", action="append", type=kill_override, metavar="RANK:CKPT:PHASE",
                      help="SIGKILL rank RANK during PHASE (staging, local_write, drain, manifest) of "
                           "checkpoint CKPT (failures.kill; one kill, use the config for several)")

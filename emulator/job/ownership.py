@@ -39,15 +39,17 @@ def claim_results_folder(out, job: str):
         raise UserError(str(exc)) from None
 
 
-def claim_tiers(comm, out, local, global_) -> list:
-    """Collective: claims by node leaders (local) and rank 0 (global), then every rank joins.
+def claim_tiers(comm, out, local, global_, *, memory=None) -> list:
+    """Collective: claims by node leaders (the node's tiers: memory, local) and rank 0 (global),
+    then every rank joins.
 
     Returns the claims to hold for the run's lifetime; raises UserError on every rank if any
     claim failed."""
     claims, error = [join_dir(out, what=f"results folder {out}")], None
+    node_tiers = [t for t in (memory, local) if t is not None]
     try:
-        if local is not None and comm.is_node_leader:
-            claims.append(local.claim(holder()))
+        for tier in node_tiers if comm.is_node_leader else ():
+            claims.append(tier.claim(holder()))
         if comm.rank == 0:
             claims.append(_end_run_if_lost(global_.claim(holder())))
     except TierError as exc:
@@ -56,8 +58,8 @@ def claim_tiers(comm, out, local, global_) -> list:
     if failed:
         release(claims)
         raise UserError(failed[0])
-    if local is not None and not comm.is_node_leader:
-        claims.append(local.join())
+    for tier in node_tiers if not comm.is_node_leader else ():
+        claims.append(tier.join())
     if comm.rank != 0:
         claims.append(global_.join())
     return claims

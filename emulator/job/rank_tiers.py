@@ -31,7 +31,14 @@ def build_tiers(cfg, comm, out) -> tuple:
     return local, make_tier(_node_tier(cfg, "global", comm.nodes), scope=_tier_scope(comm, out, "global"))
 
 
+def build_memory_tier(cfg, comm, out):
+    """This node's host-memory tier (a folder such as /dev/shm/...), or None without one."""
+    if cfg.tiers.memory is None:
+        return None
+    return make_tier(cfg.tiers.memory, scope=_tier_scope(comm, OutDir(out), "memory"))
+
+
 def _node_tier(cfg, name: str, nodes: int):
     """Tier ``name``'s config with its emulation as one of this run's ``nodes`` gets it."""
-    tier = cfg.tiers.local if name == "local" else cfg.tiers.global_
+    tier = cfg.tiers.entry(name)
     return replace(tier, emulate=node_emulation(cfg, name, nodes))

@@ -15,6 +15,7 @@ from emulator.job.ownership import claim_results_folder, new_job_id
 from emulator.launch.launcher import launch, prepare_out, torchrun_command
 from emulator.launch.progress import Progress
 from emulator.sizing import checkpoint_size
+from emulator.units import GIB
 from tiers import TierError, backend_class
 from tiers.fileops import make_dirs
 
@@ -29,7 +30,9 @@ def preflight(cfg, nnodes: int, duration: float | None = None) -> None:
     if cfg.checkpoint.protocol == "mlperf":  # MLPerf keeps every checkpoint it writes
         copies = cfg.checkpoint.saves if cfg.checkpoint.phase != "read" else 0
     per_node = int(node_bytes * copies * 1.05) + (64 << 20)
-    for name, tcfg in (("local", cfg.tiers.local), ("global", cfg.tiers.global_)):
+    if cfg.tiers.memory is not None:
+        _check_host_memory(cfg, node_bytes)
+    for name, tcfg in (("memory", cfg.tiers.memory), ("local", cfg.tiers.local), ("global", cfg.tiers.global_)):
         if tcfg is None:
             continue
         need = per_node * (nnodes if name == "global" else 1)
@@ -43,6 +46,45 @@ def preflight(cfg, nnodes: int, duration: float | None = None) -> None:
                             if "free, needs" in str(exc) else f"tiers.{name}: {exc}") from None
 
 
+def memory_tier_bytes(cfg, node_bytes: float) -> int:
+    """Host memory a node's memory and peer tiers hold at most: keep + 1 of its own checkpoints,
+    and keep + 1 of each node it holds a copy for."""
+    tiers, keep = cfg.tiers, cfg.checkpoint.keep
+    own = (tiers.memory.keep or keep) + 1
+    held = tiers.peer.replicas * ((tiers.peer.keep or keep) + 1) if tiers.peer is not None else 0
+    return int(node_bytes * (own + held))
+
+
+def available_memory_bytes() -> int | None:
+    """This host's MemAvailable (None where /proc/meminfo is unavailable)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _check_host_memory(cfg, node_bytes: float) -> None:
+    """A memory tier must fit in this host's free memory beside the ranks' state and staging
+    copies: its stated capacity, and what the run will put in it."""
+    free = available_memory_bytes()
+    if free is None:
+        return
+    emulate = cfg.tiers.memory.emulate
+    capacity = emulate.capacity_gib * GIB if emulate is not None and emulate.capacity_gib else None
+    processes = 2 * node_bytes  # every rank's live state and its staging copy
+    if capacity is not None and capacity + processes > free:
+        raise UserError(f"tiers.memory: a capacity of {capacity / GIB:.1f} GiB (plus {processes / GIB:.1f} GiB of "
+                        f"state and staging) exceeds this host's {free / GIB:.1f} GiB of available memory")
+    need = memory_tier_bytes(cfg, node_bytes)
+    if need + processes > free:
+        raise UserError(f"tiers.memory: the run would hold {need / GIB:.1f} GiB in host memory (keep + 1 checkpoints, "
+                        f"peer copies included) plus {processes / GIB:.1f} GiB of state and staging, more than this "
+                        f"host's {free / GIB:.1f} GiB available")
+
+
 def _copies_on_a_tier(cfg, duration: float | None) -> int:
     """Checkpoints a tier holds at once at most: ``keep`` complete ones plus the one in flight,
     or every checkpoint the run writes when that is fewer (unknown under --duration)."""
@@ -51,6 +93,19 @@ def _copies_on_a_tier(cfg, duration: float | None) -> int:
         return most
     written = len(cfg.checkpoint.modes) * (cfg.steps_per_mode // cfg.checkpoint.interval_steps)
     return max(1, min(most, written))
+
+
+def _check_nodes(cfg, nnodes: int) -> None:
+    """What needs the run's node count: nodes to lose, peers to place copies on."""
+    lose = cfg.failures.lose_nodes
+    if lose is not None and max(lose.nodes) >= nnodes:
+        raise UserError(f"failures.lose_nodes.nodes: node {max(lose.nodes)} does not exist (the run has {nnodes} "
+                        "node(s), --nnodes)")
+    peer = cfg.tiers.peer
+    if peer is not None and peer.replicas >= nnodes:
+        raise UserError(f"tiers.peer.replicas: {peer.replicas} replica(s) need more than the run's {nnodes} "
+                        "node(s) (--nnodes): a node's copies go to other nodes")
+    _check_design_nodes(cfg, nnodes)
 
 
 def _check_design_nodes(cfg, nnodes: int) -> None:
@@ -72,7 +127,7 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
         raise UserError(f"{nnodes} node(s) x {nproc} ranks per node != {ranks} ranks in the config")
     if nnodes > 1 and not rdzv_endpoint:
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
-    _check_design_nodes(cfg, nnodes)
+    _check_nodes(cfg, nnodes)
     preflight(cfg, nnodes, duration)
     if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
         from emulator.mlperf.protocol import check_read_phase

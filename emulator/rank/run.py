@@ -39,6 +39,7 @@ from emulator.checkpoint.node_loss import NodeLoss
 from emulator.checkpoint.records import RankResult
 from emulator.checkpoint.restore import Restorer, drop_page_cache, lists_tier
 from emulator.checkpoint.retry import RetryPolicy, describe_error
+from emulator.checkpoint.schedule import Schedule
 from emulator.checkpoint.tally import Tally
 from emulator.config import from_mapping
 from emulator.errors import UserError
@@ -46,7 +47,7 @@ from emulator.job import outdir
 from emulator.job.lifeline import watch_parent
 from emulator.job.outdir import OutDir
 from emulator.job.ownership import claim_tiers, release
-from emulator.job.rank_tiers import build_tiers
+from emulator.job.rank_tiers import build_memory_tier, build_tiers
 from emulator.mlperf.protocol import run_rank
 from emulator.mlperf.report import write_outputs as write_mlperf_outputs
 from emulator.rank.comm import DistComm
@@ -70,7 +71,8 @@ class RankRun:
         self.drain_comm = DistComm(dist.new_group(backend="gloo")) \
             if cfg.checkpoint.async_waits_for == "local_write" else None
         self._build_tiers()
-        self.claims = claim_tiers(self.comm, self.out.root, self.local, self.global_)  # before any write
+        self.claims = claim_tiers(self.comm, self.out.root, self.local, self.global_,  # before any write
+                                  memory=self.memory)
         self.metrics = self._setup_metrics()
         self.attempt = restart_attempt()
         self.tally = Tally(self.metrics)
@@ -87,7 +89,8 @@ class RankRun:
                      "zero_stage": p.zero_stage}
         self.ckpt = self._checkpointer()
         self.modes = {}
-        self.resumed, self.recovery = [], None
+        self.resumed, self.recovery, self.recoveries = [], None, []
+        self.last_step = 0
 
     def _say_staging(self) -> None:
         """Over the pinned budget the snapshot goes through bucket slots: say so once, at start."""
@@ -105,7 +108,8 @@ class RankRun:
             meta=dict(self.meta), on_local_full=cfg.checkpoint.on_local_full, on_failure=cfg.drain.on_failure,
             policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally,
             spool_dir=str(self.out.spool(self.comm.node)), on_record=self._keep_record,
-            async_waits_for=cfg.checkpoint.async_waits_for, drain_comm=self.drain_comm)
+            async_waits_for=cfg.checkpoint.async_waits_for, drain_comm=self.drain_comm,
+            memory=self.memory, schedule=Schedule.from_config(cfg))
 
     def _keep_record(self, rec, event: str) -> None:
         """Append a checkpoint's record, as it starts and once it is over, to this attempt's file:
@@ -122,6 +126,7 @@ class RankRun:
             path = self.out.records(self.comm.rank, attempt)
             lines = [json.loads(x) for x in (path.read_text().splitlines() if path.exists() else []) if x.strip()]
             out.append({"attempt": attempt, "started": sum(x["event"] == "started" for x in lines),
+                        "last_step": max((x["step"] for x in lines), default=0),
                         "records": [{k: v for k, v in x.items() if k != "event"}
                                     for x in lines if x["event"] == "finished"]})
         return out
@@ -158,6 +163,12 @@ class RankRun:
 
     def _build_tiers(self) -> None:
         self.local, self.global_ = build_tiers(self.cfg, self.comm, self.out.root)
+        self.memory = build_memory_tier(self.cfg, self.comm, self.out.root)
+
+    @property
+    def node_tiers(self) -> list[tuple[str, object]]:
+        """This node's own tiers, nearest first: (name, tier) of memory and local where configured."""
+        return [(n, t) for n, t in (("memory", self.memory), ("local", self.local)) if t is not None]
 
     def _recover_tiers(self) -> None:
         """Node leaders clean up what a crashed run left on the tiers this run now owns.
@@ -166,7 +177,7 @@ class RankRun:
         under a least-privilege policy) gets one warning line, and the run goes on."""
         if not self.comm.is_node_leader:
             return
-        for name, tier in (("local", self.local), ("global", self.global_ if self.comm.rank == 0 else None)):
+        for name, tier in self.node_tiers + [("global", self.global_ if self.comm.rank == 0 else None)]:
             if tier is None:
                 continue
             try:
@@ -192,7 +203,7 @@ class RankRun:
     def _first_step(self) -> int:
         """Continue numbering after the newest checkpoint any tier already holds."""
         newest = 0  # each tier listed by one of the ranks sharing it, not by every rank (a LIST storm)
-        for tier, shared in ((self.local, False), (self.global_, True)):
+        for tier, shared in [(t, False) for _, t in self.node_tiers] + [(self.global_, True)]:
             if tier is not None and lists_tier(self.comm, shared=shared):
                 seen = self.ckpt.loop.run(list_steps(tier))[1]
                 newest = max([newest] + seen)
@@ -202,32 +213,62 @@ class RankRun:
     def node_failed(self) -> bool:
         return self.node_loss.happened(len(self.ckpt.records))
 
-    def _restorer(self):
-        tiers = [(n, t) for n, t in (("local", self.local), ("global", self.global_)) if t is not None]
+    def _restorer(self, tiers=None):
+        tiers = tiers or self.node_tiers + [("global", self.global_)]
         return Restorer(self.state, tiers, self.comm,
                         metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1],
                         meta=self.meta, tally=self.tally, policy=RetryPolicy.from_config(self.cfg.drain))
 
     def _recover(self):
-        """After a torchrun restart: restore the newest complete checkpoint and continue from it."""
+        """After a torchrun restart: restore the newest complete checkpoint and continue from it.
+        The restart is the failure class ``process``: host memory survived it."""
         restorer = self._restorer()
         rec = restorer.load()
         if rec.ok and restorer.manifest is not None:
             lineage = restorer.manifest.meta.get("lineage") or []
             self.ckpt.lineage_base = [[a, min(b, rec.step)] for a, b in lineage if a <= rec.step]
+        crashed_at = max([rec.step] + [a["last_step"] for a in self._earlier_attempts()])
+        self.recoveries.append(_recovery("process", rec, crashed_at))
         return rec
+
+    def _lose_nodes(self) -> dict:
+        """The injected node failure, then (``lose_nodes``) the recovery from what survived it."""
+        loss, loop = self.node_loss, self.ckpt.loop
+        if not loss.whole_node:
+            return loss.lose_local(self.comm, self.local, loop)
+        failure = loss.lose_nodes(self.comm, [t for _, t in self.node_tiers], loop)
+        rec = self._restorer().load()
+        self.recoveries.append(_recovery(failure["class"], rec, self.last_step))
+        return failure
+
+    def _tier_loads(self) -> list:
+        """With a memory tier: one restore from each file tier alone, so the report sets the memory
+        restore beside the NVMe and global restores of the same state."""
+        if self.memory is None:
+            return []
+        tiers = self.node_tiers + [("global", self.global_)]
+        loads = []
+        for pair in tiers:
+            self._drop_page_cache()
+            loads.append({**self._restorer([pair]).load().to_dict(), "from": pair[0]})
+        return loads
 
     def run_loads(self) -> tuple[list, bool]:
         restorer = self._restorer()
         records, dropped_all = [], True
         for _ in range(self.cfg.checkpoint.loads):
-            dropped = True  # only node leaders drop (the cache is per machine); the others agree
-            if self.comm.is_node_leader:
-                dropped = self.cfg.checkpoint.drop_page_cache and drop_page_cache()
-            dropped_all &= self.comm.all_min(1.0 if dropped else 0.0) == 1.0
-            self.comm.barrier()
+            dropped_all &= self._drop_page_cache()
             records.append(restorer.load())
         return records, dropped_all
+
+    def _drop_page_cache(self) -> bool:
+        """Before a load: node leaders drop the page cache (it is per machine); whether all could."""
+        dropped = True
+        if self.comm.is_node_leader:
+            dropped = self.cfg.checkpoint.drop_page_cache and drop_page_cache()
+        dropped_all = self.comm.all_min(1.0 if dropped else 0.0) == 1.0
+        self.comm.barrier()
+        return dropped_all
 
     def _stop_requested(self) -> bool:
         """Ctrl-C reached the CLI on any node (a collective, so every rank agrees)."""
@@ -241,7 +282,7 @@ class RankRun:
             if self.node_failed or self._stop_requested():
                 break
             step, self.modes[mode] = loop.run(mode, step, budget)
-
+        self.last_step = step - 1
     def run(self) -> RankResult:
         step = self._first_step()
         self.ckpt.first_step = step
@@ -250,9 +291,10 @@ class RankRun:
             self.recovery = self._recover()
         self._train(step)
         content_audit = self._audit_content()
-        failure = self.node_loss.lose_local(self.comm, self.local, self.ckpt.loop) if self.node_failed else None
+        failure = self._lose_nodes() if self.node_failed else None
         stopped_early = self._stop_requested()
         loads, dropped = ([], False) if stopped_early else self.run_loads()
+        tier_loads = [] if stopped_early else self._tier_loads()
         self.ckpt.finish()
         self._clean_up_after_run()
         self.ckpt.close()
@@ -271,7 +313,8 @@ class RankRun:
             content_audit=content_audit, peak_rss_bytes=_peak_rss_bytes(),
             earlier_attempts=self._earlier_attempts(), device=self.placement.describe(),
             staging=self.state.stager.describe(), s3_requests=_s3_requests(self.global_),
-            device_waits={"local": device_waits(self.local), "global": device_waits(self.global_)})
+            device_waits={"local": device_waits(self.local), "global": device_waits(self.global_)},
+            tier_loads=tier_loads, recoveries=self.recoveries)
 
     def _audit_content(self) -> dict | None:
         try:
@@ -281,6 +324,13 @@ class RankRun:
         except Exception:  # noqa: BLE001 - an audit must never fail a run
             self.tally.count("tier_error")
             return None
+
+
+def _recovery(failure_class: str, rec, failed_at: int) -> dict:
+    """One rank's recovery from a failure of ``failure_class``: its restore, and the steps of
+    work lost (trained after the restored checkpoint, before the failure)."""
+    lost = max(0, failed_at - rec.step) if rec.ok else failed_at
+    return {"class": failure_class, "lost_steps": lost, "failed_at": failed_at, "load": rec.to_dict()}
 
 
 def _s3_requests(tier) -> dict:
