@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from emulator.job import outdir
+from emulator.results.levels import level_lines
 from emulator.results.requests import s3_lines
 from emulator.results.summary import build_results
 from emulator.results.timeline import write_timeline
@@ -66,6 +67,7 @@ def format_table(results: dict) -> str:
     for m in modes:
         for err in results["modes"][m]["errors"]:
             lines.append(f"{m} error: {err}")
+    lines += level_lines(results, _fmt_s)
     lines += _content_lines(results) + _fault_lines(results) + s3_lines(results)
     lines += [f"note: {n}" for n in results.get("notes", [])]
     if results["stopped_early"]:

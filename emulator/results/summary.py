@@ -21,6 +21,7 @@ import math
 from collections import Counter, defaultdict
 
 from emulator.checkpoint.audit import summarize_audits
+from emulator.results.levels import level_summary, recovery_summary, tier_load_summary
 from emulator.results.requests import s3_summary
 from emulator.results.scale_notes import latency_notes, rate_notes, raw_tier_notes, step_notes
 from emulator.sizing import checkpoint_size
@@ -235,6 +236,9 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "load": summarize_loads(ranks),
         "stopped_early": any(r["stopped_early"] for r in ranks),
         "failure": ranks[0].get("failure"),
+        "levels": level_summary(cfg, ranks),
+        "recoveries": recovery_summary(cfg, ranks),
+        "restore_by_tier": tier_load_summary(cfg, ranks),
         "faults": fault_summary(ranks),
         "attempts": attempts_summary(cfg, ranks),
         "content": content_summary(ranks),
@@ -298,7 +302,9 @@ def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, s
 def _checkpoint_figures(mode: str, ranks: list[dict]) -> dict:
     by_step = _by_step(mode, ranks)
     steps = sorted(by_step)
-    worst = lambda key: [max(x[key] for x in by_step[s]) for s in steps]  # noqa: E731
+    # the checkpoints the global tier takes (every one, unless tiers.global.interval_steps says less)
+    drained = [s for s in steps if all("global" in x.get("due", ("global",)) for x in by_step[s])]
+    worst = lambda key, among=steps: [max(x[key] for x in by_step[s]) for s in among]  # noqa: E731
     job_stall, lags = worst("stall_s"), [max(x["lag_s"] for x in by_step[s]) for s in steps
                                           if all(x["global_complete"] for x in by_step[s])]
     save_tp = [sum(x["file_bytes"] for x in by_step[s]) / max(1e-9, max(x["local_write_s"] for x in by_step[s]))
@@ -310,11 +316,11 @@ def _checkpoint_figures(mode: str, ranks: list[dict]) -> dict:
         "stall_mean_s": _mean(job_stall), "stall_p99_s": _p(job_stall, 99), "stall_max_s": max(job_stall, default=0.0),
         "worst_rank": worst_rank, "worst_rank_stall_mean_s": _mean(per_rank_stall.get(worst_rank, [])),
         **_d2h_figures(by_step, steps),
-        "local_write_mean_s": _mean(worst("local_write_s")), "drain_mean_s": _mean(worst("drain_s")),
+        "local_write_mean_s": _mean(worst("local_write_s")), "drain_mean_s": _mean(worst("drain_s", drained)),
         "complete_mean_s": _mean(worst("complete_s")), "save_gib_s": _mean(save_tp) / GIB,
         "lag_mean_s": _mean(lags), "lag_p99_s": _p(lags, 99), "lag_max_s": max(lags, default=0.0),
         "deadline_misses": sum(any(x["missed"] for x in by_step[s]) for s in steps),
-        "incomplete": sum(not all(x["global_complete"] for x in by_step[s]) for s in steps),
+        "incomplete": sum(not all(x["global_complete"] for x in by_step[s]) for s in drained),
         "errors": sorted({x["error"] for s in steps for x in by_step[s] if x["error"]})[:5],
         "stall_total_s": sum(job_stall),  # not the largest per-rank sum: the slowest rank changes
         "drain_overlap_ratio": _drain_overlap(mode, ranks, by_step),
