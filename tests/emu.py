@@ -55,14 +55,15 @@ def results(out: Path) -> dict:
     return json.loads((Path(out) / "results.json").read_text())
 
 
-def run_two_agents(cfg: Path, outs: list, rdzv_id: str, timeout: int = 300) -> None:
-    """``ckpt-emu run cfg`` as two torchrun agents of 2 ranks on 127.0.0.1 (two "machines", one
-    c10d rendezvous), each with its own results folder in ``outs``; both must succeed."""
+def run_two_agents(cfg: Path, outs: list, rdzv_id: str, timeout: int = 300, *, nproc: int = 2,
+                   args: tuple = ()) -> None:
+    """``ckpt-emu run cfg [args]`` as two torchrun agents of ``nproc`` ranks on 127.0.0.1 (two
+    "machines", one c10d rendezvous), each with its own results folder in ``outs``; both must succeed."""
     port = free_port()
     procs = [subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", str(cfg), "--quiet", "--out", str(o),
-                               "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-endpoint", f"127.0.0.1:{port}",
-                               "--rdzv-id", f"{rdzv_id}-{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
+                               "--nnodes", "2", "--nproc-per-node", str(nproc), "--rdzv-endpoint",
+                               f"127.0.0.1:{port}", "--rdzv-id", f"{rdzv_id}-{port}", *args],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for o in outs]
     for p in procs:
         _, err = p.communicate(timeout=timeout)
