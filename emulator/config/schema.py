@@ -471,6 +471,9 @@ def design_emulation(cfg: Config) -> dict:
     Capacity is counted in the bytes a run moves (x run.scale), as the tier counts.
     """
     d, out = cfg.design, {}
+    if d.memory is not None:
+        out["memory"] = {"write_gib_s": d.memory.write_bps / GIB, "read_gib_s": d.memory.read_bps / GIB,
+                         "shared_by": "node", "capacity_gib": d.memory.capacity_bytes * cfg.run.scale / GIB}
     if d.local is not None:
         out["local"] = {"write_gib_s": d.local.write_bps / GIB, "read_gib_s": d.local.read_bps / GIB,
                         "latency_ms": d.local.latency_s * 1000, "shared_by": "node", "duplex": d.local.duplex}
@@ -489,10 +492,10 @@ def _with_design_emulation(data: dict, cfg: Config) -> dict:
     data = copy.deepcopy(data)
     tiers = data.setdefault("tiers", {})
     for name, emulate in design_emulation(cfg).items():
-        section = "design.node.local" if name == "local" else "design.global"
-        if name == "local" and cfg.tiers.local is None:
-            raise ConfigError(f"{section}: the config has no tiers.local to emulate it on")
-        built = cfg.tiers.local if name == "local" else cfg.tiers.global_
+        section = "design.global" if name == "global" else f"design.node.{name}"
+        built = cfg.tiers.entry(name)
+        if built is None:
+            raise ConfigError(f"{section}: the config has no tiers.{name} to emulate it on")
         tier = dict(tiers[name]) if isinstance(tiers.get(name), dict) else _plain_tier(built)
         given = tier.get("emulate")
         same = given is not None and coerce(given, EmulateConfig, "") == coerce(emulate, EmulateConfig, "")

@@ -3,6 +3,7 @@
     design:
       job: {nodes: 2048, accelerators_per_node: 8}
       node:
+        memory: {capacity: 512GiB, write: 20GB/s, read: 20GB/s}
         local: {write: 7GB/s, read: 7GB/s, capacity: 3.84TB, latency_ms: 0.1, duplex: false}
         nic: 400Gb/s
       global: {write: 400GB/s, read: 400GB/s, latency_ms: 1}
@@ -12,7 +13,9 @@ bits, decimal or binary prefixes; a bare number is refused as ambiguous. The
 local device is the node's: its ranks share it, and its reads (a drain) and
 writes (the next checkpoint) share it unless ``duplex``. The global storage's
 rates are the aggregate of the whole job; each node reaches it through its NIC
-(emulator/design/share.py). The spec keeps the user's text, so a config
+(emulator/design/share.py). The node's host memory (the memory tier) is the
+share of it a checkpoint may use, and the rate a copy into it runs at; a peer
+copy travels over the node's NIC. The spec keeps the user's text, so a config
 written back (results.json, ``tune``'s runs) reads the same.
 """
 from __future__ import annotations
@@ -25,9 +28,17 @@ from emulator.units import parse_rate, parse_size
 
 #: the NIC when the design names none: a 400 Gb/s link, as on current H100/H200 nodes; always stated
 DEFAULT_NIC = "400Gb/s"
-_SECTIONS = {"job": ("nodes", "accelerators_per_node"), "node": ("local", "nic"),
+_SECTIONS = {"job": ("nodes", "accelerators_per_node"), "node": ("memory", "local", "nic"),
              "global": ("write", "read", "latency_ms")}
 _LOCAL = ("write", "read", "capacity", "latency_ms", "duplex")
+_MEMORY = ("capacity", "write", "read")
+
+
+@dataclass(frozen=True)
+class HostMemory:
+    capacity_bytes: int               # what the memory tier may hold (its own and peers' copies)
+    write_bps: float
+    read_bps: float
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,7 @@ class DesignSpec:
     nodes: Optional[int]              # None: the preset's ranks / accelerators_per_node
     accelerators_per_node: int
     local: Optional[LocalDevice]
+    memory: Optional[HostMemory]
     nic_bps: float
     nic_stated: bool                  # False: DEFAULT_NIC was assumed (reports say so)
     global_: Optional[GlobalStorage]
@@ -118,6 +130,19 @@ def _local(d: dict) -> Optional[LocalDevice]:
                        _flag(d.get("duplex", False), "design.node.local.duplex"))
 
 
+def _memory(d: dict) -> Optional[HostMemory]:
+    d = _mapping(d, "design.node.memory", _MEMORY)
+    if not d:
+        return None
+    for k, what in (("capacity", "the host memory checkpoints may use, e.g. 512GiB"),
+                    ("write", "the rate of a copy into it, e.g. 20GB/s")):
+        if k not in d:
+            raise ConfigError(f"design.node.memory.{k}: needed ({what})")
+    write = _user(parse_rate, d["write"], "design.node.memory.write")
+    return HostMemory(_user(parse_size, d["capacity"], "design.node.memory.capacity"), write,
+                      _user(parse_rate, d["read"], "design.node.memory.read") if "read" in d else write)
+
+
 def _global(d: dict) -> Optional[GlobalStorage]:
     d = _mapping(d, "design.global", _SECTIONS["global"])
     if not d:
@@ -139,6 +164,7 @@ def parse_design(data, key: str = "design") -> DesignSpec:
         nodes=_count(job.get("nodes"), "design.job.nodes"),
         accelerators_per_node=_count(job.get("accelerators_per_node"), "design.job.accelerators_per_node", 8),
         local=_local(node.get("local")),
+        memory=_memory(node.get("memory")),
         nic_bps=_user(parse_rate, nic if nic is not None else DEFAULT_NIC, "design.node.nic"),
         nic_stated=nic is not None,
         global_=_global(data.get("global")),
