@@ -16,7 +16,9 @@ every source s. Every exchange is collective over the group: every rank calls
 it, each stream (one sender, one receiver) runs in its own thread on both ends,
 so no stream waits on another and no send/recv order can deadlock, and the call
 ends with an all_gather of every rank's errors, so all ranks return the same
-``PeerResult.errors``. On a stream: a header (file count), then per file a
+``PeerResult.errors``. A file that cannot be read or stored, or arrives wrong, is
+an error in that list and the streams go on; only a failure of the process group
+itself raises (and leaves the other ranks to gloo's timeout). On a stream: a header (file count), then per file a
 header (size, CRC32C, key length, status), the key, and the bytes in chunks of
 ``chunk`` bytes, so a rank holds at most one chunk buffer per stream. The
 receiver checks size and CRC32C against the sender's header and publishes the
@@ -40,7 +42,7 @@ import torch.distributed as dist
 
 from emulator.checkpoint.integrity import format_crc
 from emulator.errors import ConfigError
-from tiers.base import Tier
+from tiers.base import Tier, TierError
 
 #: bytes per message of a file's body: what a stream holds in memory at once
 CHUNK = 64 << 20
@@ -230,7 +232,7 @@ class PeerTransport:
         for f in files:
             try:
                 reader = source.open_read(f.key)
-            except OSError as exc:
+            except (OSError, TierError) as exc:
                 errors.append(f"cannot read {f.key}: {exc}")
                 self._send_header(peer, f.key, -1, 0, _MISSING)
                 continue
@@ -270,7 +272,7 @@ class PeerTransport:
         sink, have, error = None, 0, ""
         try:
             sink = store.open_write(key)
-        except OSError as exc:
+        except (OSError, TierError) as exc:
             error = f"cannot store {key}: {exc}"
         for off in range(0, size, self.chunk):
             part = buf[:min(self.chunk, size - off)]
@@ -280,7 +282,7 @@ class PeerTransport:
             if sink is not None and not error:
                 try:
                     sink.write(view)
-                except OSError as exc:
+                except (OSError, TierError) as exc:
                     error = f"cannot store {key}: {exc}"
         if not error and have != crc:
             error = f"refused {key} from node {peer // self.ranks_per_node}: CRC32C {format_crc(have)}, " \
