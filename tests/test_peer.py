@@ -99,6 +99,7 @@ def _key(rank: int, i: int) -> str:
 
 def _rank(rank: int, tmp: str) -> None:
     import os
+    import resource
 
     import torch.distributed as dist
 
@@ -117,7 +118,9 @@ def _rank(rank: int, tmp: str) -> None:
         entries.append(FileEntry(_key(rank, i), rank, size, f"{crc32c.crc32c(data):08x}"))
     layout = PeerLayout(NODES, 1, "jump", 1)
     transport = peer.PeerTransport(ranks_per_node=RANKS_PER_NODE)
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     sent = transport.send_replicas(layout, entries, local(node), DirTier(Path(tmp) / "peer" / f"node{node}"))
+    rss_growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - rss0
 
     dist.barrier()  # node 0 is lost: its local folder goes, a replacement gets it back
     if rank == 0:
@@ -125,6 +128,7 @@ def _rank(rank: int, tmp: str) -> None:
     dist.barrier()
     held = {0: sent.received} if node == 1 else {}
     back = transport.fetch_back(layout, [0], held, DirTier(Path(tmp) / "peer" / f"node{node}"), local(node))
+    orphans = transport.fetch_back(layout, [0, 1], held, DirTier(Path(tmp) / "peer" / f"node{node}"), local(node))
 
     if rank == 0:  # a byte flipped in flight in every body chunk rank 0 sends
         def corrupting(tensor, dst, group, tag, real=peer._isend):
@@ -137,7 +141,9 @@ def _rank(rank: int, tmp: str) -> None:
     Path(tmp, f"rank{rank}.json").write_text(json.dumps({
         "sent": [r.__dict__ for r in sent.received], "sent_errors": sent.errors, "sent_bytes": sent.sent_bytes,
         "back": [r.__dict__ for r in back.received], "back_errors": back.errors,
-        "bad": [r.key for r in bad.received], "bad_errors": bad.errors, "pid": os.getpid()}))
+        "orphan_errors": orphans.errors, "orphans": len(orphans.received),
+        "bad": [r.key for r in bad.received], "bad_errors": bad.errors, "pid": os.getpid(),
+        "rss_growth": rss_growth}))
     dist.destroy_process_group()
 
 
@@ -160,6 +166,9 @@ def test_copies_travel_over_gloo_come_back_and_a_corrupted_chunk_is_refused(tmp_
             assert receipt["node"] == 1 - node and receipt["size"] == size
             assert receipt["crc32c"] == f"{crc32c.crc32c(data):08x}"
 
+    # rank 2 received rank 0's 140 MiB file in 64 MiB chunks: one chunk buffer, not the file, in memory
+    assert out[2]["rss_growth"] < 100 * MIB, out[2]["rss_growth"] / MIB
+
     # fetch back: node 0's local folder was deleted; its ranks got their own files from node 1
     for rank in (0, 1):
         assert out[rank]["back_errors"] == []
@@ -167,6 +176,9 @@ def test_copies_travel_over_gloo_come_back_and_a_corrupted_chunk_is_refused(tmp_
         for i, size in enumerate(_sizes(rank)):
             assert (tmp_path / "local" / "node0" / _key(rank, i)).read_bytes() == _content(rank, i, size)
     assert out[2]["back"] == [] and out[3]["back"] == []
+    for rank in range(world):  # both nodes lost at once: no holder left, every rank says so
+        assert out[rank]["orphans"] == 0
+        assert out[rank]["orphan_errors"] == [f"node {n}: every holder of its copies is lost" for n in (0, 1)]
 
     # corrupted in flight: rank 2 refused all of rank 0's files; every rank reports it; nothing published
     for rank in range(world):

@@ -197,15 +197,14 @@ class PeerTransport:
         for node in lost:
             server = layout.server(node, lost)
             if server is None:
-                continue  # every holder is lost too: nothing to fetch (the caller falls back)
+                continue  # every holder is lost too: nothing to fetch (an error below)
             if server == self.node:
                 sends[self._peer(node)] = held.get(node, [])
             if node == self.node:
                 recvs.append(self._peer(server))
         result = self._exchange(sends, recvs, store, dest)
-        mine = [n for n in lost if n == self.node and layout.server(n, lost) is None]
-        if mine:
-            result.errors.append(f"rank {self.rank}: every holder of node {self.node} is lost")
+        result.errors += [f"node {n}: every holder of its copies is lost" for n in lost
+                          if layout.server(n, lost) is None]  # the same on every rank
         return result
 
     # ---- one collective exchange: every stream in its own thread, then the outcomes
