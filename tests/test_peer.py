@@ -130,6 +130,11 @@ def _rank(rank: int, tmp: str) -> None:
     back = transport.fetch_back(layout, [0], held, DirTier(Path(tmp) / "peer" / f"node{node}"), local(node))
     orphans = transport.fetch_back(layout, [0, 1], held, DirTier(Path(tmp) / "peer" / f"node{node}"), local(node))
 
+    paced = []  # the NIC's token bucket sees every chunk rank 1 sends, in 2 MiB chunks
+    pacer = type("Pacer", (), {"acquire": lambda self, n: paced.append(n)})() if rank == 1 else None
+    small = peer.PeerTransport(ranks_per_node=RANKS_PER_NODE, chunk=2 * MIB, pacer=pacer)
+    chunked = small.send_replicas(layout, entries, local(node), DirTier(Path(tmp) / "small" / f"node{node}"))
+
     if rank == 0:  # a byte flipped in flight in every body chunk rank 0 sends
         def corrupting(tensor, dst, group, tag, real=peer._isend):
             if tensor.numel() > 64 * 1024:
@@ -141,7 +146,7 @@ def _rank(rank: int, tmp: str) -> None:
     Path(tmp, f"rank{rank}.json").write_text(json.dumps({
         "sent": [r.__dict__ for r in sent.received], "sent_errors": sent.errors, "sent_bytes": sent.sent_bytes,
         "back": [r.__dict__ for r in back.received], "back_errors": back.errors,
-        "orphan_errors": orphans.errors, "orphans": len(orphans.received),
+        "orphan_errors": orphans.errors, "paced": paced, "small_errors": chunked.errors, "orphans": len(orphans.received),
         "bad": [r.key for r in bad.received], "bad_errors": bad.errors, "pid": os.getpid(),
         "rss_growth": rss_growth}))
     dist.destroy_process_group()
@@ -179,6 +184,11 @@ def test_copies_travel_over_gloo_come_back_and_a_corrupted_chunk_is_refused(tmp_
     for rank in range(world):  # both nodes lost at once: no holder left, every rank says so
         assert out[rank]["orphans"] == 0
         assert out[rank]["orphan_errors"] == [f"node {n}: every holder of its copies is lost" for n in (0, 1)]
+
+    # a smaller chunk: the same bytes; the pacer books each chunk the sender sends
+    assert out[1]["paced"] == [2 * MIB, MIB, MIB + 17] and out[0]["paced"] == []
+    assert all(o["small_errors"] == [] for o in out)
+    assert (tmp_path / "small" / "node1" / _key(1, 0)).read_bytes() == _content(1, 0, 3 * MIB)
 
     # corrupted in flight: rank 2 refused all of rank 0's files; every rank reports it; nothing published
     for rank in range(world):
