@@ -146,7 +146,8 @@ def _rank(rank: int, tmp: str) -> None:
     Path(tmp, f"rank{rank}.json").write_text(json.dumps({
         "sent": [r.__dict__ for r in sent.received], "sent_errors": sent.errors, "sent_bytes": sent.sent_bytes,
         "back": [r.__dict__ for r in back.received], "back_errors": back.errors,
-        "orphan_errors": orphans.errors, "paced": paced, "small_errors": chunked.errors, "orphans": len(orphans.received),
+        "orphan_errors": orphans.errors, "orphans": len(orphans.received),
+        "paced": paced, "small_errors": chunked.errors,
         "bad": [r.key for r in bad.received], "bad_errors": bad.errors, "pid": os.getpid(),
         "rss_growth": rss_growth}))
     dist.destroy_process_group()

@@ -161,7 +161,9 @@ class PeerTransport:
     """Collective file exchanges over a gloo group whose rank is node * ranks_per_node + local_rank.
 
     ``group``: a ``torch.distributed`` gloo group of every rank of the job (None: the
-    default group). ``pacer``: optional token bucket on this rank's sends (the NIC).
+    default group); give the transport a group of its own (``dist.new_group``), as each
+    ``DistComm`` user has, so its messages never interleave with another thread's
+    collectives. ``pacer``: optional token bucket on this rank's sends (the NIC).
     """
 
     def __init__(self, group=None, *, ranks_per_node: int, chunk: int = CHUNK, pacer=None, tag: int = 24):
@@ -184,7 +186,7 @@ class PeerTransport:
         receive the files of each source node's same local rank into ``store``."""
         sends = {self._peer(h): files for h in layout.holders(self.node)}
         recvs = [self._peer(s) for s in layout.sources(self.node)]
-        return self._exchange(sends, recvs, source, store)
+        return self._exchange(layout, sends, recvs, source, store)
 
     def fetch_back(self, layout: PeerLayout, lost: Sequence[int], held: Mapping[int, Sequence],
                    store: Tier, dest: Tier) -> PeerResult:
@@ -202,15 +204,19 @@ class PeerTransport:
                 sends[self._peer(node)] = held.get(node, [])
             if node == self.node:
                 recvs.append(self._peer(server))
-        result = self._exchange(sends, recvs, store, dest)
+        result = self._exchange(layout, sends, recvs, store, dest)
         result.errors += [f"node {n}: every holder of its copies is lost" for n in lost
                           if layout.server(n, lost) is None]  # the same on every rank
         return result
 
     # ---- one collective exchange: every stream in its own thread, then the outcomes
 
-    def _exchange(self, sends: Mapping[int, Sequence], recvs: Sequence[int], source: Tier,
-                  store: Tier) -> PeerResult:
+    def _exchange(self, layout: PeerLayout, sends: Mapping[int, Sequence], recvs: Sequence[int],
+                  source: Tier, store: Tier) -> PeerResult:
+        world = dist.get_world_size(self.group)
+        if world != layout.nodes * self.ranks_per_node:
+            raise ValueError(f"the group has {world} ranks, the layout {layout.nodes} nodes x "
+                             f"{self.ranks_per_node} ranks")
         result, errors = PeerResult(), []
         streams = len(sends) + len(recvs)
         if streams:
@@ -220,7 +226,7 @@ class PeerTransport:
                 ins = [pool.submit(self._recv_stream, peer, store, errors) for peer in recvs]
                 result.sent_bytes = sum(f.result() for f in outs)
                 result.received = [r for f in ins for r in f.result()]
-        everyone = [None] * dist.get_world_size(self.group)
+        everyone = [None] * world
         dist.all_gather_object(everyone, errors, group=self.group)
         result.errors = [f"rank {r}: {e}" for r, errs in enumerate(everyone) for e in errs]
         return result
