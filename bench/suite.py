@@ -24,6 +24,8 @@ drain_s3_rgw                  the same on a Ceph RGW (when Ceph is here)  higher
 restore_s3_rgw                throughput Restorer.load from S3 (RGW) /    higher  >= 0.9
                               download_fileobj into memory
 load                          throughput Restorer.load / dd read          higher  >= 0.9
+memory_save                   time save_rank_file to /dev/shm / memcpy    lower   <= 1.2
+peer_send                     throughput peer transport (gloo) / TCP      higher  >= 0.8
 async_stall_vs_dcp_best       stall ours async / DCP reused stager staged lower   <= 1.0
 async_stall_vs_floor          stall ours async / bare copy, warm buffers  lower   <= 1.5
 async_stall_vs_dcp_default    stall ours async / dcp.async_save default   lower   <= 1.0
@@ -60,6 +62,7 @@ BENCHMARKS = {
     "drain_s3": ["drain_s3"],
     "s3_rgw": ["drain_s3_rgw", "restore_s3_rgw"],  # only where Ceph is installed (bench/rgw.py)
     "load": ["load"],
+    "memory_tiers": ["memory_save", "peer_send"],
     "async_stall": ["async_stall_vs_dcp_best", "async_stall_vs_floor", "async_stall_vs_dcp_default",
                     "async_stall_vs_sync"],
     "footprint": ["peak_rss", "emulator_cpu"],
@@ -164,6 +167,9 @@ def _notes(key: str, r: dict) -> list[str]:
         out.append(f"bytes: {r['bytes'] / gib:.3f} GiB per sample")
     if key == "load":
         out.append(f"page cache: {r['cache']}; probe: {r['drop_cache']}")
+    if key == "memory_save":
+        out.append(f"bare write of the same tensors to a new file on /dev/shm: {r['tmpfs_write_s']:.3f} s; "
+                   f"ours / that {r['ratio_vs_tmpfs_write']:.3f}")
     if key == "async_stall_vs_dcp_best":  # once for the four async_stall rows
         out.append(f"breakdown (median s): async snapshot {r['async_snapshot_s']:.3f}, sync local write "
                    f"{r['sync_local_write_s']:.3f}, sync drain {r['sync_drain_s']:.3f}")

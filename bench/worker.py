@@ -15,13 +15,15 @@ from .common import Params
 
 def registry() -> dict:
     from .benches import BENCHES
+    from .memory_tiers import bench_memory_tiers
     from .mlperf_read import bench_mlperf_read
     from .mlperf_write import bench_mlperf_write
     from .realrun import REAL_BENCHES
     from .rgw import bench_s3_rgw
     from .stall import bench_async_stall
     return {**BENCHES, "mlperf_write": bench_mlperf_write, "mlperf_read": bench_mlperf_read,
-            "async_stall": bench_async_stall, "s3_rgw": bench_s3_rgw, **REAL_BENCHES}
+            "async_stall": bench_async_stall, "s3_rgw": bench_s3_rgw,
+            "memory_tiers": bench_memory_tiers, **REAL_BENCHES}
 
 
 def run(name: str, params: Params) -> dict:

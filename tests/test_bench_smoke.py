@@ -76,6 +76,24 @@ def test_mlperf_read_pair_in_process(tmp_path):
     assert res["mlperf_read"]["files"] == 2
 
 
+def test_memory_tiers_pair_in_process(tmp_path):
+    res = run_in_process("memory_tiers", Params(workdir=str(tmp_path), **TINY))
+    assert list(res) == ["memory_save", "peer_send"]
+    save = res["memory_save"]
+    assert "error" not in save and all(k in save for k in KEYS)
+    assert save["pairs"] == 1 and save["unit"] == "s" and save["better"] == "lower" and save["target"] == 1.2
+    # a time ratio of the same round: our save's seconds over the memcpy's, on the staged tensors
+    assert save["ours"] > 0 and save["baseline"] > 0 and isinstance(save["met"], bool)
+    assert math.isclose(save["ratio"], save["ours"] / save["baseline"], rel_tol=1e-6)
+    assert "/dev/shm" in save["ours_is"] and save["bytes"] >= save["memcpy_bytes"] > 0
+    assert math.isclose(save["ratio_vs_tmpfs_write"], save["ours"] / save["tmpfs_write_s"], rel_tol=1e-6)
+    send = res["peer_send"]
+    assert "error" not in send and all(k in send for k in KEYS)
+    assert send["pairs"] == 1 and send["unit"] == "GiB/s" and send["better"] == "higher"
+    assert math.isclose(send["ratio"], send["ours"] / send["baseline"], rel_tol=1e-6)
+    assert send["target"] == 0.8 and isinstance(send["met"], bool) and send["bytes"] == 4 << 20
+
+
 def test_select_and_table():
     assert select(None) == list(BENCHMARKS)
     assert select(["async_stall_vs_dcp_best", "load"]) == ["load", "async_stall"]

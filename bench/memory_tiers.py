@@ -1,0 +1,211 @@
+"""The memory tiers (issue 24): a save into host memory, and the peer tier's transport.
+
+``memory_save``: the pipeline's own write of one rank's file
+(``save_rank_file``: torch.save through the CRC32C sink) into a DirTier on
+/dev/shm, against the floor of any save into host memory: one memcpy of the
+same staged tensors into a preallocated, already touched buffer (tensor
+``copy_``). The ratio is the price of the file format, the checksum and fresh
+tmpfs pages over that floor; each round also times a bare write of the same
+tensors into a new file on /dev/shm (``tmpfs_write_s``), the floor of any
+file-based memory tier, which page allocation alone keeps well above a memcpy.
+
+``peer_send``: one rank's file sent to the rank that holds its copy
+(``PeerTransport.send_replicas``, gloo over loopback, CRC32C checked and
+published on the receiver), against a loopback TCP stream of the same file
+between the same two processes (read the file in 64 MiB chunks, ``sendall``;
+``recv_into``, write a file on /dev/shm, one byte back when all is written).
+Both ends on /dev/shm, so the ratio is the transport's, not a disk's.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+from .benches import make_state, save_rank_file, throughput_samples, _state_note
+from .common import GIB, HIGHER, LOWER, MIB, Params, median, remove, result, run_pairs, run_rounds
+
+SHM = Path("/dev/shm")
+CHUNK = 64 * MIB
+
+
+def bench_memory_tiers(params: Params, wd: Path) -> dict:
+    shm = Path(tempfile.mkdtemp(prefix="ckpt-emu-bench-", dir=SHM if SHM.is_dir() else wd))
+    try:
+        return {**memory_save(params, shm), **peer_send(params, shm, wd)}
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- memory_save
+
+def memory_save(params: Params, shm: Path) -> dict:
+    import torch
+
+    from tiers.directory import DirTier
+    from tiers.fileops import write_all
+    cfg, state = make_state(params)
+    tier = DirTier(shm / "memory")
+    nbytes, _ = save_rank_file(state, tier, "probe.pt", 0)  # untimed: the file's size
+    remove(tier.local_path("probe.pt"))
+    tensors = [t.reshape(-1).view(torch.uint8) for t in state.tensors("staging")]
+    floor = torch.zeros(sum(t.numel() for t in tensors), dtype=torch.uint8)  # touched: no page faults
+
+    def ours(i):
+        key = f"step_{i:08d}/rank.pt"
+        t = time.perf_counter()
+        n, _ = save_rank_file(state, tier, key, i)
+        dt = time.perf_counter() - t
+        assert n == nbytes, (n, nbytes)
+        remove(tier.local_path(key))
+        return dt
+
+    def memcpy(i):
+        t, off = time.perf_counter(), 0
+        for src in tensors:
+            floor[off:off + src.numel()].copy_(src)
+            off += src.numel()
+        return time.perf_counter() - t
+
+    def tmpfs(i):  # not the baseline: what any file on /dev/shm costs, fresh pages and all
+        path = shm / "memory" / "floor.bin"
+        t = time.perf_counter()
+        with open(path, "wb", buffering=0) as fh:
+            for src in tensors:
+                write_all(fh.fileno(), memoryview(src.numpy()))
+        dt = time.perf_counter() - t
+        remove(path)
+        return dt
+
+    rounds = run_rounds(params, {"ours": ours, "memcpy": memcpy, "tmpfs": tmpfs})
+    return {"memory_save": result(
+        ratio_samples=[r["ours"] / r["memcpy"] for r in rounds], ours_samples=[r["ours"] for r in rounds],
+        base_samples=[r["memcpy"] for r in rounds], unit="s", target=1.2, better=LOWER,
+        ratio_is="time ours/memcpy (same bytes: the staged tensors)",
+        ours_is=f"save_rank_file: torch.save -> ChecksumSink(CRC32C) -> DirTier sink on {tier.describe()}: "
+                "fsync, rename, fsync dir",
+        baseline_is="torch copy_ of every staged tensor into one preallocated, touched uint8 buffer",
+        tmpfs_write_s=median(r["tmpfs"] for r in rounds),
+        ratio_vs_tmpfs_write=median(r["ours"] / r["tmpfs"] for r in rounds),
+        bytes=nbytes, memcpy_bytes=floor.numel(), **_state_note(cfg, state))}
+
+
+# --------------------------------------------------------------------------- peer_send
+
+def peer_send(params: Params, shm: Path, wd: Path) -> dict:
+    import torch.multiprocessing as mp
+    nbytes = max(MIB, int(params.rank_gib * GIB) // MIB * MIB)
+    out = wd / "peer_send.json"
+    mp.start_processes(_peer_process, args=(str(shm / "peer"), str(wd), nbytes, params.to_json(), str(out)),
+                       nprocs=2, start_method="spawn")
+    got = json.loads(out.read_text())
+    pairs = list(zip(got["ours"], got["tcp"]))
+    return {"peer_send": result(
+        **throughput_samples(pairs, nbytes), unit="GiB/s", target=0.8, better=HIGHER,
+        ratio_is="throughput ours/TCP (= TCP time / our time, same file, same two processes)",
+        ours_is=f"PeerTransport.send_replicas, 2 nodes x 1 rank, replicas 1: gloo isend/irecv on loopback in "
+                f"{CHUNK // MIB} MiB chunks, CRC32C on receipt, DirTier sink on /dev/shm (fsync, rename)",
+        baseline_is=f"loopback TCP socket: readinto {CHUNK // MIB} MiB + sendall; recv_into + write to a file "
+                    "on /dev/shm; a 1-byte ack",
+        bytes=nbytes, chunk=CHUNK)}
+
+
+def _peer_process(rank: int, root: str, wd: str, nbytes: int, params_json: str, out: str) -> None:
+    """One of the two processes: rank 0 (node 0) sends, rank 1 (node 1) receives."""
+    import torch.distributed as dist
+
+    from emulator.checkpoint.layout import FileEntry
+    from emulator.checkpoint.peer import PeerLayout, PeerTransport
+    from tiers.directory import DirTier
+    params = Params.from_json(params_json)
+    dist.init_process_group("gloo", init_method=f"file://{wd}/peer_store", rank=rank, world_size=2)
+    src, dst = DirTier(Path(root) / "src"), DirTier(Path(root) / "dst")
+    entries = [_source_file(src, nbytes)] if rank == 0 else []
+    files = [FileEntry(k, 0, n, crc) for k, n, crc in entries]
+    transport, layout = PeerTransport(ranks_per_node=1, chunk=CHUNK), PeerLayout(2, 1, "jump", 1)
+    conn = _tcp_pair(rank)
+
+    def ours(i):
+        dist.barrier()
+        t = time.perf_counter()
+        res = transport.send_replicas(layout, files, src, dst)
+        dt = time.perf_counter() - t
+        res.raise_for_errors()
+        if rank == 1:
+            (got,) = res.received
+            assert got.size == nbytes
+            remove(dst.local_path(got.key))
+        return dt
+
+    def tcp(i):
+        dist.barrier()
+        t = time.perf_counter()
+        if rank == 0:
+            _tcp_send(conn, src.local_path(files[0].key))
+        else:
+            _tcp_recv(conn, Path(root) / "tcp.bin", nbytes)
+        dt = time.perf_counter() - t
+        remove(Path(root) / "tcp.bin")
+        return dt
+
+    pairs = run_pairs(params, ours, tcp)
+    if rank == 0:
+        Path(out).write_text(json.dumps({"ours": [o for o, _ in pairs], "tcp": [b for _, b in pairs]}))
+    conn.close()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _source_file(tier, nbytes: int) -> tuple[str, int, str]:
+    """Rank 0's file of ``nbytes`` incompressible bytes; (key, size, crc32c)."""
+    import crc32c
+    key, crc = "step_00000000/rank00000.pt", 0
+    with tier.open_write(key) as sink:
+        for off in range(0, nbytes, CHUNK):
+            block = os.urandom(min(CHUNK, nbytes - off))
+            crc = crc32c.crc32c(block, crc)
+            sink.write(block)
+    return key, nbytes, f"{crc:08x}"
+
+
+def _tcp_pair(rank: int) -> socket.socket:
+    """A loopback TCP connection between the two ranks (rank 0 listens, the port by broadcast)."""
+    import torch.distributed as dist
+    if rank == 0:
+        server = socket.create_server(("127.0.0.1", 0))
+        box = [server.getsockname()[1]]
+        dist.broadcast_object_list(box, src=0)
+        conn, _ = server.accept()
+        server.close()
+        return conn
+    box = [None]
+    dist.broadcast_object_list(box, src=0)
+    return socket.create_connection(("127.0.0.1", box[0]))
+
+
+def _tcp_send(conn: socket.socket, path: Path) -> None:
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as fh:
+        while n := fh.readinto(view):
+            conn.sendall(view[:n])
+    if conn.recv(1) != b"k":
+        raise RuntimeError("the TCP receiver did not acknowledge")
+
+
+def _tcp_recv(conn: socket.socket, path: Path, nbytes: int) -> None:
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    with open(path, "wb", buffering=0) as fh:
+        left = nbytes
+        while left:
+            n = conn.recv_into(view, min(CHUNK, left))
+            if not n:
+                raise RuntimeError("the TCP sender closed early")
+            fh.write(view[:n])
+            left -= n
+    conn.sendall(b"k")
