@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 from emulator.checkpoint.schedule import Schedule
 from emulator.config import load_config
@@ -120,7 +121,7 @@ def test_lost_node_without_peers_restores_from_global_and_every_rank_agrees(tmp_
                        checkpoint={"saves": 5, "loads": 1, "modes": ["sync"]})
     outs = [tmp_path / "out", tmp_path / "out1"]
     run_two_agents(cfg_path, outs, "lose", nproc=4, args=("--lose-nodes", "5:1"), timeout=500)
-    res = results(outs[0])
+    res = results(_rank0_out(outs))
     assert res["failure"]["kind"] == "lose_nodes" and res["failure"]["class"] == "node"
     (rec,) = res["recoveries"]
     # checkpoints at steps 2..10; global took the 4th (step 8); node 1's memory and NVMe are gone
@@ -128,3 +129,46 @@ def test_lost_node_without_peers_restores_from_global_and_every_rank_agrees(tmp_
     assert rec["lost_steps"] == 2
     assert not any((shm / "node1").glob("step-*")) and not any((tmp_path / "local" / "node1").glob("step-*"))
     assert verify_dir_tier(shm / "node0")[-1] == 10
+
+
+def _peer_run(tmp: Path, shm: Path, lose: str) -> dict:
+    """2 agents x 4 ranks, replication factor 1: memory every checkpoint, a peer copy and NVMe
+    every 2nd, global every 4th; nodes lost after checkpoint 5 (step 10; the peers hold step 8)."""
+    cfg_path = _levels(tmp, shm, ranks=8, local={"interval_steps": 4}, global_={"interval_steps": 8},
+                       checkpoint={"saves": 5, "loads": 1, "modes": ["sync"]})
+    data = yaml.safe_load(cfg_path.read_text())
+    data["tiers"]["peer"] = {"replicas": 1, "placement": "jump", "interval_steps": 4}
+    cfg_path.write_text(yaml.safe_dump(data))
+    outs = [tmp / "out", tmp / "out1"]
+    run_two_agents(cfg_path, outs, "peer", nproc=4, args=("--lose-nodes", lose), timeout=500)
+    return results(_rank0_out(outs)), load_config(str(cfg_path))
+
+
+def _rank0_out(outs: list) -> Path:
+    """The results folder of the agent whose node got rank 0 (the rendezvous decides which)."""
+    (out,) = [o for o in outs if (o / "results.json").exists()]
+    return out
+
+
+def test_lost_node_restores_from_its_peers_memory(tmp_path, shm):
+    """Node 1 lost with its memory and NVMe: its replacement fetches its copy back from node 0's
+    memory over the transport; every rank restores step 8, node 1's ranks from the fetched copy."""
+    res, cfg = _peer_run(tmp_path, shm, "5:1")
+    assert res["failure"]["class"] == "node" and res["failure"]["fetch_errors"] == []
+    (rec,) = res["recoveries"]
+    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"memory": 8}
+    assert rec["fetch_s"] > 0 and rec["seconds"] > rec["fetch_s"]
+    # the fetched copy is node 1's own state at step 8, bit for bit
+    assert 8 in verify_dir_tier(shm / "node1", cfg)
+    assert res["levels"]["peer"]["complete"] == res["levels"]["peer"]["due"] == 2
+    report = (_rank0_out([tmp_path / "out", tmp_path / "out1"]) / "report.txt").read_text()
+    assert "fetching from a peer" in report.split("recovery from a node failure")[1]
+
+
+def test_lost_replica_group_restores_from_global(tmp_path, shm):
+    """Both nodes lost: no peer copy survives (a whole replica group), so every rank restores the
+    step global holds."""
+    res, _ = _peer_run(tmp_path, shm, "5:0,1")
+    assert res["failure"]["class"] == "group"
+    (rec,) = res["recoveries"]
+    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"global": 8}

@@ -131,6 +131,8 @@ class Checkpointer:
     memory: object = None
     #: which tiers take which checkpoint (None: every checkpoint to local, if any, and global)
     schedule: Schedule = None
+    #: the peer tier (emulator/checkpoint/replicas.py PeerReplicas), None without one
+    peer: object = None
     _inflight: concurrent.futures.Future = None
     _written: concurrent.futures.Future = None  # the in-flight checkpoint's write stage
     _older: concurrent.futures.Future = None  # the checkpoint before it, still draining (overlap)
@@ -318,7 +320,7 @@ class Checkpointer:
         """Note the checkpoint's outcome on tier ``name``: the record's per-tier view and its lag."""
         lag = time.time() - (rec.start + rec.wait_s) if complete else 0.0
         rec.tiers[name] = {"complete": bool(complete), "lag_s": lag, "seconds": seconds}
-        if complete:
+        if complete and self.comm.is_node_leader:  # one observation per node
             self.metrics.observe_tier_lag(name, lag)
 
     async def _drain_stage(self, rec: CkptRecord, receipts: list[Receipt], bill: Bill) -> None:
@@ -327,6 +329,8 @@ class Checkpointer:
         first = Schedule.first(tuple(rec.due))
         if first != "global":
             rec.local_complete = (await self._from_node_leader(rec, first))["complete"]
+        if "peer" in rec.due and self.peer is not None:
+            await self._replicate(rec, receipts, written=not errors and first == "memory")
         if first == "memory" and "local" in rec.due and self.local is not None:
             await self._persist(rec, receipts, written=not errors)
         if rec.global_due:
@@ -400,6 +404,15 @@ class Checkpointer:
             receipt.where = "global"
         except Exception as exc:  # noqa: BLE001 - the checkpoint becomes incomplete, nothing torn
             receipt.error = f"global write failed: {describe_error(exc)}"
+
+    async def _replicate(self, rec: CkptRecord, receipts: list[Receipt], *, written: bool) -> None:
+        """Every rank sends its memory copy to the same local rank of its node's holders; every rank
+        learns whether its node's copies arrived whole at every holder (collective)."""
+        mine = next(r for r in receipts if r.rank == self.comm.rank)
+        entry = mine.entry if written and rec.local_complete and mine.where == "memory" else None
+        with counted_as("replicate"):
+            ok, seconds = await asyncio.to_thread(self.peer.replicate, self.drain_comm, self.memory, rec.step, entry)
+        self._tier_done(rec, "peer", ok, seconds)
 
     async def _persist(self, rec: CkptRecord, receipts: list[Receipt], *, written: bool) -> None:
         """Node leaders copy the node's files from memory to the local tier (verified), then write
@@ -499,12 +512,12 @@ class Checkpointer:
             self.tally.count("tier_error")
             return False
 
-    def _manifest_meta(self, step: int) -> dict:
+    def manifest_meta(self, step: int) -> dict:
         return {**self.meta, "lineage": [list(r) for r in self.lineage_base] + [[self.first_step, step]]}
 
     async def _write_manifest(self, tier, name: str, step: int, mode: str, entries, meta: dict | None = None) -> None:
         manifest = layout.Manifest(step=step, files=sorted(entries, key=lambda e: e.rank), tier=name, mode=mode,
-                                   world=self.comm.world_size, meta=meta or self._manifest_meta(step))
+                                   world=self.comm.world_size, meta=meta or self.manifest_meta(step))
         await layout.write_manifest(tier, manifest)
         self.metrics.checkpoint_complete(name, step, time.time())
 

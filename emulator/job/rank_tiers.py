@@ -16,7 +16,7 @@ from tiers import make_tier
 from tiers.base import TierScope
 
 
-def _tier_scope(comm, out: OutDir, name: str) -> TierScope:
+def tier_scope(comm, out: OutDir, name: str) -> TierScope:
     return TierScope(rank=comm.rank, local_rank=comm.local_rank, node=comm.node, nodes=comm.nodes,
                      ranks_per_node=comm.local_world_size, shared_dir=str(out.shared(name)),
                      spool_dir=str(out.spool(comm.node)))
@@ -27,15 +27,15 @@ def build_tiers(cfg, comm, out) -> tuple:
     out = OutDir(out)
     local = None
     if cfg.tiers.local is not None:
-        local = make_tier(_node_tier(cfg, "local", comm.nodes), scope=_tier_scope(comm, out, "local"))
-    return local, make_tier(_node_tier(cfg, "global", comm.nodes), scope=_tier_scope(comm, out, "global"))
+        local = make_tier(_node_tier(cfg, "local", comm.nodes), scope=tier_scope(comm, out, "local"))
+    return local, make_tier(_node_tier(cfg, "global", comm.nodes), scope=tier_scope(comm, out, "global"))
 
 
 def build_memory_tier(cfg, comm, out):
     """This node's host-memory tier (a folder such as /dev/shm/...), or None without one."""
     if cfg.tiers.memory is None:
         return None
-    return make_tier(cfg.tiers.memory, scope=_tier_scope(comm, OutDir(out), "memory"))
+    return make_tier(cfg.tiers.memory, scope=tier_scope(comm, OutDir(out), "memory"))
 
 
 def _node_tier(cfg, name: str, nodes: int):

@@ -47,7 +47,8 @@ from emulator.job import outdir
 from emulator.job.lifeline import watch_parent
 from emulator.job.outdir import OutDir
 from emulator.job.ownership import claim_tiers, release
-from emulator.job.rank_tiers import build_memory_tier, build_tiers
+from emulator.checkpoint.replicas import PeerReplicas
+from emulator.job.rank_tiers import build_memory_tier, build_tiers, tier_scope
 from emulator.mlperf.protocol import run_rank
 from emulator.mlperf.report import write_outputs as write_mlperf_outputs
 from emulator.rank.comm import DistComm
@@ -58,6 +59,7 @@ from emulator.workload.state import RankState
 from tiers import s3_limits
 from tiers.base import unwrap
 from tiers.emulated import counted_as, device_waits
+from tiers.pacing import FileTokenBucket
 
 
 class RankRun:
@@ -70,6 +72,8 @@ class RankRun:
         # where the next write may overlap a drain, the drain stage gets a group of its own
         self.drain_comm = DistComm(dist.new_group(backend="gloo")) \
             if cfg.checkpoint.async_waits_for == "local_write" else None
+        # the peer tier's transport: its own group, so its streams never mix with other collectives
+        self.peer_group = dist.new_group(backend="gloo") if cfg.tiers.peer is not None else None
         self._build_tiers()
         self.claims = claim_tiers(self.comm, self.out.root, self.local, self.global_,  # before any write
                                   memory=self.memory)
@@ -109,7 +113,7 @@ class RankRun:
             policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally,
             spool_dir=str(self.out.spool(self.comm.node)), on_record=self._keep_record,
             async_waits_for=cfg.checkpoint.async_waits_for, drain_comm=self.drain_comm,
-            memory=self.memory, schedule=Schedule.from_config(cfg))
+            memory=self.memory, schedule=Schedule.from_config(cfg), peer=self.peer)
 
     def _keep_record(self, rec, event: str) -> None:
         """Append a checkpoint's record, as it starts and once it is over, to this attempt's file:
@@ -164,6 +168,17 @@ class RankRun:
     def _build_tiers(self) -> None:
         self.local, self.global_ = build_tiers(self.cfg, self.comm, self.out.root)
         self.memory = build_memory_tier(self.cfg, self.comm, self.out.root)
+        self.peer = None
+        if self.cfg.tiers.peer is not None:
+            self.peer = PeerReplicas.build(self.cfg, self.comm, self.peer_group,
+                                           tier_scope(self.comm, self.out, "peer"), pacer=self._nic())
+
+    def _nic(self):
+        """The node's NIC as a rate shared by its ranks' peer sends (the design's; none without one)."""
+        design = self.cfg.design
+        if design is None or not design.nic_stated:
+            return None
+        return FileTokenBucket(design.nic_bps, self.out.shared("nic") / f"node{self.comm.node}")
 
     @property
     def node_tiers(self) -> list[tuple[str, object]]:
@@ -236,9 +251,16 @@ class RankRun:
         loss, loop = self.node_loss, self.ckpt.loop
         if not loss.whole_node:
             return loss.lose_local(self.comm, self.local, loop)
-        failure = loss.lose_nodes(self.comm, [t for _, t in self.node_tiers], loop)
+        held = [self.peer.store] if self.peer is not None else []
+        failure = loss.lose_nodes(self.comm, [t for _, t in self.node_tiers] + held, loop,
+                                  holders=self.peer.holders if self.peer is not None else None)
+        fetch_s = 0.0
+        if self.peer is not None:  # the replacement fetches its copy back from a surviving peer
+            with counted_as("fetch"):
+                errors, fetch_s = self.peer.fetch_back(self.comm, loss.nodes, self.memory, self.ckpt.manifest_meta)
+            failure["fetch_errors"] = errors[:5]
         rec = self._restorer().load()
-        self.recoveries.append(_recovery(failure["class"], rec, self.last_step))
+        self.recoveries.append(_recovery(failure["class"], rec, self.last_step, fetch_s))
         return failure
 
     def _tier_loads(self) -> list:
@@ -326,11 +348,13 @@ class RankRun:
             return None
 
 
-def _recovery(failure_class: str, rec, failed_at: int) -> dict:
-    """One rank's recovery from a failure of ``failure_class``: its restore, and the steps of
-    work lost (trained after the restored checkpoint, before the failure)."""
+def _recovery(failure_class: str, rec, failed_at: int, fetch_s: float = 0.0) -> dict:
+    """One rank's recovery from a failure of ``failure_class``: a peer fetch (node losses with a
+    peer tier), its restore, and the steps of work lost (trained after the restored checkpoint,
+    before the failure)."""
     lost = max(0, failed_at - rec.step) if rec.ok else failed_at
-    return {"class": failure_class, "lost_steps": lost, "failed_at": failed_at, "load": rec.to_dict()}
+    return {"class": failure_class, "lost_steps": lost, "failed_at": failed_at, "fetch_s": fetch_s,
+            "seconds": fetch_s + rec.seconds, "load": rec.to_dict()}
 
 
 def _s3_requests(tier) -> dict:

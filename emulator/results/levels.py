@@ -61,10 +61,11 @@ def recovery_summary(cfg, ranks: list[dict]) -> list[dict]:
     out = []
     for name, recs in by_class.items():
         loads = [x["load"] for x in recs]
-        seconds = max(x["seconds"] for x in loads)
+        seconds = max(x.get("seconds", x["load"]["seconds"]) for x in recs)  # a peer fetch, then the restore
         lost = max(x["lost_steps"] for x in recs)
         out.append({"class": name, "ok": all(x["ok"] for x in loads), "step": loads[0]["step"],
                     "seconds": seconds, "seconds_full_size": seconds / cfg.run.scale,
+                    "fetch_s": max(x.get("fetch_s", 0.0) for x in recs),
                     "served_by": dict(Counter(x["tier"] or "none" for x in loads)),
                     "lost_steps": lost, "lost_work_s": lost * cfg.training.step_seconds,
                     "fallbacks": [f for x in loads for f in x["fallbacks"]][:10]})
@@ -98,8 +99,9 @@ def level_lines(results: dict, fmt_s) -> list[str]:
                          f"max {fmt_s(x['lag_max_s'])}, at risk {x['at_risk']}")
     for x in results.get("recoveries") or []:
         served = ", ".join(f"{k}: {v}" for k, v in x["served_by"].items())
+        fetched = f", after {fmt_s(x['fetch_s'])} fetching from a peer" if x.get("fetch_s") else ""
         lines.append(f"recovery from a {x['class']} failure: step {x['step']} in {fmt_s(x['seconds'])} "
-                     f"({fmt_s(x['seconds_full_size'])} at full size; slowest rank; from {served}), "
+                     f"({fmt_s(x['seconds_full_size'])} at full size; slowest rank; from {served}{fetched}), "
                      f"work lost {x['lost_steps']} steps ({fmt_s(x['lost_work_s'])})" + ("" if x["ok"] else " FAILED"))
     by_tier = results.get("restore_by_tier") or {}
     if by_tier:

@@ -1,0 +1,126 @@
+"""The peer tier as the pipeline uses it: a node's checkpoint copied into other nodes' memory.
+
+``PeerReplicas`` wraps the transport (emulator/checkpoint/peer.py) with what a
+checkpoint needs around it. ``replicate`` is collective: every rank sends its
+file from the memory tier to the same local rank of each holder node, every rank
+learns which nodes' copies arrived whole at every holder, and each holder's
+leader indexes what its node received in its store (one manifest per step
+listing every held file, which ``fetch_back`` reads). ``fetch_back`` is the
+replacement's side after a node loss: its ranks get their files back from the
+first surviving holder into their memory tier, and its leader writes the memory
+tier's manifest there, so a restore reads them like any memory checkpoint.
+
+A holder's store is a folder beside its memory tier (``<memory path>-peers``):
+it is host memory too, lost with the node.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field, replace
+
+from emulator.checkpoint import layout
+from emulator.checkpoint.peer import PeerLayout, PeerTransport
+from tiers import make_tier
+from tiers.directory import DirOptions
+
+
+def store_config(memory_cfg):
+    """The holder's store: the memory tier's folder with ``-peers`` appended (host memory too)."""
+    path = memory_cfg.options.path.rstrip("/") + "-peers"
+    return replace(memory_cfg, options=DirOptions(path), emulate=None, interval_steps=None, keep=None)
+
+
+@dataclass
+class PeerReplicas:
+    layout: PeerLayout
+    transport: PeerTransport
+    store: object  # Tier: the copies this node holds for others
+    keep: int
+    ranks_per_node: int
+    #: (seconds, arrived) of the last replication on this rank
+    last: dict = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, cfg, comm, group, scope, *, pacer=None) -> "PeerReplicas":
+        peer = cfg.tiers.peer
+        layout_ = PeerLayout(comm.nodes, peer.replicas, peer.placement, peer.jump)
+        transport = PeerTransport(group, ranks_per_node=comm.local_world_size, pacer=pacer)
+        store = make_tier(store_config(cfg.tiers.memory), scope=scope)
+        return cls(layout_, transport, store, peer.keep or cfg.checkpoint.keep, comm.local_world_size)
+
+    def holders(self, node: int) -> list[int]:
+        return self.layout.holders(node)
+
+    def replicate(self, comm, memory, step: int, entry) -> tuple[bool, float]:
+        """Collective (``comm`` is the pipeline's group, the transport has its own): send this rank's
+        file (``entry``; None: it has none to send) to its holders. Returns (this node's copies
+        arrived whole at every holder, seconds)."""
+        t0 = time.time()
+        result = self.transport.send_replicas(self.layout, [entry] if entry is not None else [], memory, self.store)
+        got = [(r.node, r.key, r.size, r.crc32c) for r in result.received]
+        everyone = comm.all_gather((comm.node, comm.local_rank, got))
+        if comm.is_node_leader:
+            self._index(step, comm, everyone)
+        arrived = self._arrived(everyone, comm.node)
+        return arrived and entry is not None and result.ok, time.time() - t0
+
+    def _arrived(self, everyone: list, node: int) -> bool:
+        """Whether every holder of ``node`` received a file from each of its ranks."""
+        for holder in self.holders(node):
+            files = sum(1 for h, _, got in everyone if h == holder for src, *_ in got if src == node)
+            if files != self.ranks_per_node:
+                return False
+        return True
+
+    def _index(self, step: int, comm, everyone: list) -> None:
+        """Leader of a holder: the manifest of every file its node received for ``step``."""
+        entries = [layout.FileEntry(key, src * self.ranks_per_node + local, size, crc)
+                   for h, local, got in everyone if h == comm.node for src, key, size, crc in got]
+        if not entries:
+            return
+        manifest = layout.Manifest(step=step, files=sorted(entries, key=lambda e: e.rank), tier="peer",
+                                   mode="peer", world=comm.world_size, meta={})
+        _run(layout.write_manifest(self.store, manifest))
+        _run(layout.apply_retention(self.store, self.keep))
+
+    def fetch_back(self, comm, lost: tuple, memory, meta_for) -> tuple[list[str], float]:
+        """Collective after a node loss: each lost node's ranks get their newest held files back
+        from a surviving holder into ``memory``; their leader writes the memory manifest, its meta
+        ``meta_for(step)`` (the pipeline's: layout and lineage).
+        Returns (errors, seconds)."""
+        t0 = time.time()
+        held, steps = self._held(comm, lost)
+        result = self.transport.fetch_back(self.layout, lost, held, self.store, memory)
+        got = [(comm.rank, r.key, r.size, r.crc32c) for r in result.received]
+        everyone = comm.all_gather((comm.node, steps, got))
+        if comm.node in lost and comm.is_node_leader:
+            entries = [layout.FileEntry(key, rank, size, crc) for node, _, got in everyone if node == comm.node
+                       for rank, key, size, crc in got]
+            step = next((s[comm.node] for _, s, _ in everyone if comm.node in s), None)
+            if step is not None and len(entries) == self.ranks_per_node:
+                manifest = layout.Manifest(step=step, files=sorted(entries, key=lambda e: e.rank), tier="memory",
+                                           mode="peer", world=comm.world_size, meta=meta_for(step))
+                _run(layout.write_manifest(memory, manifest))
+        return result.errors, time.time() - t0
+
+    def _held(self, comm, lost: tuple) -> tuple[dict, dict]:
+        """On a holder's rank: lost node -> its same-local-rank file of the newest step held whole,
+        and lost node -> that step."""
+        held, steps = {}, {}
+        for node in lost:
+            if self.layout.server(node, lost) != comm.node:
+                continue
+            rank = node * self.ranks_per_node + comm.local_rank
+            for step in sorted(_run(layout.list_steps(self.store))[0], reverse=True):
+                manifest = _run(layout.read_manifest(self.store, step))
+                mine = [e for e in manifest.files if e.rank // self.ranks_per_node == node] if manifest else []
+                if len(mine) == self.ranks_per_node:
+                    held[node], steps[node] = [e for e in mine if e.rank == rank], step
+                    break
+        return held, steps
+
+
+def _run(coro):
+    """A tier coroutine from a thread without an event loop (the pipeline's worker, the rank)."""
+    return asyncio.run(coro)
