@@ -318,6 +318,8 @@ CHILD = textwrap.dedent("""
     m.add_bytes("write", "local", 100 * value, backend="dir")
     m.drain_started(1000 * value)
     m.checkpoint_complete("local", 10, 1_700_000_000 + value)
+    m.set_tier_interval("peer", 2.0 * value)
+    m.observe_tier_lag("peer", 0.1 / value)
     if role == "leader":
         m.set_throughput("save", "sync", 1e9)
         server = metrics.serve_node("127.0.0.1", 0)
@@ -366,6 +368,9 @@ def test_one_node_endpoint_aggregates_two_real_processes(tmp_path):
         assert s[("ckpt_emu_drain_backlog_bytes", ())] == 3000
         assert s[("ckpt_emu_last_complete_checkpoint_timestamp_seconds", (("tier", "local"),))] == 1_700_000_002
         assert s[("ckpt_emu_checkpoint_interval_seconds", (("mode", "sync"),))] == 10  # max, not a sum
+        assert s[("ckpt_emu_tier_interval_seconds", (("tier", "peer"),))] == 4.0  # max: the larger announcement
+        assert s[("ckpt_emu_last_tier_durability_lag_seconds", (("tier", "peer"),))] == 0.05  # the follower's, later: not the max
+        assert s[("ckpt_emu_tier_durability_lag_seconds_count", (("tier", "peer"),))] == 2  # summed
         assert s[("ckpt_emu_throughput_bytes_per_second", (("mode", "sync"), ("op", "save")))] == 1e9
         assert sum(1 for (n, _) in s if n == "ckpt_emu_info") == 1
         assert not any(dict(labels).get("pid") for _, labels in s), "a per-process series leaked"
