@@ -148,19 +148,21 @@ class Feed:
     """One run's Metrics on its own registry and HTTP endpoint, fed from a thread as a multi-level
     async run would: a checkpoint every ``step`` seconds, every EVERY[tier]-th of them complete on
     the tier a little later; a recovery of each class every ``recover_every`` checkpoints (0: none).
-    ``stop`` = (tier, seconds): that tier's newest checkpoint stops advancing after that long."""
+    ``stop`` = (tier, seconds): that tier's newest checkpoint stops advancing after that long;
+    ``every``: tiers reached by another share of the checkpoints than EVERY's."""
 
-    def __init__(self, step: float, *, stop: tuple | None = None, recover_every: int = 0):
+    def __init__(self, step: float, *, stop: tuple | None = None, recover_every: int = 0, every: dict | None = None):
         self.reg = CollectorRegistry()
         self.m = Metrics(self.reg)
         self.step, self.stop_tier, self.recover_every = step, stop, recover_every
+        self.every = EVERY | (every or {})
         httpd, thread = start_http_server(0, addr="127.0.0.1", registry=self.reg)
         self.server = M.NodeServer(httpd, thread)
         self.target = f"127.0.0.1:{self.server.port}"
         self._halt = threading.Event()
         self.m.set_tiers(local="dir", global_="s3")
         self.m.set_interval("async", step)
-        for tier, every in EVERY.items():
+        for tier, every in self.every.items():
             self.m.set_tier_interval(tier, every * step)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -169,7 +171,7 @@ class Feed:
         start, n = time.monotonic(), 0
         while not self._halt.wait(self.step):
             n += 1
-            for tier, every in EVERY.items():
+            for tier, every in self.every.items():
                 stopped = self.stop_tier and tier == self.stop_tier[0] and time.monotonic() - start > self.stop_tier[1]
                 if n % every == 0 and not stopped:
                     lag = 0.05 * every * self.step
@@ -243,9 +245,11 @@ def test_a_stale_tier_fires_its_own_alert_with_the_shipped_config(tmp_path):
     """grafana/prometheus.yml as a user runs it (15 s scrapes and evaluations) over five hand-fed
     runs checkpointing every second: a healthy one, and one per tier whose newest checkpoint there
     stops advancing after 20 s. Each broken run fires for its own tier only (the global tier's
-    alert is CkptEmuNoDurableCheckpoint); the healthy run, whose global tier is written every 8th
-    checkpoint, never fires either alert."""
-    feeds = {"healthy": Feed(1.0)} | {f"broken-{tier}": Feed(1.0, stop=(tier, 20.0)) for tier in M.TIERS}
+    alert is CkptEmuNoDurableCheckpoint); the healthy run never fires either alert, though its
+    global tier gets every 80th checkpoint only: for more than the alert's minute after each one,
+    its age is above three checkpoint intervals (what the global alert counted before it read
+    the global tier's own interval)."""
+    feeds = {"healthy": Feed(1.0, every={"global": 80})} | {f"broken-{tier}": Feed(1.0, stop=(tier, 20.0)) for tier in M.TIERS}
     prom = Prometheus(tmp_path, config=shipped_config({job: [f.target] for job, f in feeds.items()}))
     started = time.time()
     expected = {STALE: {(f"broken-{t}", t) for t in ("memory", "peer", "local")}, NO_DURABLE: {("broken-global", "")}}
