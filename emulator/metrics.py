@@ -9,7 +9,7 @@ Why it looks like this:
   so this module imports it lazily: a launcher may import ``emulator.metrics`` (to
   call :func:`prepare_multiprocess_dir`) before it has set the variable.
 * Histograms, not summaries, so quantiles can be aggregated across ranks and nodes.
-* Labels come only from small closed sets (mode, tier, phase, backend, op, kind) and
+* Labels come only from small closed sets (mode, tier, phase, backend, op, kind, failure_class) and
   are validated, so a typo fails at the first checkpoint instead of silently creating
   series; a step number is never a label.
 * Every gauge has a deliberate ``multiprocess_mode`` (see ``_GAUGES``). Unlabelled
@@ -20,6 +20,10 @@ Why it looks like this:
   increment instead of a series that is born at its final value. A gauge whose 0 would
   be false (the newest checkpoint's time, a throughput, a slowdown) stays absent until
   it is measured; docs/metrics-and-dashboards.md says why, family by family.
+* A tier's series exist only once the run announces the tier: ``set_tiers`` (local, global)
+  and ``set_tier_interval`` (any tier, called at start for each configured tier) create its
+  completion counter at 0, its lag histogram and its newest lag at 0. A run without a peer
+  tier shows no peer lines, rather than zeros that would read as a peer tier doing nothing.
 * Drain-busy seconds are accrued while a drain is in flight (a ticker thread, started
   at the first drain and asleep while none runs, adds the elapsed time every
   ``tick_s``), not in one lump when the drain ends: a drain of
@@ -51,9 +55,15 @@ from tiers import s3_requests
 
 PREFIX = "ckpt_emu_"
 MODES = ("none", "sync", "async")  # "none": the no-checkpoint baseline
-TIERS = ("local", "global")
-#: "d2h": of the snapshot, the device-to-host copy (ranks whose state lives on a GPU)
-PHASES = ("snapshot", "d2h", "local_write", "drain", "load")
+#: memory: the node's host memory; peer: a replica in other nodes' memory; local: node NVMe
+TIERS = ("memory", "peer", "local", "global")
+#: "d2h": of the snapshot, the device-to-host copy (ranks whose state lives on a GPU);
+#: "replicate": the send to the peers; "persist": the copy from memory to NVMe; "fetch": a
+#: replacement node fetching its copy back from a peer
+PHASES = ("snapshot", "d2h", "local_write", "drain", "load", "replicate", "persist", "fetch")
+#: process: a crash (host memory survives); node: a node lost (its peers hold a copy);
+#: group: a whole replica group lost (restore from the global tier)
+FAILURE_CLASSES = ("process", "node", "group")
 #: a backend label is the backend class's own short name (tiers registry): no list to keep in step
 BACKEND_LABEL = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 OPS = ("save", "load")
@@ -89,6 +99,9 @@ _GAUGES = {
     "last_complete_checkpoint_timestamp_seconds": (("tier",), "max", "Unix time when the newest checkpoint became complete (manifest written) on the tier."),
     "last_complete_checkpoint_step": (("tier",), "mostrecent", "Training step of the most recently completed checkpoint on the tier."),
     "checkpoint_interval_seconds": (("mode",), "max", "Configured wall time between checkpoints; alert thresholds are multiples of it."),
+    "tier_interval_seconds": (("tier",), "max", "Configured wall time between checkpoints reaching the tier; the tier's age alert threshold is a multiple of it."),
+    "last_tier_durability_lag_seconds": (("tier",), "mostrecent", "Snapshot until complete on the tier, of the newest checkpoint complete there; 0 before the first."),
+    "last_lost_work_seconds": (("failure_class",), "mostrecent", "Training time lost by the newest recovery from a failure of the class: from the restored checkpoint's step to the failure."),
     "throughput_bytes_per_second": (("op", "mode"), "mostrecent", "MLPerf-style throughput: total bytes over the slowest rank's time, published by rank 0."),
     "start_time_seconds": ((), "max", "Unix time when this run's metrics started (latest rank on the node)."),
     "mode_start_time_seconds": (("mode",), "max", "Unix time when the mode's training started (latest rank on the node); the checkpoint-age rule counts from the first checkpointing mode's start."),
@@ -110,6 +123,8 @@ _HISTOGRAMS = {
     "phase_duration_seconds": (("phase", "tier", "backend"), "Duration of one checkpoint phase on one rank (or one drain on the node)."),
     "step_duration_seconds": (("mode",), "Wall time of one training step's compute."),
     "durability_lag_seconds": (("mode",), "From a checkpoint's snapshot until it is complete on the global tier (local write + drain + manifest)."),
+    "tier_durability_lag_seconds": (("tier",), "From a checkpoint's snapshot until it is complete on the tier."),
+    "recovery_seconds": (("failure_class",), "Recovery from one failure of the class, slowest rank: restart of the pipeline, fetch and restore."),
 }
 
 
@@ -117,6 +132,12 @@ def _check(kind: str, value: str, allowed) -> str:
     if value not in allowed:
         raise ValueError(f"metrics: {kind} must be one of {', '.join(allowed)}, got {value!r}")
     return value
+
+
+def _check_interval(value: float) -> float:
+    if not (isinstance(value, (int, float)) and 0 < value < float("inf")):
+        raise ValueError(f"metrics: a tier's interval must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def _check_backend(value: str) -> str:
@@ -176,8 +197,8 @@ class Metrics:
                 self._h[histogram].labels(mode=mode)
         for kind in FAULT_KINDS:
             self._c["faults"].labels(kind=kind)
-        for tier in TIERS:
-            self._c["checkpoints_completed"].labels(tier=tier)
+        for cls in FAILURE_CLASSES:
+            self._h["recovery_seconds"].labels(failure_class=cls)
         for kind in S3_KINDS:
             for phase in S3_PHASES:
                 self._c["s3_requests"].labels(kind=kind, phase=phase)
@@ -201,6 +222,7 @@ class Metrics:
         for tier, backend in tiers:
             for counter in ("written_bytes", "read_bytes"):
                 self._c[counter].labels(tier=tier, backend=backend)
+            self._c["checkpoints_completed"].labels(tier=tier)
         for phase, tier, backend in phases:
             self._h["phase_duration_seconds"].labels(phase=phase, tier=tier, backend=backend)
 
@@ -211,6 +233,32 @@ class Metrics:
         self._g["checkpoint_interval_seconds"].labels(mode=mode).set(seconds)
         self._g["drain_overlap_ratio"].labels(mode=mode).set(0)
         self._g["mode_start_time_seconds"].labels(mode=mode).set(time.time())
+
+    def set_tier_interval(self, tier: str, seconds: float):
+        """Announce a configured tier (at start, for each one), reached by a checkpoint every
+        ``seconds`` of wall time. Its completion count, lag histogram and newest lag start here,
+        at true zeros; a tier never announced has none of them (see the module docstring)."""
+        tier = _check("tier", tier, TIERS)
+        self._g["tier_interval_seconds"].labels(tier=tier).set(_check_interval(seconds))
+        self._g["last_tier_durability_lag_seconds"].labels(tier=tier).set(0)
+        self._h["tier_durability_lag_seconds"].labels(tier=tier)
+        self._c["checkpoints_completed"].labels(tier=tier)
+
+    def observe_tier_lag(self, tier: str, seconds: float):
+        """A checkpoint is complete on ``tier``, ``seconds`` after its snapshot. (The global
+        tier's lag by mode stays ``observe_durability_lag``'s.)"""
+        tier = _check("tier", tier, TIERS)
+        self._h["tier_durability_lag_seconds"].labels(tier=tier).observe(max(0.0, seconds))
+        self._g["last_tier_durability_lag_seconds"].labels(tier=tier).set(max(0.0, seconds))
+
+    def observe_recovery(self, failure_class: str, seconds: float, lost_work_seconds: float):
+        """One recovery from a failure of ``failure_class``: ``seconds`` is the slowest rank's
+        (restart of the pipeline, fetch, restore), ``lost_work_seconds`` the training time since
+        the restored checkpoint. Call it once per recovery, from one rank (rank 0): the
+        histogram counts recoveries, not ranks."""
+        cls = _check("failure_class", failure_class, FAILURE_CLASSES)
+        self._h["recovery_seconds"].labels(failure_class=cls).observe(max(0.0, seconds))
+        self._g["last_lost_work_seconds"].labels(failure_class=cls).set(max(0.0, lost_work_seconds))
 
     def observe_stall(self, mode: str, seconds: float):
         self._h["checkpoint_stall_seconds"].labels(mode=_check("mode", mode, MODES)).observe(seconds)

@@ -173,12 +173,14 @@ def panels() -> list[timeseries.Panel]:
     out.append(panel(
         "Age of newest durable checkpoint per tier",
         "Seconds since the newest checkpoint became complete (every file present and verified, manifest "
-        "written last) on each tier, at each scrape; for the local tier, the node with the oldest one. "
-        "This is the work a failure would lose now. The dashed line is the CkptEmuNoDurableCheckpoint "
-        "alert threshold: 3 configured checkpoint intervals plus the newest checkpoint's durability lag.",
+        "written last) on each tier the run has (memory, peer, local, global), at each scrape; for the "
+        "per-node tiers, the node with the oldest one. This is the work a failure that the tier survives "
+        "would lose now. The dashed line is the CkptEmuNoDurableCheckpoint alert threshold: 3 of the "
+        "global tier's intervals plus the newest checkpoint's durability lag (each tier's own threshold: "
+        "the panel 'Checkpoint age per tier over its alert threshold').",
         [target(f"max by (tier) (timestamp(ckpt_emu_last_complete_checkpoint_timestamp_seconds{{{J}}}) "
                 f"- ckpt_emu_last_complete_checkpoint_timestamp_seconds{{{J}}})", "{{tier}}", "A"),
-         target(f"3 * max(ckpt_emu_checkpoint_interval_seconds{{{J}}}) + max(ckpt_emu_last_durability_lag_seconds{{{J}}})",
+         target(f"3 * max(ckpt_emu:global_interval:seconds{{{J}}}) + max(ckpt_emu_last_durability_lag_seconds{{{J}}})",
                 "alert threshold", "B")],
         unit="s", grid=(12, 16, 12, 8),
         overrides=[override("alert threshold.*",
@@ -196,8 +198,9 @@ def panels() -> list[timeseries.Panel]:
     out.append(panel(
         "Phase duration p99 by phase and tier",
         "99th percentile over `window` of each checkpoint phase, per rank (snapshot, its device-to-host part d2h on a GPU, local_write, load) "
-        "or per node (drain): where the time of a checkpoint goes. A drain p99 close to the checkpoint "
-        "interval predicts deadline misses.",
+        "or per node (drain); with multi-level checkpointing also replicate (the send to the peers), "
+        "persist (memory to NVMe) and fetch (a replacement node's copy back from a peer): where the time "
+        "of a checkpoint goes. A drain p99 close to the checkpoint interval predicts deadline misses.",
         [target(f"histogram_quantile(0.99, sum by (le, phase, tier) "
                 f"(rate(ckpt_emu_phase_duration_seconds_bucket{{{J}}}[$window])))", "{{phase}} ({{tier}})", "A")],
         unit="s", grid=(12, 24, 12, 8)))
@@ -250,9 +253,58 @@ def panels() -> list[timeseries.Panel]:
         [target(f"sum by (kind, phase) (rate(ckpt_emu_s3_requests_total{{{J}}}[$__rate_interval]))",
                 "{{kind}} ({{phase}})", "A")],
         unit="reqps", grid=(0, 48, 24, 8)))
+    out += tier_panels()
     for i, p in enumerate(out, start=1):
         p.id(i)
     return out
+
+
+def tier_panels() -> list[timeseries.Panel]:
+    """Rows 8 and 9: multi-level checkpointing, each tier against its own interval, and what a
+    failure of each class costs."""
+    age = f"ckpt_emu:tier_checkpoint_age:seconds{{{J}}}"
+    threshold = f"(3 * ckpt_emu:tier_interval:seconds{{{J}}} + ckpt_emu:tier_durability_lag:seconds{{{J}}})"
+    return [
+        panel("Checkpoint age per tier over its alert threshold",
+              "Seconds since the newest checkpoint complete on each tier the run announced (the node with "
+              "the oldest one), over that tier's alert threshold: 3 of the tier's configured intervals "
+              "plus its newest checkpoint's lag (recording rules ckpt_emu:tier_*). A healthy tier stays "
+              "near 1/3 or below; above the red line at 100% for a minute, CkptEmuTierCheckpointStale "
+              "fires (memory, peer, local; the global tier's alert is CkptEmuNoDurableCheckpoint). "
+              "Before a tier's first checkpoint the age counts from the first checkpointing mode's start.",
+              [target(f"max by (tier) ({age} / {threshold})", "{{tier}}", "A")],
+              unit="percentunit", grid=(0, 56, 12, 8), threshold_line=(1, "red"),
+              threshold_style=GraphThresholdsStyleMode.DASHED),
+        panel("Durability lag p50 / p99 by tier",
+              "From a checkpoint's snapshot until it is complete on each tier, over `window`: memory "
+              "(the copy into host memory), peer (the replica in other nodes' memory), local (persisted "
+              "to NVMe), global. Until then a failure the tier would survive loses that checkpoint; a "
+              "lag near the tier's interval means the tier is not keeping up.",
+              [target(f"histogram_quantile(0.5, sum by (le, tier) "
+                      f"(rate(ckpt_emu_tier_durability_lag_seconds_bucket{{{J}}}[$window])))", "p50 {{tier}}", "A"),
+               target(f"histogram_quantile(0.99, sum by (le, tier) "
+                      f"(rate(ckpt_emu_tier_durability_lag_seconds_bucket{{{J}}}[$window])))", "p99 {{tier}}", "B")],
+              unit="s", grid=(12, 56, 12, 8)),
+        panel("Recovery time by failure class",
+              "Time from a failure until training runs again, slowest rank (restart of the pipeline, "
+              "fetch from a peer, restore), mean and p99 over `window`, by class: process (a crash; host "
+              "memory survives), node (a node lost; its peers hold a copy), group (a replica group lost; "
+              "restore from the global tier). Failures are rare: pick a window longer than the time "
+              "between them, or the lines show only for a window after each recovery.",
+              [target(f"sum by (failure_class) (rate(ckpt_emu_recovery_seconds_sum{{{J}}}[$window])) "
+                      f"/ sum by (failure_class) (rate(ckpt_emu_recovery_seconds_count{{{J}}}[$window]))",
+                      "mean {{failure_class}}", "A"),
+               target(f"histogram_quantile(0.99, sum by (le, failure_class) "
+                      f"(rate(ckpt_emu_recovery_seconds_bucket{{{J}}}[$window])))", "p99 {{failure_class}}", "B")],
+              unit="s", grid=(0, 64, 12, 8)),
+        panel("Work lost by the latest recovery, by failure class",
+              "Training time lost by the most recent recovery from a failure of each class: from the "
+              "step of the checkpoint it restored to the failure. The interval of the tier a class "
+              "restores from bounds it (process: memory; node: peer; group: global). No line for a class "
+              "that has not failed.",
+              [target(f"max by (failure_class) (ckpt_emu_last_lost_work_seconds{{{J}}})", "{{failure_class}}", "A")],
+              unit="s", grid=(12, 64, 12, 8)),
+    ]
 
 
 def datasource_variable() -> dashboard.DatasourceVariable:

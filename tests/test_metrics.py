@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from emulator import metrics as M
 from emulator.metrics import Metrics
 
-ALLOWED_LABELS = {"mode", "tier", "phase", "backend", "op", "kind", "le",
+ALLOWED_LABELS = {"mode", "tier", "phase", "backend", "op", "kind", "failure_class", "le",
                   "preset", "scale", "ranks", "nodes", "modes", "version"}  # the last six: ckpt_emu_info only
 
 
@@ -62,6 +62,12 @@ def exercise(m: Metrics) -> None:
     m.checkpoint_complete("global", 12, time.time())
     m.set_throughput("load", "async", 3e9)
     m.count_fault("checksum_mismatch")
+    for tier in M.TIERS:
+        m.set_tier_interval(tier, 60)
+        m.observe_tier_lag(tier, 0.5)
+    for phase, tier in (("replicate", "peer"), ("persist", "local"), ("fetch", "peer")):
+        m.observe_phase(phase, tier, 0.1, backend="memory")
+    m.observe_recovery("node", 30.0, 45.0)
 
 
 # --------------------------------------------------------------------------- values
@@ -181,7 +187,7 @@ def test_deadline_faults_completion_overlap_throughput_info(m, reg):
     assert val(reg, "ckpt_emu_last_complete_checkpoint_timestamp_seconds", tier="global") == 1_700_000_060.5
     assert val(reg, "ckpt_emu_last_complete_checkpoint_step", tier="global") == 48
     assert val(reg, "ckpt_emu_checkpoints_completed_total", tier="global") == 2
-    assert val(reg, "ckpt_emu_checkpoints_completed_total", tier="local") == 0
+    assert val(reg, "ckpt_emu_checkpoints_completed_total", tier="local") is None  # never announced
     m.set_drain_overlap("sync", 1.7)
     assert val(reg, "ckpt_emu_drain_overlap_ratio", mode="sync") == 1.7  # not capped: above 1, drains lag
     m.set_drain_overlap("sync", 0.08)
@@ -312,6 +318,8 @@ CHILD = textwrap.dedent("""
     m.add_bytes("write", "local", 100 * value, backend="dir")
     m.drain_started(1000 * value)
     m.checkpoint_complete("local", 10, 1_700_000_000 + value)
+    m.set_tier_interval("peer", 2.0 * value)
+    m.observe_tier_lag("peer", 0.1 / value)
     if role == "leader":
         m.set_throughput("save", "sync", 1e9)
         server = metrics.serve_node("127.0.0.1", 0)
@@ -360,6 +368,9 @@ def test_one_node_endpoint_aggregates_two_real_processes(tmp_path):
         assert s[("ckpt_emu_drain_backlog_bytes", ())] == 3000
         assert s[("ckpt_emu_last_complete_checkpoint_timestamp_seconds", (("tier", "local"),))] == 1_700_000_002
         assert s[("ckpt_emu_checkpoint_interval_seconds", (("mode", "sync"),))] == 10  # max, not a sum
+        assert s[("ckpt_emu_tier_interval_seconds", (("tier", "peer"),))] == 4.0  # max: the larger announcement
+        assert s[("ckpt_emu_last_tier_durability_lag_seconds", (("tier", "peer"),))] == 0.05  # the follower's, later: not the max
+        assert s[("ckpt_emu_tier_durability_lag_seconds_count", (("tier", "peer"),))] == 2  # summed
         assert s[("ckpt_emu_throughput_bytes_per_second", (("mode", "sync"), ("op", "save")))] == 1e9
         assert sum(1 for (n, _) in s if n == "ckpt_emu_info") == 1
         assert not any(dict(labels).get("pid") for _, labels in s), "a per-process series leaked"
@@ -390,6 +401,8 @@ BASELINE_CHILD = textwrap.dedent("""
     m = metrics.Metrics(multiprocess=True)  # what a rank does at start (emulator/rank/run.py)
     m.set_info(preset="llama3-8b", scale=0.001, ranks=1, nodes=1, modes=["sync", "async"], version="t")
     m.set_tiers(local="dir", global_="s3")
+    for tier, seconds in (("memory", 1.0), ("peer", 2.0), ("local", 4.0), ("global", 8.0)):
+        m.set_tier_interval(tier, seconds)  # each configured tier, at start
     m.set_interval("none", 0.0)  # the baseline mode starts: steps, no checkpoint
     for _ in range(3):
         m.observe_step("none", 0.25)
@@ -406,6 +419,7 @@ ABSENT_UNTIL_MEASURED = {
     "ckpt_emu_last_complete_checkpoint_timestamp_seconds": "0 is a checkpoint in 1970; the age rule counts from the start instead",
     "ckpt_emu_throughput_bytes_per_second": "no save or load yet: 0 B/s would be a measurement that was not made",
     "ckpt_emu_slowdown_ratio": "measured at a mode's checkpoints: 0 would claim checkpointing is free",
+    "ckpt_emu_last_lost_work_seconds": "set by a recovery: 0 would claim a failure that lost nothing",
 }
 
 
@@ -451,7 +465,8 @@ def test_every_queried_family_is_exported_during_the_baseline(tmp_path):
 
     text = r.stdout
     for line in text.splitlines():  # nothing but the baseline's steps has a value yet
-        if line.startswith("ckpt_emu_") and not line.startswith(("ckpt_emu_info", "ckpt_emu_start_time_seconds")) \
+        if line.startswith("ckpt_emu_") and not line.startswith(("ckpt_emu_info", "ckpt_emu_start_time_seconds",
+                                                                  "ckpt_emu_tier_interval_seconds")) \
                 and 'mode="none"' not in line:
             assert float(line.rsplit(" ", 1)[1]) == 0, line
     check = subprocess.run([require("promtool"), "check", "metrics"], input=text, capture_output=True, text=True,
