@@ -351,9 +351,6 @@ class Metrics:
         self._h["durability_lag_seconds"].labels(mode=_check("mode", mode, MODES)).observe(seconds)
         self._g["last_durability_lag_seconds"].set(seconds)
 
-    def observe_tier_lag(self, tier: str, seconds: float):  # placeholder until the per-tier metrics land
-        pass
-
     def deadline_missed(self, mode: str):
         self._c["drain_deadline_misses"].labels(mode=_check("mode", mode, MODES)).inc()
 

@@ -27,9 +27,9 @@ SUBSTITUTIONS = {"$__rate_interval": "10s", "$__interval": "2s", "$__range": "30
                  "$job": ".+", "${job}": ".+"}
 
 
-#: What a run feeds only with multi-level checkpointing wired in and failures injected (tier
-#: intervals and lags, recoveries): tests/test_metrics_tiers.py proves the panels and rules that
-#: read them on a Metrics fed by hand, so the real run below leaves them out.
+#: What a run feeds only with multi-level checkpointing and an injected failure (tier intervals
+#: and lags, recoveries): test_live_levels_run_feeds_the_tier_and_recovery_panels proves them on a
+#: real run with levels and a node loss, the plain run below leaves them out.
 MULTI_LEVEL = ("ckpt_emu_tier_", "ckpt_emu_last_tier_", "ckpt_emu_recovery_", "ckpt_emu_last_lost_work_",
                "ckpt_emu:tier_")
 
@@ -219,3 +219,36 @@ def test_live_run_feeds_every_panel_and_rule(tmp_path, prometheus):
     assert set(res["timeline"]) == {"none", "sync", "async"} and all(res["timeline"].values())
     from test_timeline import assert_png_shows_kinds
     assert_png_shows_kinds(out / "timeline.png")
+
+
+def test_live_levels_run_feeds_the_tier_and_recovery_panels(tmp_path, prometheus):
+    """A real run with levels (host memory every checkpoint, NVMe every 2nd, global every 4th)
+    that loses its node after the 8th checkpoint and recovers from global: every per-tier and
+    per-class panel query and recording rule returns data over the run's span."""
+    import shutil
+    import uuid
+    shm = f"/dev/shm/ckpt-emu-test-{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    cfg = small_config(tmp_path, ranks=2, training={"step_seconds": 0.2},
+                       checkpoint={"interval_steps": 2, "saves": 8, "modes": ["async"], "loads": 1},
+                       tiers={"memory": {"backend": "dir", "path": shm + "/node{node}"},
+                              "local": {"interval_steps": 4}, "global": {"interval_steps": 8}})
+    queries = {f"panel {p['title']!r} {t['refId']}": substitute(t["expr"]) for p, t in targets(dashboard())}
+    queries.update({f"rule {r['record']}": r["record"] for r in recording_rules()})
+    queries = {name: q for name, q in queries.items() if multi_level(q) or multi_level(name)}
+    assert len(queries) >= 6
+    prometheus.set_targets([f"127.0.0.1:{port}"])
+    started = time.time()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "emulator.cli", "run", str(cfg), "--quiet",
+                               "--metrics-port", str(port), "--lose-nodes", "8:0"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        time.sleep(3)  # the last rule evaluation
+    finally:
+        prometheus.set_targets([])
+        shutil.rmtree(shm, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr
+    assert results(tmp_path / "out")["recoveries"][0]["class"] == "node"
+    pending = {name: q for name, q in queries.items()
+               if not finite(prometheus.query_range(q, started, time.time(), 1.0))}
+    assert not pending, f"no data for: {json.dumps(pending, indent=1)}"

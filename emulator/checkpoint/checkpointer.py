@@ -413,6 +413,9 @@ class Checkpointer:
         with counted_as("replicate"):
             ok, seconds = await asyncio.to_thread(self.peer.replicate, self.drain_comm, self.memory, rec.step, entry)
         self._tier_done(rec, "peer", ok, seconds)
+        if ok and self.comm.is_node_leader:
+            self.metrics.observe_phase("replicate", "peer", seconds, backend="gloo")
+            self.metrics.checkpoint_complete("peer", rec.step, time.time())
 
     async def _persist(self, rec: CkptRecord, receipts: list[Receipt], *, written: bool) -> None:
         """Node leaders copy the node's files from memory to the local tier (verified), then write
@@ -426,6 +429,7 @@ class Checkpointer:
             seconds = copy.seconds
             if ok:
                 self._node_steps.setdefault("local", set()).add(rec.step)
+                self.metrics.observe_phase("persist", "local", seconds, backend=self.local.backend)
         if comm.is_node_leader:
             self._tier_done(rec, "local", ok, seconds)
         await self._from_node_leader(rec, "local")

@@ -152,6 +152,10 @@ class RankRun:
         m.set_info(preset=self.cfg.model.name, scale=self.cfg.run.scale, ranks=p.active_ranks,
                    nodes=self.comm.nodes, modes=list(self.cfg.checkpoint.modes), version=_version())
         m.set_tiers(local=self.local.backend if self.local is not None else None, global_=self.global_.backend)
+        every, wall = Schedule.from_config(self.cfg).every, self.cfg.wall_step_seconds
+        for name, n in every.items():  # each tier's own interval: its age alerts count in it
+            if n * self.cfg.checkpoint.interval_steps * wall > 0:
+                m.set_tier_interval(name, n * self.cfg.checkpoint.interval_steps * wall)
         return m
 
     def _setup_spool(self) -> None:
@@ -243,8 +247,16 @@ class RankRun:
             lineage = restorer.manifest.meta.get("lineage") or []
             self.ckpt.lineage_base = [[a, min(b, rec.step)] for a, b in lineage if a <= rec.step]
         crashed_at = max([rec.step] + [a["last_step"] for a in self._earlier_attempts()])
-        self.recoveries.append(_recovery("process", rec, crashed_at))
+        self._add_recovery(_recovery("process", rec, crashed_at))
         return rec
+
+    def _add_recovery(self, recovery: dict) -> None:
+        """Keep a recovery for the report; rank 0 publishes the slowest rank's (collective)."""
+        self.recoveries.append(recovery)
+        slowest = max(self.comm.all_gather(recovery["seconds"]))
+        if self.comm.rank == 0:
+            self.metrics.observe_recovery(recovery["class"], slowest,
+                                          recovery["lost_steps"] * self.cfg.wall_step_seconds)
 
     def _lose_nodes(self) -> dict:
         """The injected node failure, then (``lose_nodes``) the recovery from what survived it."""
@@ -259,8 +271,10 @@ class RankRun:
             with counted_as("fetch"):
                 errors, fetch_s = self.peer.fetch_back(self.comm, loss.nodes, self.memory, self.ckpt.manifest_meta)
             failure["fetch_errors"] = errors[:5]
+            if self.comm.node in loss.nodes and self.comm.is_node_leader:
+                self.metrics.observe_phase("fetch", "peer", fetch_s, backend="gloo")
         rec = self._restorer().load()
-        self.recoveries.append(_recovery(failure["class"], rec, self.last_step, fetch_s))
+        self._add_recovery(_recovery(failure["class"], rec, self.last_step, fetch_s))
         return failure
 
     def _tier_loads(self) -> list:
