@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -75,8 +76,24 @@ from emulator.checkpoint.schedule import Schedule
 from emulator.checkpoint.tally import Tally
 from emulator.errors import UserError
 from emulator.metrics import NULL_METRICS
+from tiers.base import unwrap
 from tiers.emulated import counted_as
 from tiers.s3_requests import Bill, charge_task_to
+
+
+def folder_bytes(tier) -> int:
+    """Bytes of the files under a directory tier's folder (0 for a tier without one)."""
+    root = getattr(unwrap(tier), "root", None)
+    if root is None:
+        return 0
+    total = 0
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass  # deleted while we looked
+    return total
 
 
 class CheckpointFailed(UserError):
@@ -139,6 +156,8 @@ class Checkpointer:
     _tail: asyncio.Task = None  # the newest pipeline (on the loop): the next drain waits for it
     _housekeeping: asyncio.Task = None  # retention etc. of the last checkpoint (not stall)
     _seq: int = 0
+    #: node leaders: the most bytes the node's memory and peer tiers held at once (host memory)
+    memory_tier_peak: int = 0
     _node_steps: dict = field(default_factory=dict)  # tier -> steps complete there on this node, by this run
     _counts: dict = field(default_factory=dict)  # checkpoints taken per mode (the schedule counts them)
     _drainers: dict = field(default_factory=dict)  # (source, dest) tier names -> Drainer
@@ -489,6 +508,9 @@ class Checkpointer:
     async def _housekeep(self, rec: CkptRecord, key: str, bill: Bill) -> None:
         """After a checkpoint: free an incomplete local copy, apply retention, inject corruption;
         its S3 requests are the checkpoint's too (``bill``)."""
+        if self.comm.is_node_leader and self.memory is not None:  # before retention: the most held
+            held = [self.memory] + ([self.peer.store] if self.peer is not None else [])
+            self.memory_tier_peak = max(self.memory_tier_peak, sum(map(folder_bytes, held)))
         if self.comm.is_node_leader:
             for name in ("memory", "local"):
                 if name in rec.due and self.tier(name) is not None and not rec.tiers.get(name, {}).get("complete"):

@@ -135,6 +135,8 @@ class RankResult(Record):
     tier_loads: list = field(default_factory=list)
     #: the failure-class recoveries of this rank: {class, lost_steps, load: LoadRecord dict}
     recoveries: list = field(default_factory=list)
+    #: node leaders: the most bytes the node's memory and peer tiers held at once (host memory)
+    memory_tier_peak_bytes: int = 0
     #: per tier, tiers.emulated.device_waits(): seconds waited on the emulated device per phase
     device_waits: dict = field(default_factory=dict)
     #: every S3 request this rank's global tier made, by kind (lease and clean-up included); {} off S3

@@ -350,7 +350,7 @@ class RankRun:
             earlier_attempts=self._earlier_attempts(), device=self.placement.describe(),
             staging=self.state.stager.describe(), s3_requests=_s3_requests(self.global_),
             device_waits={"local": device_waits(self.local), "global": device_waits(self.global_)},
-            tier_loads=tier_loads, recoveries=self.recoveries)
+            tier_loads=tier_loads, recoveries=self.recoveries, memory_tier_peak_bytes=self.ckpt.memory_tier_peak)
 
     def _audit_content(self) -> dict | None:
         try:

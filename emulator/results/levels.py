@@ -87,6 +87,31 @@ def tier_load_summary(cfg, ranks: list[dict]) -> dict:
     return out
 
 
+def host_memory_summary(cfg, ranks: list[dict]) -> dict | None:
+    """With a memory tier, the node that used the most host memory: its ranks' peak RSS plus the
+    most its memory and peer tiers held at once, against what the design puts there: state and
+    staging (on the CPU) and the tier copies (keep + 1 of its own, keep + 1 per node it holds)."""
+    tiers = cfg.tiers
+    if tiers.memory is None:
+        return None
+    keep = cfg.checkpoint.keep
+    copies = (tiers.memory.keep or keep) + 1 + (tiers.peer.replicas * ((tiers.peer.keep or keep) + 1)
+                                                 if tiers.peer is not None else 0)
+    nodes = {}
+    for r in ranks:
+        n = nodes.setdefault(r["node"], {"rss": 0, "tiers": 0, "state": 0, "file": 0})
+        n["rss"] += r.get("peak_rss_bytes", 0)
+        n["tiers"] = max(n["tiers"], r.get("memory_tier_peak_bytes", 0))
+        on_cpu = (r.get("device") or {"kind": "cpu"})["kind"] == "cpu"
+        n["state"] += r["state_bytes"] * (2 if on_cpu else 1)
+        n["file"] += max((x["file_bytes"] for x in r["records"]), default=0)
+    node, n = max(nodes.items(), key=lambda kv: kv[1]["rss"] + kv[1]["tiers"])
+    expected = n["state"] + copies * n["file"]
+    used = n["rss"] + n["tiers"]
+    return {"node": node, "peak_rss_bytes": n["rss"], "tier_peak_bytes": n["tiers"], "used_bytes": used,
+            "tier_copies": copies, "expected_bytes": expected, "ratio": used / expected if expected else None}
+
+
 def level_lines(results: dict, fmt_s) -> list[str]:
     """The report's lines for the levels, the recoveries per failure class and the restores per tier."""
     lines = []
@@ -103,6 +128,12 @@ def level_lines(results: dict, fmt_s) -> list[str]:
         lines.append(f"recovery from a {x['class']} failure: step {x['step']} in {fmt_s(x['seconds'])} "
                      f"({fmt_s(x['seconds_full_size'])} at full size; slowest rank; from {served}{fetched}), "
                      f"work lost {x['lost_steps']} steps ({fmt_s(x['lost_work_s'])})" + ("" if x["ok"] else " FAILED"))
+    hm = results.get("host_memory")
+    if hm:
+        lines.append(f"host memory (node {hm['node']}): ranks' peak RSS {hm['peak_rss_bytes'] / GIB:.2f} GiB + memory "
+                     f"tiers {hm['tier_peak_bytes'] / GIB:.2f} GiB at most = {hm['used_bytes'] / GIB:.2f} GiB, against "
+                     f"state + staging + {hm['tier_copies']} tier copies = {hm['expected_bytes'] / GIB:.2f} GiB "
+                     f"(x{hm['ratio']:.2f}; RSS includes each process's own footprint, ~0.3 GiB with torch)")
     by_tier = results.get("restore_by_tier") or {}
     if by_tier:
         lines.append("restore of the same state from each tier alone: " + ", ".join(

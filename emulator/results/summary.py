@@ -21,7 +21,7 @@ import math
 from collections import Counter, defaultdict
 
 from emulator.checkpoint.audit import summarize_audits
-from emulator.results.levels import level_summary, recovery_summary, tier_load_summary
+from emulator.results.levels import host_memory_summary, level_summary, recovery_summary, tier_load_summary
 from emulator.results.requests import s3_summary
 from emulator.results.scale_notes import latency_notes, rate_notes, raw_tier_notes, step_notes
 from emulator.sizing import checkpoint_size
@@ -239,6 +239,7 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "levels": level_summary(cfg, ranks),
         "recoveries": recovery_summary(cfg, ranks),
         "restore_by_tier": tier_load_summary(cfg, ranks),
+        "host_memory": host_memory_summary(cfg, ranks),
         "faults": fault_summary(ranks),
         "attempts": attempts_summary(cfg, ranks),
         "content": content_summary(ranks),
