@@ -94,6 +94,12 @@ class LoadRecord(Record):
     h2d_s: float = 0.0  # the verified bytes' host-to-device copy (0: the state lives on the CPU)
     error: str = ""  # why nothing was loaded
     requests: dict = field(default_factory=dict)  # S3 requests of this restore on this rank, by kind
+    # who read (checkpoint.restore_readers): whose file this rank restored (its own, or in a replicated
+    # layout its DP group leader's), the bytes it read from a tier and the bytes it got by broadcast
+    readers: str = "all"
+    source_rank: int = -1
+    read_bytes: int = 0
+    broadcast_bytes: int = 0
 
 
 @dataclass

@@ -71,8 +71,13 @@ class Restorer:
     def __init__(self, state, tiers: list[tuple[str, object]], comm, *, metrics=NULL_METRICS,
                  loop=None, mode: str = "async", meta: dict | None = None,
                  tally: Tally | None = None, policy: RetryPolicy | None = None,
-                 shared: tuple[str, ...] = ("global",)):
+                 shared: tuple[str, ...] = ("global",), source: int | None = None):
         self.state, self.tiers, self.comm, self.mode = state, tiers, comm, mode
+        # whose file this rank restores: its own, or (a replicated layout) its DP group leader's,
+        # with ``state`` then a replica of the leader's layout (checkpoint/broadcast_restore.py)
+        self.source = comm.rank if source is None else source
+        self.plan = None  # with keep_plan: the file's gaps and tensor spans, read last (for a broadcast)
+        self.keep_plan = False
         self.shared = shared  # the tiers every rank of the job sees the same (listed by rank 0 only)
         self.policy = policy or RetryPolicy(retries=0)  # the run's one retry policy for tier requests
         self.metrics, self.loop = metrics, loop
@@ -120,7 +125,7 @@ class Restorer:
         return rec
 
     def _load(self) -> LoadRecord:
-        rec = LoadRecord(self.comm.rank, self.comm.node)
+        rec = LoadRecord(self.comm.rank, self.comm.node, source_rank=self.source)
         start = time.perf_counter()
         candidates = self.candidate_steps()
         for step in candidates:
@@ -170,7 +175,7 @@ class Restorer:
             return f"unreadable: {type(exc).__name__}: {exc}"
         if reason is not None:
             return reason
-        rec.tier, rec.bytes = name, entry.size
+        rec.tier, rec.bytes, rec.read_bytes = name, entry.size, entry.size
         self.manifest = manifest
         return None
 
@@ -185,7 +190,7 @@ class Restorer:
         if manifest.world != self.comm.world_size or any(
                 manifest.meta.get(k) != v for k, v in self.meta.items()):
             return "checkpoint of another layout"
-        entry = manifest.entry_for_rank(self.comm.rank)
+        entry = manifest.entry_for_rank(self.source)
         if entry is None:
             return "manifest does not list this rank"
         return manifest, entry
@@ -218,15 +223,17 @@ class Restorer:
             meta, spans, bad = None, None, exc
         if path is None:
             fh.seek(0)
-        crc, size = _read_into(fh, spans) if spans is not None else crc_of_stream(fh, self._buf)
+        gaps = [] if self.keep_plan else None
+        crc, size = _read_into(fh, spans, gaps) if spans is not None else crc_of_stream(fh, self._buf)
         if size != entry.size:
             return f"size {size} != manifest {entry.size}"
         if crc != entry.crc32c:
             return f"checksum mismatch ({crc} != {entry.crc32c})"
         if bad is not None:  # intact bytes, but not this rank's layout
             raise bad
-        if meta.get("step") != step or meta.get("rank") != self.comm.rank:
+        if meta.get("step") != step or meta.get("rank") != self.source:
             return "file belongs to another step or rank"
+        self.plan = (spans, gaps, size) if gaps is not None and spans is not None else None
         if spans is None:  # a torch without storage offsets: load again (mapped if a file) into staging
             if path is None:
                 fh.seek(0)
@@ -260,15 +267,16 @@ class Restorer:
                     raise ValueError(f"{group}.{key} missing or of another shape")
 
 
-def _read_into(stream, spans: list) -> tuple[str, int]:
+def _read_into(stream, spans: list, gaps: list | None = None) -> tuple[str, int]:
     """CRC32C and length of the whole stream, read once in order: each span's bytes land
-    in its tensor, the rest (zip headers, pickle, directory; small) is read as bytes.
+    in its tensor, the rest (zip headers, pickle, directory; small) is read as bytes
+    (and kept as (offset, bytes) in ``gaps`` when given: with the tensors, the whole file).
 
     The CRC32C of each chunk runs on a helper thread (in order: one worker) while the
     next chunk is read, so on two cores the checksum costs no wall time.
     """
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="restore-crc") as pool:
-        reader = _CrcReader(stream, pool)
+        reader = _CrcReader(stream, pool, gaps)
         complete = True
         for offset, dst in spans:
             if offset < reader.pos:
@@ -284,8 +292,8 @@ def _read_into(stream, spans: list) -> tuple[str, int]:
 class _CrcReader:
     """A sequential reader that checksums everything it reads, the CRC on a helper thread."""
 
-    def __init__(self, stream, pool):
-        self.stream, self.pool = stream, pool
+    def __init__(self, stream, pool, gaps: list | None = None):
+        self.stream, self.pool, self.gaps = stream, pool, gaps
         self.pos, self._crc, self._jobs = 0, 0, []
 
     def _add(self, data) -> None:  # crc32c releases the GIL; one worker keeps the order
@@ -298,6 +306,8 @@ class _CrcReader:
             if not data:
                 return offset is None
             self._jobs.append(self.pool.submit(self._add, data))
+            if self.gaps is not None:
+                self.gaps.append((self.pos, data))
             self.pos += len(data)
         return True
 

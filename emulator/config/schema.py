@@ -138,6 +138,10 @@ class CheckpointConfig:
     #: global commit too) or "local_write" (its file written; its drain may run on, sharing the
     #: local device with the next write)
     async_waits_for: str = "complete"
+    #: who reads a restore's files: "all" (every rank reads its file: a restart's read storm) or
+    #: "one_per_dp_group" (one rank of each data-parallel group reads, then broadcasts the bytes over
+    #: gloo to the group; needs replicated DP ranks, parallelism.zero_stage 0; docs/checkpoints.md)
+    restore_readers: str = "all"
 
     def __post_init__(self):
         _check(self.interval_steps >= 1, "interval_steps", "must be >= 1")
@@ -153,6 +157,8 @@ class CheckpointConfig:
         _check(self.async_waits_for in ("complete", "local_write"), "async_waits_for",
                "must be 'complete' or 'local_write'")
         _check(self.phase in ("both", "write", "read"), "phase", "must be 'both', 'write' or 'read'")
+        _check(self.restore_readers in ("all", "one_per_dp_group"), "restore_readers",
+               "must be 'all' or 'one_per_dp_group'")
         _check(self.phase == "both" or self.protocol == "mlperf", "phase",
                "write and read phases exist only with checkpoint.protocol: mlperf")
         if self.protocol == "mlperf":
@@ -419,6 +425,9 @@ class Config:
     def __post_init__(self):
         _check_tiers(self)
         _check_failures(self)
+        _check(self.checkpoint.restore_readers == "all" or self.parallelism.zero_stage == 0,
+               "checkpoint.restore_readers", f"one_per_dp_group needs data-parallel replicas that hold the same "
+               f"state (parallelism.zero_stage 0); ZeRO-{self.parallelism.zero_stage} shards it across DP ranks")
 
     @property
     def wall_step_seconds(self) -> float:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import sys
@@ -32,12 +33,13 @@ import torch.distributed as dist
 
 from emulator import metrics
 from emulator.checkpoint.audit import audit_tiers
+from emulator.checkpoint.broadcast_restore import make_restorer, new_dp_group, restore_state
 from emulator.checkpoint.checkpointer import Checkpointer
 from emulator.checkpoint.injection import Faults, restart_attempt
 from emulator.checkpoint.layout import list_steps
 from emulator.checkpoint.node_loss import NodeLoss
 from emulator.checkpoint.records import RankResult
-from emulator.checkpoint.restore import Restorer, drop_page_cache, lists_tier
+from emulator.checkpoint.restore import drop_page_cache, lists_tier
 from emulator.checkpoint.retry import RetryPolicy, describe_error
 from emulator.checkpoint.schedule import Schedule
 from emulator.checkpoint.tally import Tally
@@ -74,6 +76,7 @@ class RankRun:
             if cfg.checkpoint.async_waits_for == "local_write" else None
         # the peer tier's transport: its own group, so its streams never mix with other collectives
         self.peer_group = dist.new_group(backend="gloo") if cfg.tiers.peer is not None else None
+        self.dp_group = new_dp_group(cfg, self.comm.rank)  # restores' broadcasts (one_per_dp_group)
         self._build_tiers()
         self.claims = claim_tiers(self.comm, self.out.root, self.local, self.global_,  # before any write
                                   memory=self.memory)
@@ -232,11 +235,16 @@ class RankRun:
     def node_failed(self) -> bool:
         return self.node_loss.happened(len(self.ckpt.records))
 
+    @functools.cached_property
+    def _restore_state(self):
+        """What this rank restores into: its state, or (ZeRO-0 DP member) a replica of its leader's."""
+        return restore_state(self.cfg, self.state, self.comm.rank, self.placement.device)
+
     def _restorer(self, tiers=None):
         tiers = tiers or self.node_tiers + [("global", self.global_)]
-        return Restorer(self.state, tiers, self.comm,
-                        metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1],
-                        meta=self.meta, tally=self.tally, policy=RetryPolicy.from_config(self.cfg.drain))
+        return make_restorer(self.cfg, self._restore_state, tiers, self.comm, group=self.dp_group,
+                             metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1],
+                             meta=self.meta, tally=self.tally, policy=RetryPolicy.from_config(self.cfg.drain))
 
     def _recover(self):
         """After a torchrun restart: restore the newest complete checkpoint and continue from it.
