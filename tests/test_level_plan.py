@@ -234,3 +234,31 @@ def test_tune_plans_levels_from_its_measurement(tmp_path):
     assert rec["every"]["memory"] == 1 and set(rec["every"]) == {"memory", "peer", "local", "global"}
     assert rec["interval_s"]["global"] == pytest.approx(rec["every"]["global"] * 300.0)
     assert rec["calibrated_by"].endswith("results.json")
+
+
+def test_a_trace_gives_each_failure_its_class_and_the_classes_their_rates(tmp_path):
+    from emulator.simulation.arrivals import read_trace
+    from emulator.simulation.level_design import trace_classes, trace_rates
+    trace = tmp_path / "trace.csv"
+    trace.write_text("time,kind\n1h,process\n2h,node\n3h,group\n4h,restart\n")
+    failures = trace_classes(read_trace(str(trace)), node_loss_fraction=0.5, group_loss_fraction=0.1, seed=0)
+    assert failures == [(3600.0, "process"), (7200.0, "node"), (10800.0, "group"), (14400.0, "process")]
+    assert trace_rates(failures) == pytest.approx({"process": 2 / 14400, "node": 1 / 14400, "group": 1 / 14400})
+    out = _json(ckpt_emu("plan", _config(tmp_path), "--failures", trace, "--days", "1", "--json"))["levels"]
+    assert [c["failures_per_day"] for c in out["classes"]] == pytest.approx([12.0, 6.0, 6.0])
+
+
+def test_a_failure_restores_the_newest_checkpoint_a_surviving_level_holds():
+    """As the emulator restores (the newest checkpoint every rank can load): a node loss with the
+    peer's copy at 400 s of work and global's at 600 s restores from global, and a group loss
+    right after it still finds global's copy (before: it was dropped as 'newer', and the next
+    failure found no level at all)."""
+    from emulator.multilevel import FailureClass, Level, LevelInputs
+    from emulator.simulation.levels import LevelJob
+    inp = LevelInputs(100.0, (Level("memory", 1, 0.0, 0.0, 1.0), Level("peer", 4, 0.0, 0.0, 2.0),
+                              Level("global", 2, 0.0, 0.0, 3.0)),
+                      (FailureClass("node", 0.0, "peer"), FailureClass("group", 0.0, "global")), 10.0)
+    out = LevelJob(inp, seed=0, horizon_s=1000.0, failures=[(650.0, "node"), (660.0, "group")]).run()
+    node, group = out.classes
+    assert node.lost_work_s == pytest.approx(50.0) and node.recovery_s == pytest.approx(10.0)
+    assert group.failures == 1 and group.lost_work_s == pytest.approx(0.0)
