@@ -91,7 +91,7 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
             "goodput_other_mode": goodput.get("sync" if mode == "async" else "async", math.nan),
             "source": "simulator" if simulated else "planner", "simulation": simulated,
             "young_s": plan.young_interval_s, "daly_s": plan.daly_interval_s,
-            "levels": _levels(cfg, base / "tune-measure" / outdir.RESULTS, accelerators, nodes, mttf_hours, interval),
+            **_levels(cfg, base / "tune-measure" / outdir.RESULTS, accelerators, nodes, mttf_hours, interval),
         },
         "confirmation": confirmation,
         "global_bandwidth": _bandwidth(cfg, measured, job_bytes, interval, overlap_target),
@@ -101,13 +101,14 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
 
 
 def _levels(cfg, results: Path, accelerators: int, nodes: int | None, mttf_hours: float,
-            interval_s: float) -> dict | None:
+            interval_s: float) -> dict:
+    """``{"levels": the planner's intervals per tier}`` where the config has levels, else nothing."""
     from emulator.simulation.level_design import has_levels
     if not has_levels(cfg):
-        return None
+        return {}
     n = nodes or (cfg.design.job_nodes(cfg.parallelism.world_size) if cfg.design else max(1, accelerators // 8))
-    return level_recommendation(cfg, str(results), accelerators=accelerators, nodes=n, mttf_hours=mttf_hours,
-                                base_interval_s=interval_s)
+    return {"levels": level_recommendation(cfg, str(results), accelerators=accelerators, nodes=n,
+                                           mttf_hours=mttf_hours, base_interval_s=interval_s)}
 
 
 def level_recommendation(cfg, results: str, *, accelerators: int, nodes: int, mttf_hours: float,

@@ -245,7 +245,7 @@ def plan(design: LevelDesign, *, horizon_s: float, seed: int = 0, failures: list
     intervals, and per class its recovery and expected work lost per failure."""
     inp, b = design.inputs, design.node_bytes
     T = inp.base_interval_s
-    tiers = {}
+    tiers = {}  # per tier also the classes recovering from it (none: it only costs, the planner thins it)
     for lv in inp.levels:
         node_bps = b * (design.replicas if lv.name == "peer" else 1) / (lv.every * T)
         tiers[lv.name] = {"every": lv.every, "interval_s": lv.every * T, "bytes_per_s": node_bps,
@@ -254,6 +254,8 @@ def plan(design: LevelDesign, *, horizon_s: float, seed: int = 0, failures: list
     br = breakdown(inp)
     best = optimize(inp, planner_grid(inp))
     names = {c.name: inp.levels[i].name for c, i in zip(inp.classes, recovery_levels(inp))}
+    for name, t in tiers.items():
+        t["recovers"] = [c for c, lv in names.items() if lv == name]
     classes = [{"class": c.name, "failures_per_day": c.rate_per_s * 86400, "level": names[c.name],
                 "recovery_s": inp.restart_s + design.class_restore_s[c.name],
                 "lost_work_s": _lost(inp, br.period_s, names[c.name]), "share_of_time": cost.recovery + cost.lost}

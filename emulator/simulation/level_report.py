@@ -21,9 +21,9 @@ def render_levels(p: dict) -> str:
         if t["job_bytes_per_s"] is not None:
             need += f", {fmt_rate(t['job_bytes_per_s'])} for the job"
         rows.append([name, f"every {t['every']}", fmt_duration(t["interval_s"]), need, fmt_duration(t["stall_s"]),
-                     fmt_duration(t["lag_s"]), fmt_duration(t["restore_s"])])
-    lines.append(table(rows, ["tier", "takes", "interval", "bandwidth needed", "stall", "lag", "restore"],
-                       left=(0, 1, 3)))
+                     fmt_duration(t["lag_s"]), fmt_duration(t["restore_s"]), ", ".join(t["recovers"]) or "-"])
+    lines.append(table(rows, ["tier", "takes", "interval", "bandwidth needed", "stall", "lag", "restore",
+                              "recovers"], left=(0, 1, 3, 7)))
     rec = p["recommended"]
     g, rg = p["goodput"], rec["goodput"]
     lines.append(f"  goodput at these intervals: analytic {fmt_pct(g['analytic'])}, simulated "
