@@ -108,6 +108,29 @@ def test_node_bytes_are_the_jobs_checkpoint_over_its_nodes_and_every_follows_the
     assert _by_name(d.inputs)["local"].lag_s == pytest.approx(d.node_bytes / 20e9 + d.node_bytes / 10e9)
 
 
+def test_without_a_design_the_tiers_emulated_rates_stand_in(tmp_path):
+    """A levels config without design: (as tests' and users' run configs are): each tier's emulate rates,
+    per node (x ranks where shared_by rank; the job's share where shared_by job), a 400 Gb/s NIC."""
+    data = yaml.safe_load(_config(tmp_path).read_text())
+    del data["design"]
+    data["tiers"]["memory"]["emulate"] = {"write_gib_s": 2.0, "shared_by": "rank"}
+    data["tiers"]["local"]["emulate"] = {"write_gib_s": 8.0, "read_gib_s": 16.0}
+    data["tiers"]["global"]["emulate"] = {"write_gib_s": 20.0, "shared_by": "job"}
+    path = tmp_path / "no-design.yaml"
+    path.write_text(yaml.safe_dump(data))
+    lv = _by_name(level_inputs(load_config(str(path)), nodes=4, class_rates=RATES, node_bytes=64 * GIB,
+                               accelerators_per_node=8))
+    mem = 64 / 16  # 8 ranks x 2 GiB/s
+    assert lv["memory"].lag_s == pytest.approx(mem) and lv["memory"].restore_s == pytest.approx(mem)
+    assert lv["local"].lag_s == pytest.approx(mem + 64 / 8)
+    assert lv["global"].lag_s == pytest.approx(mem + 64 / 5)  # 20 GiB/s over 4 nodes, below the NIC
+    assert lv["peer"].lag_s == pytest.approx(mem + 64 * GIB / 50e9)
+    del data["tiers"]["local"]["emulate"]
+    path.write_text(yaml.safe_dump(data))
+    proc = ckpt_emu("plan", path, "--nodes", "4")
+    assert proc.returncode == 2 and "tiers.local.emulate.write_gib_s" in proc.stderr, proc.stderr
+
+
 def test_class_rates_split_the_cluster_rate():
     r = class_rates(accelerators=16, mttf_hours=1000, node_loss_fraction=0.5, group_loss_fraction=0.1)
     total = 16 / (1000 * 3600)

@@ -198,7 +198,7 @@ def _levels(args, cfg, study: Study, spec: dict | None):
     """The level plan and the level sweep (or Nones) of a config with levels or level sweep keys."""
     from emulator.simulation import level_design as ld
     every = {k: v for k, v in (spec or {}).items() if k in ld.SWEEP_KEYS}
-    if not every and not ld.has_levels(cfg):
+    if args.as_run or (not every and not ld.has_levels(cfg)):  # --as-run is one run, not a full-size plan
         return None, None
     every = ld.check_sweep(cfg, every)
     d = study.design

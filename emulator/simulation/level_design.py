@@ -4,8 +4,11 @@
 node writes the job's checkpoint over its nodes (emulator/sizing.py); per level, every N-th base
 checkpoint (``tiers.X.interval_steps / checkpoint.interval_steps``) and
 
+Rates are the design's (``design.node.memory``, ``.local``, ``.nic``, ``design.global``); a tier the
+design does not describe is taken at its ``emulate`` rates, per node (a 400 Gb/s NIC without a design).
+
 - memory: stall = the snapshot (each accelerator's share at ``snapshot_gib_s``, as ``simulate``
-  assumes); lag = node bytes / the host memory's write rate (design.node.memory);
+  assumes); lag = node bytes / the host memory's write rate;
 - peer, local, global: copies of the nearest level's file, so their lag is that level's lag plus
   the copy: peer node bytes x replicas / NIC, NVMe node bytes / its write rate, global node
   bytes / min(NIC, aggregate / nodes) (emulator/design/share.py, every node draining at once);
@@ -23,6 +26,7 @@ a peer tier its NVMe is gone with it: global), ``group`` (a replica group: globa
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -32,9 +36,10 @@ from emulator.multilevel import FailureClass, Grid, Level, LevelInputs, breakdow
 from emulator.simulation import levels as level_model
 from emulator.simulation.arrivals import GROUP, HOUR, NODE, RESTART
 from emulator.simulation.calibrate import read_results
+from emulator.design.spec import DEFAULT_NIC
 from emulator.simulation.design import DEFAULT_SNAPSHOT_GIB_S
 from emulator.sizing import checkpoint_size
-from emulator.units import GIB
+from emulator.units import GIB, parse_rate
 
 CLASSES = ("process", "node", "group")
 #: share of failures that lose a whole replica group (several nodes holding each other's copies:
@@ -123,26 +128,34 @@ class LevelDesign:
     sources: dict
 
 
-def _rates(cfg, nodes: int) -> dict:
-    """Bytes/s of every link the levels use, from ``design:``; a missing one is a UserError."""
-    d, t = cfg.design, cfg.tiers
-    if d is None:
-        raise UserError("levels: planning them needs the config's design: section "
-                        "(design.node.memory, design.node.local, design.node.nic, design.global)")
-    need = {"memory": d.memory, "local": d.local, "global": d.global_}
-    for name, part in need.items():
-        if t.entry(name) is not None and part is None:
-            key = "design.global" if name == "global" else f"design.node.{name}"
-            raise UserError(f"{key}: needed to plan the {name} tier (its write and read rates)")
-    r = {"nic": d.nic_bps}
-    if d.memory is not None:
-        r.update(memory_write=d.memory.write_bps, memory_read=d.memory.read_bps)
-    if d.local is not None:
-        r.update(local_write=d.local.write_bps, local_read=d.local.read_bps)
-    if d.global_ is not None:
-        r.update(global_write=node_share(d.global_.write_bps, d.nic_bps, nodes),
-                 global_read_all=node_share(d.global_.read_bps, d.nic_bps, nodes),
-                 global_read_alone=node_share(d.global_.read_bps, d.nic_bps, 1))
+def _tier_rates(cfg, name: str, per_node: int) -> tuple:
+    """(write, read) bytes/s of a tier and whether they are the job's aggregate: the design's, else the
+    tier's ``emulate`` rates (per node; x the node's ranks where ``shared_by: rank``)."""
+    d = cfg.design
+    part = {"memory": d.memory, "local": d.local, "global": d.global_}[name] if d is not None else None
+    if part is not None:
+        return part.write_bps, part.read_bps, name == "global"
+    e = cfg.tiers.entry(name).emulate
+    if e is None or not e.write_gib_s:
+        key = "design.global" if name == "global" else f"design.node.{name}"
+        raise UserError(f"{key}: needed to plan the {name} tier (or tiers.{name}.emulate.write_gib_s)")
+    k = GIB * (per_node if e.shared_by == "rank" else 1)
+    return e.write_gib_s * k, (e.read_gib_s or e.write_gib_s) * k, e.shared_by == "job"
+
+
+def _rates(cfg, nodes: int, per_node: int) -> dict:
+    """Bytes/s of every link the levels use: what one node gets when every node copies at once (a
+    global restore also alone); the NIC: the design's, else a 400 Gb/s one."""
+    nic = cfg.design.nic_bps if cfg.design is not None else parse_rate(DEFAULT_NIC, "design.node.nic")
+    r = {"nic": nic}
+    for name in ("memory", "local", "global"):
+        if cfg.tiers.entry(name) is None:
+            continue
+        write, read, job = _tier_rates(cfg, name, per_node)
+        cap = nic if name == "global" else math.inf
+        share = (lambda rate, k: node_share(rate, cap, k)) if job else (lambda rate, k: min(rate, cap))
+        r.update({f"{name}_write": share(write, nodes), f"{name}_read": share(read, nodes),
+                  f"{name}_read_alone": share(read, 1)})
     return r
 
 
@@ -152,7 +165,7 @@ def _transfers(cfg, b: float, r: dict) -> dict:
     copy = {"memory": lambda: b / r["memory_write"], "peer": lambda: b * replicas / r["nic"],
             "local": lambda: b / r["local_write"], "global": lambda: b / r["global_write"]}
     read = {"memory": lambda: b / r["memory_read"], "peer": lambda: b / r["nic"] + b / r["memory_read"],
-            "local": lambda: b / r["local_read"], "global": lambda: b / r["global_read_all"]}
+            "local": lambda: b / r["local_read"], "global": lambda: b / r["global_read"]}
     names = cfg.tiers.configured()
     return {n: copy[n]() for n in names}, {n: read[n]() for n in names}
 
@@ -170,7 +183,7 @@ def describe_design(cfg, *, nodes: int, class_rates: dict, calibration: LevelCal
     """The config's levels at full size on ``nodes`` nodes (the module docstring has the model)."""
     per_node = accelerators_per_node or (cfg.design.accelerators_per_node if cfg.design else 8)
     b = node_bytes if node_bytes is not None else checkpoint_size(cfg.model, cfg.parallelism).total_bytes / nodes
-    r = _rates(cfg, nodes)
+    r = _rates(cfg, nodes, per_node)
     own, restore = _transfers(cfg, b, r)
     cal = calibration or LevelCalibration("")
     names = cfg.tiers.configured()
