@@ -5,6 +5,11 @@ flags, the later winning. Flags are parsed here rather than by argparse types
 so every bad value becomes one UserError/ConfigError line naming the flag or
 key it came from (the top-level CLI prints it as "ckpt-emu: error: ..." and
 exits 2).
+
+``ckpt-emu plan CONFIG`` plans a run config's levels instead (memory, peer, NVMe, global:
+emulator/simulation/level_design.py): per tier its interval and bandwidth, goodput by the
+analytic model and by the SimPy level model, the planner's intervals, and per failure class
+its recovery and the work it loses.
 """
 from __future__ import annotations
 
@@ -120,6 +125,18 @@ def add_plan_parser(subparsers):
         description="Plan checkpoint intervals from a failure model: cluster MTTF, rule-of-thumb, "
                     "Young and Daly intervals, expected goodput (sync and async) and the bandwidth needed.")
     a = p.add_argument
+    a("config", nargs="?", default=None, metavar="CONFIG",
+      help="a run config (preset or YAML) with levels: plan its tiers' intervals (the flags below marked "
+           "'levels' apply)")
+    a("--set", action="append", metavar="KEY=VALUE", help="levels: override any key of CONFIG")
+    a("--nodes", metavar="N", help="levels: nodes in the job (default: the config's design.job.nodes)")
+    a("--node-loss-fraction", metavar="F", help="levels: share of failures that lose a node (default 0.78)")
+    a("--group-loss-fraction", metavar="F", help="levels: share of failures that lose a replica group "
+      "(default 0.01, an assumption)")
+    a("--calibrate", metavar="RESULTS_JSON", help="levels: lags and recoveries from a run's results.json")
+    a("--failures", metavar="TRACE_CSV", help="levels: failure trace (TIME[,KIND]; KIND process|node|group)")
+    a("--days", metavar="D", help="levels: days the SimPy level model simulates (default 30)")
+    a("--seed", metavar="N", help="levels: random seed of the simulated failures (default 0)")
     a("--accelerators", metavar="N", help="accelerators in the job (required, here or in --config)")
     a("--mttf-hours", metavar="H", help="per-accelerator MTTF in hours (default 50000)")
     a("--checkpoints-per-failure", metavar="K", help="checkpoints per expected failure (default 20)")
@@ -318,7 +335,49 @@ def write_plot(p: planner.Plan, path: str) -> Path:
     return out
 
 
+_LEVEL_DEFAULTS = {"mttf_hours": "50000", "restart_seconds": str(planner.DEFAULT_RESTART_SECONDS),
+                   "node_loss_fraction": "0.78", "group_loss_fraction": "0.01", "days": "30", "seed": "0",
+                   "snapshot_gib_s": None, "interval": "config"}
+
+
+def run_level_plan(args) -> int:
+    """``plan CONFIG``: the config's levels at full size, planned (emulator/simulation/level_design.py)."""
+    from emulator.cli.simulate import level_design_from_args
+    from emulator.config import load_config
+    from emulator.simulation import level_design as ld
+    from emulator.simulation.design import DEFAULT_SNAPSHOT_GIB_S
+    from emulator.simulation.level_report import render_levels
+    for key, value in _LEVEL_DEFAULTS.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, str(DEFAULT_SNAPSHOT_GIB_S) if key == "snapshot_gib_s" else value)
+    cfg = load_config(args.config, list(args.set or []))
+    if not ld.has_levels(cfg):
+        raise UserError(f"plan {args.config}: the config has no levels (a memory or peer tier, or a tier's "
+                        f"interval_steps); plan it with --accelerators or `ckpt-emu simulate`")
+    nodes = _level_nodes(args, cfg)
+    design, failures, horizon, seed = level_design_from_args(args, cfg, nodes=nodes)
+    p = ld.plan(design, horizon_s=horizon, seed=seed, failures=failures)
+    print(json.dumps({"levels": p}, indent=1) if args.json else render_levels(p).lstrip("\n"), end="\n" if args.json else "")
+    return 0
+
+
+def _level_nodes(args, cfg) -> int:
+    if args.nodes is not None:
+        try:
+            n = int(args.nodes)
+        except ValueError:
+            raise UserError(f"--nodes: expected a whole number, got {args.nodes!r}") from None
+        if n < 1:
+            raise UserError(f"--nodes: must be >= 1, got {args.nodes}")
+        return n
+    if cfg.design is None:
+        raise UserError("--nodes: required (the config has no design.job.nodes)")
+    return cfg.design.job_nodes(cfg.parallelism.world_size)
+
+
 def run_plan(args) -> int:
+    if args.config is not None:
+        return run_level_plan(args)
     inputs, preset = build_inputs(args)
     p = planner.plan(inputs)
     want_sweep = args.sweep or args.plot is not None

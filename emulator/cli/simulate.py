@@ -12,6 +12,7 @@ from pathlib import Path
 from emulator.errors import UserError
 from emulator.simulation.arrivals import DEFAULT_NODE_LOSS_FRACTION, read_trace
 from emulator.simulation.design import DEFAULT_SNAPSHOT_GIB_S, Options, build_design
+from emulator.simulation.level_design import DEFAULT_GROUP_LOSS_FRACTION
 from emulator.simulation.study import Study, planner_interval
 from emulator.units import parse_duration
 
@@ -38,12 +39,16 @@ def add_simulate_parser(subparsers):
     a("--failures", metavar="TRACE_CSV", help="failure trace (TIME[,KIND] rows) instead of Poisson arrivals")
     a("--node-loss-fraction", default=str(DEFAULT_NODE_LOSS_FRACTION), metavar="F",
       help="share of failures that replace a node (restore from global) when the kind is not given")
+    a("--group-loss-fraction", default=str(DEFAULT_GROUP_LOSS_FRACTION), metavar="F",
+      help=f"with levels: share of failures that lose a whole replica group (default "
+           f"{DEFAULT_GROUP_LOSS_FRACTION:g}, an assumption)")
     a("--restart-seconds", default="600", metavar="S", help="restart time per failure, before the restore")
     a("--global-gib-s", metavar="B", help="aggregate write bandwidth of the global tier (GiB/s)")
     a("--nic-gib-s", metavar="B", help="per-node cap on the global tier, e.g. a node's NIC (GiB/s); other per-node limits still hold")
     a("--snapshot-gib-s", default=str(DEFAULT_SNAPSHOT_GIB_S), metavar="B",
       help="GPU-to-host snapshot rate per accelerator without --calibrate (default 48, one H100, pinned)")
-    a("--sweep", action="append", metavar="SPEC", help="grid: interval=5m,10m,... global_gib_s=100..800:4")
+    a("--sweep", action="append", metavar="SPEC", help="grid: interval=5m,10m,... global_gib_s=100..800:4; "
+      "with levels, peer_every=1,2,4 local_every=... global_every=... (multiples of the base interval)")
     a("--as-run", action="store_true", help="simulate exactly what `ckpt-emu run CONFIG` emulates (to check)")
     a("--seed", default="0", metavar="N", help="random seed of the failures (default 0)")
     a("--out", default=DEFAULT_OUT, metavar="DIR", help=f"where pictures and sweep JSON go ({DEFAULT_OUT})")
@@ -84,6 +89,7 @@ def parse_inputs(args) -> dict:
         "days": _num(args, "days", above=0, maximum=36500),
         "mttf_hours": _num(args, "mttf_hours", above=0, maximum=1e9),
         "node_loss_fraction": _num(args, "node_loss_fraction", minimum=0, maximum=1),
+        "group_loss_fraction": _num(args, "group_loss_fraction", minimum=0, maximum=1),
         "restart_s": _num(args, "restart_seconds", minimum=0, maximum=1e9),
         "global_gib_s": _num(args, "global_gib_s", above=0, optional=True),
         "nic_gib_s": _num(args, "nic_gib_s", above=0, optional=True),
@@ -159,23 +165,74 @@ def build_study(args):
     return cfg, study
 
 
+def level_design_from_args(args, cfg, *, nodes: int, per_node: int | None = None):
+    """(LevelDesign, failures or None, horizon_s) of a config with levels from the flags ``simulate``
+    and ``plan`` share; every bad value is a UserError before anything runs."""
+    from emulator.simulation import level_design as ld
+    v = {"mttf_hours": _num(args, "mttf_hours", above=0, maximum=1e9),
+         "node": _num(args, "node_loss_fraction", minimum=0, maximum=1),
+         "group": _num(args, "group_loss_fraction", minimum=0, maximum=1),
+         "restart_s": _num(args, "restart_seconds", minimum=0, maximum=1e9),
+         "snapshot_gib_s": _num(args, "snapshot_gib_s", above=0),
+         "days": _num(args, "days", above=0, maximum=36500), "seed": _num(args, "seed", kind=int)}
+    ld.check_fractions(v["node"], v["group"])
+    per_node = per_node or (cfg.design.accelerators_per_node if cfg.design else 8)
+    failures = None
+    if args.failures:
+        failures = ld.trace_classes(read_trace(args.failures), node_loss_fraction=v["node"],
+                                    group_loss_fraction=v["group"], seed=v["seed"])
+        rates = ld.trace_rates(failures)
+    else:
+        rates = ld.class_rates(accelerators=nodes * per_node, mttf_hours=v["mttf_hours"],
+                               node_loss_fraction=v["node"], group_loss_fraction=v["group"])
+    cal = ld.read_calibration(args.calibrate) if args.calibrate else None
+    interval = getattr(args, "interval", "config")
+    base = None if interval in (None, "config", "planner") else parse_duration(interval, "--interval")
+    design = ld.describe_design(cfg, nodes=nodes, class_rates=rates, calibration=cal,
+                                accelerators_per_node=per_node, snapshot_gib_s=v["snapshot_gib_s"],
+                                restart_s=v["restart_s"], base_interval_s=base)
+    return design, failures, v["days"] * 86400, v["seed"]
+
+
+def _levels(args, cfg, study: Study, spec: dict | None):
+    """The level plan and the level sweep (or Nones) of a config with levels or level sweep keys."""
+    from emulator.simulation import level_design as ld
+    every = {k: v for k, v in (spec or {}).items() if k in ld.SWEEP_KEYS}
+    if args.as_run or (not every and not ld.has_levels(cfg)):  # --as-run is one run, not a full-size plan
+        return None, None
+    every = ld.check_sweep(cfg, every)
+    d = study.design
+    design, failures, horizon, seed = level_design_from_args(args, cfg, nodes=d.nodes, per_node=d.ranks_per_node)
+    plan = ld.plan(design, horizon_s=horizon, seed=seed, failures=failures)
+    sweep = ld.run_sweep(design, every, horizon_s=horizon, seed=seed, failures=failures) if every else None
+    return plan, sweep
+
+
 def cmd_simulate(args) -> int:
+    from emulator.simulation.level_report import render_levels, render_level_sweep
     from emulator.simulation.output import describe, write_outputs
-    from emulator.simulation.sweep import parse_spec, run_sweep
+    from emulator.simulation.sweep import KEYS, parse_spec, run_sweep
     cfg, study = build_study(args)
     spec = parse_spec(args.sweep) if args.sweep else None
+    levels, level_sweep = _levels(args, cfg, study, spec)
+    two_tier = {k: v for k, v in (spec or {}).items() if k in KEYS[:2]}
     outcomes = {m: study.run(m) for m in study.modes}
-    sweep = run_sweep(study, spec) if spec else None
+    sweep = run_sweep(study, two_tier) if two_tier else None
     info = describe(cfg, study, args)
     files = write_outputs(Path(args.out), info, outcomes, sweep)
     from emulator.simulation.report import render, render_sweep
     if args.json:
         print(json.dumps({**info, "modes": {m: o.to_dict() for m, o in outcomes.items()}, "sweep": sweep,
-                          "files": files}, indent=1))
+                          **({"levels": levels} if levels else {}),
+                          **({"levels_sweep": level_sweep} if level_sweep else {}), "files": files}, indent=1))
         return 0
     print(render(info, outcomes), end="")
     if sweep:
         print(render_sweep(sweep), end="")
+    if levels:
+        print(render_levels(levels), end="")
+    if level_sweep:
+        print(render_level_sweep(level_sweep), end="")
     for name, path in files.items():
         print(f"{name}: {path}")
     return 0

@@ -27,6 +27,9 @@ every drain finished before the next checkpoint, and gives the global
 bandwidth headroom: the job's drain bandwidth as measured over the bandwidth
 that drains the job's checkpoint within the planner's overlap target at the
 recommended interval (see :func:`_bandwidth`).
+Where the config has levels (a memory or peer tier, or tier intervals), the recommendation also
+gives the multi-level planner's interval per tier (:func:`level_recommendation`): the levels at
+full size with the measured run's lags and recoveries.
 """
 from __future__ import annotations
 
@@ -88,12 +91,41 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
             "goodput_other_mode": goodput.get("sync" if mode == "async" else "async", math.nan),
             "source": "simulator" if simulated else "planner", "simulation": simulated,
             "young_s": plan.young_interval_s, "daly_s": plan.daly_interval_s,
+            **_levels(cfg, base / "tune-measure" / outdir.RESULTS, accelerators, nodes, mttf_hours, interval),
         },
         "confirmation": confirmation,
         "global_bandwidth": _bandwidth(cfg, measured, job_bytes, interval, overlap_target),
         "s3_cost": s3cost.plan_figures(cfg, job_bytes=job_bytes, files=accelerators, interval_s=interval),
         "runs": {"measure": str(base / "tune-measure"), "confirm": str(base / "tune-confirm")},
     }
+
+
+def _levels(cfg, results: Path, accelerators: int, nodes: int | None, mttf_hours: float,
+            interval_s: float) -> dict:
+    """``{"levels": the planner's intervals per tier}`` where the config has levels, else nothing."""
+    from emulator.simulation.level_design import has_levels
+    if not has_levels(cfg):
+        return {}
+    n = nodes or (cfg.design.job_nodes(cfg.parallelism.world_size) if cfg.design else max(1, accelerators // 8))
+    return {"levels": level_recommendation(cfg, str(results), accelerators=accelerators, nodes=n,
+                                           mttf_hours=mttf_hours, base_interval_s=interval_s)}
+
+
+def level_recommendation(cfg, results: str, *, accelerators: int, nodes: int, mttf_hours: float,
+                         base_interval_s: float | None = None) -> dict:
+    """The multi-level planner's ``every`` and interval per tier for ``accelerators`` on ``nodes``,
+    with the measured run's lags and recoveries (emulator/simulation/level_design.py); the base
+    interval: ``base_interval_s`` (tune's recommendation), else the config's."""
+    from emulator.multilevel import optimize
+    from emulator.simulation import level_design as ld
+    from emulator.simulation.arrivals import DEFAULT_NODE_LOSS_FRACTION
+    rates = ld.class_rates(accelerators=accelerators, mttf_hours=mttf_hours,
+                           node_loss_fraction=DEFAULT_NODE_LOSS_FRACTION)
+    inputs = ld.level_inputs(cfg, nodes=nodes, calibration=ld.read_calibration(results), class_rates=rates,
+                             accelerators_per_node=max(1, accelerators // nodes), base_interval_s=base_interval_s)
+    best = optimize(inputs, ld.planner_grid(inputs))
+    return {"every": best.every, "interval_s": {k: v * inputs.base_interval_s for k, v in best.every.items()},
+            "goodput": best.goodput, "calibrated_by": results}
 
 
 def _measure(cfg, out: Path, checkpoints: int, accelerators: int, mttf_hours: float) -> dict:
@@ -210,6 +242,9 @@ def format_tune(r: dict) -> str:
         f"  recommended: {rec['mode']} every {_s(rec['interval_s'])} (goodput {rec['goodput'] * 100:.2f} %, "
         f"other mode at its best {rec['goodput_other_mode'] * 100:.2f} %; Young {_s(rec['young_s'])}, "
         f"Daly {_s(rec['daly_s'])})",
+        *(["    levels (every N-th checkpoint, from the measured lags and recoveries): " + ", ".join(
+            f"{k} {v} ({_s(rec['levels']['interval_s'][k])})" for k, v in rec["levels"]["every"].items())
+           + f"; goodput {rec['levels']['goodput'] * 100:.2f} %"] if rec.get("levels") else []),
         *([f"    by simulation: {rec['simulation']['nodes']:,} nodes writing the job's checkpoint at the "
            f"measured rates, {rec['simulation']['days_simulated']:.0f} days per interval tried"]
           if rec.get("simulation") else []),

@@ -12,7 +12,8 @@ attributed to hardware (a host with faulty hardware is taken out of the job).
 Trace: a CSV file, one failure per row, ``TIME[,KIND]``; TIME is seconds
 from the start or a duration with units (``90s``, ``12.5m``, ``3h``,
 ``2d4h``), KIND is ``restart`` or ``node`` (aliases ``process``,
-``node_loss``). Blank lines and ``#`` comments are skipped, and so is a first
+``node_loss``) or ``group`` (a whole replica group lost: multi-level plans,
+emulator/simulation/level_design.py; the two-tier model counts it as a node loss). Blank lines and ``#`` comments are skipped, and so is a first
 row ``time,kind``. Rows must be in time order.
 """
 from __future__ import annotations
@@ -27,9 +28,9 @@ from emulator.errors import UserError
 from emulator.units import parse_duration
 
 HOUR = 3600.0
-RESTART, NODE = "restart", "node"
+RESTART, NODE, GROUP = "restart", "node", "group"
 _KINDS = {"restart": RESTART, "process": RESTART, "process_restart": RESTART,
-          "node": NODE, "node_loss": NODE, "node-loss": NODE}
+          "node": NODE, "node_loss": NODE, "node-loss": NODE, "group": GROUP}
 DEFAULT_NODE_LOSS_FRACTION = 0.78
 
 
@@ -76,7 +77,7 @@ def _row(cells: list[str], where: str, previous: float | None) -> Failure:
     if len(cells) == 2 and cells[1]:
         kind = _KINDS.get(cells[1].lower())
         if kind is None:
-            raise UserError(f"{where}: unknown kind {cells[1]!r} (use restart or node)")
+            raise UserError(f"{where}: unknown kind {cells[1]!r} (use restart, node or group)")
     return Failure(t, kind)
 
 
@@ -95,7 +96,8 @@ class Arrivals:
         [0, 1) picks the failed node, so every sweep cell sees the same failures."""
         if self.trace is not None:
             for f in self.trace:
-                yield f.time_s, f.kind or self._kind(), self.rng.random()
+                kind = NODE if f.kind == GROUP else f.kind  # a group loss is a node loss here, and more
+                yield f.time_s, kind or self._kind(), self.rng.random()
             return
         if self.rate <= 0:
             return

@@ -73,6 +73,10 @@ class RunFigures:
     #: mode -> training time its steps lost to background work beyond the stalls (interference), per
     #: checkpoint, at the run's scale; absent without the no-checkpoint baseline
     interference_s: dict = field(default_factory=dict)
+    #: tier -> mean lag (snapshot to complete there, slowest node) at the run's scale (``levels``)
+    level_lags_s: dict = field(default_factory=dict)
+    #: failure class -> {"seconds_full_size", "served_by"} of its recovery (``recoveries``)
+    recoveries: dict = field(default_factory=dict)
 
 
 def read_results(path: str) -> RunFigures:
@@ -107,8 +111,12 @@ def read_results(path: str) -> RunFigures:
         steps = {m: (float(v["training_wall_s"]), float(v["stall_total_s"]), int(v["steps"]))
                  for m, v in raw["modes"].items() if m != "none"}
         recovery = {str(k): float(v) for k, v in (raw["load"].get("recovery_mean_s_by_tier") or {}).items()}
+        lags = {str(k): float(v["lag_mean_s"]) for k, v in (raw.get("levels") or {}).items()}
+        recoveries = {str(x["class"]): {"seconds_full_size": float(x["seconds_full_size"]),
+                                        "served_by": dict(x["served_by"])} for x in raw.get("recoveries") or []}
         return RunFigures(str(path), cfg, int(raw["nodes"]), int(raw["ranks"]), records, steps, recovery,
-                          time_scaled="step_seconds" in raw, interference_s=_interference(raw, records))
+                          time_scaled="step_seconds" in raw, interference_s=_interference(raw, records),
+                          level_lags_s=lags, recoveries=recoveries)
     except ConfigError as exc:
         raise UserError(f"{where}: its config does not load: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -13,9 +13,10 @@ event, so the model's optimum can be checked against a brute-force sweep:
   name, so every cell of a sweep sees the same failures). A failure abandons every copy in flight
   (the job's processes restart), destroys the levels below the one its class recovers from,
   then rolls back to the nearest surviving level holding a durable checkpoint (the job's start
-  counts as one at every level) and pays ``restart_s`` + that level's ``restore_s``. The work
-  since that checkpoint is lost; copies newer than it elsewhere are dropped (they belong to the
-  abandoned run). A failure during a recovery starts another.
+  counts as one at every level; the newest one where several hold one, nearest first among
+  equals, as the emulator restores) and pays ``restart_s`` + that level's ``restore_s``. The work
+  since that checkpoint is lost; no surviving level holds a newer one. A failure during a recovery
+  starts another.
 
 Goodput is the progress at the horizon (useful, surviving work) over the horizon.
 """
@@ -166,9 +167,11 @@ class LevelJob:
         r = self.recovery[c]
         for i in range(r):
             self.durable[i] = None  # the class destroys the levels below the one that survives it
-        i = next(j for j in range(r, len(self.durable)) if self.durable[j] is not None)
+        # the newest checkpoint a surviving level holds, nearest first among equals (as the emulator
+        # restores); the top level is never destroyed, and nothing it holds is newer, so one is found
+        held = [j for j in range(r, len(self.durable)) if self.durable[j] is not None]
+        i = max(held, key=lambda j: (self.durable[j], -j))
         restored = self.durable[i]
-        self.durable = [d if d is None or d <= restored else None for d in self.durable]
         self.failures[c] += 1
         self.lost_s[c] += self.progress - restored
         self.progress = restored

@@ -4,7 +4,9 @@ Spec: keys ``interval`` (times: ``300``, ``5m``, ``2h``) and ``global_gib_s``
 (the global tier's aggregate write bandwidth, GiB/s), each with a list of
 values (``interval=5m,10m,20m``) or a log-spaced range ``LO..HI:N``
 (``interval=2m..2h:12``). A value without a key continues the previous key's
-list. Every cell uses the same failures (same seed), so cells differ only by
+list. On a config with levels, ``peer_every``, ``local_every`` and ``global_every``
+list whole multiples of the base interval (``global_every=4,8,16``): the SimPy level
+model runs over them (emulator/simulation/level_design.py) instead of this grid. Every cell uses the same failures (same seed), so cells differ only by
 the design, not by luck.
 
 The optimum is the best cell; along the interval axis it is refined per
@@ -17,14 +19,17 @@ from __future__ import annotations
 import math
 
 from emulator.errors import UserError
+from emulator.simulation.level_design import SWEEP_KEYS as LEVEL_KEYS, parse_every
 from emulator.simulation.study import Study, with_global
 from emulator.units import parse_duration
 
-KEYS = ("interval", "global_gib_s")
+KEYS = ("interval", "global_gib_s") + LEVEL_KEYS
 
 
 def _values(key: str, text: str) -> list[float]:
     where = f"--sweep {key}"
+    if key in LEVEL_KEYS:
+        return [parse_every(key, text)]
     if ".." in text:
         lo_hi, _, n = text.partition(":")
         lo, _, hi = lo_hi.partition("..")
@@ -70,7 +75,7 @@ def parse_spec(specs: list[str]) -> dict:
                 raise UserError(f"--sweep: {token!r} has no key (write interval=... or global_gib_s=...)")
             out[key] += _values(key, token.strip())
     if not out:
-        raise UserError("--sweep: give interval=... and/or global_gib_s=...")
+        raise UserError("--sweep: give interval=..., global_gib_s=... or a tier's <tier>_every=...")
     for k, vals in out.items():
         if len(vals) != len(set(vals)):
             raise UserError(f"--sweep {k}: a value is listed twice")

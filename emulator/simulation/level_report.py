@@ -1,0 +1,51 @@
+"""The text of a level plan and a level sweep (emulator/simulation/level_design.py), for `plan` and `simulate`."""
+from __future__ import annotations
+
+from emulator.units import fmt_bytes, fmt_duration, fmt_pct, fmt_rate, table
+
+
+def _every(every: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in every.items())
+
+
+def render_levels(p: dict) -> str:
+    """Per tier its interval, bandwidth, lag and restore; goodput by both models; the planner's
+    intervals; per failure class its recovery and the work it loses."""
+    T = p["base_interval_s"]
+    lines = [f"\nLevels ({p['mode']}, {p['nodes']:,} nodes, {fmt_bytes(p['node_bytes'])} per node, "
+             f"a checkpoint every {fmt_duration(T)}; recoveries and lags from the "
+             f"{'run' if p['sources']['calibrated_by'] else 'design'})"]
+    rows = []
+    for name, t in p["tiers"].items():
+        need = fmt_rate(t["bytes_per_s"]) + " per node"
+        if t["job_bytes_per_s"] is not None:
+            need += f", {fmt_rate(t['job_bytes_per_s'])} for the job"
+        rows.append([name, f"every {t['every']}", fmt_duration(t["interval_s"]), need, fmt_duration(t["stall_s"]),
+                     fmt_duration(t["lag_s"]), fmt_duration(t["restore_s"]), ", ".join(t["recovers"]) or "-"])
+    lines.append(table(rows, ["tier", "takes", "interval", "bandwidth needed", "stall", "lag", "restore",
+                              "recovers"], left=(0, 1, 3, 7)))
+    rec = p["recommended"]
+    g, rg = p["goodput"], rec["goodput"]
+    lines.append(f"  goodput at these intervals: analytic {fmt_pct(g['analytic'])}, simulated "
+                 f"{fmt_pct(g['simulated'])} ({p['horizon_s'] / 86400:g} days)")
+    lines.append(f"  recommended: {_every(rec['every'])} (every N-th checkpoint: "
+                 + ", ".join(f"{k} {fmt_duration(v)}" for k, v in rec["interval_s"].items())
+                 + f"); goodput analytic {fmt_pct(rg['analytic'])}, simulated {fmt_pct(rg['simulated'])}")
+    rows = [[c["class"], f"{c['failures_per_day']:.3g}", c["level"], fmt_duration(c["recovery_s"]),
+             fmt_duration(c["lost_work_s"]), fmt_pct(c["share_of_time"])] for c in p["classes"]]
+    lines.append(table(rows, ["failure", "per day", "from", "recovery", "work lost", "of the time"],
+                       left=(0, 2)))
+    return "\n".join(lines) + "\n"
+
+
+def render_level_sweep(sw: dict) -> str:
+    """The grid's best cell (SimPy) beside the planner's choice over the same grid."""
+    b, p = sw["best"], sw["planner"]
+    return "\n".join([
+        f"\nLevel sweep: {len(sw['cells'])} cells ({'; '.join(f'{k} {v}' for k, v in sw['every'].items())})",
+        f"  best cell (simulated): {_every(b['every'])}: goodput {fmt_pct(b['goodput'])} "
+        f"(analytic {fmt_pct(b['goodput_analytic'])})",
+        f"  planner's choice:      {_every(p['every'])}: goodput {fmt_pct(p['goodput_simulated'])} "
+        f"(analytic {fmt_pct(p['goodput_analytic'])})",
+        "  agree within one grid step: " + ("yes" if sw["agree_within_one_step"] else "NO"),
+    ]) + "\n"
