@@ -18,6 +18,7 @@ import yaml
 from emu import ckpt_emu
 
 from emulator.config import load_config
+from emulator.simulation.design import full_size_groups
 from emulator.multilevel import recovery_levels
 from emulator.simulation.level_design import class_rates, describe_design, level_inputs, read_calibration
 from emulator.sizing import checkpoint_size
@@ -100,10 +101,12 @@ def test_sync_stalls_for_the_whole_write_path(tmp_path):
     assert all(x.lag_s == 0 for x in lv.values())
 
 
-def test_node_bytes_are_the_jobs_checkpoint_over_its_nodes_and_every_follows_the_tier(tmp_path):
+def test_node_bytes_are_the_heaviest_nodes_and_every_follows_the_tier(tmp_path):
     cfg = load_config(str(_config(tmp_path, local={"interval_steps": 20}, global_={"interval_steps": 40})))
     d = describe_design(cfg, nodes=2, class_rates=RATES)
-    assert d.node_bytes == pytest.approx(checkpoint_size(cfg.model, cfg.parallelism).total_bytes / 2)
+    groups = full_size_groups(cfg, 2, 8)
+    assert d.node_bytes == max(g.node_bytes for g in groups) >= checkpoint_size(cfg.model, cfg.parallelism).total_bytes / 2
+    assert d.job_bytes == sum(g.nodes * g.node_bytes for g in groups)
     assert {k: v.every for k, v in _by_name(d.inputs).items()} == {"memory": 1, "peer": 1, "local": 4, "global": 8}
     assert _by_name(d.inputs)["local"].lag_s == pytest.approx(d.node_bytes / 20e9 + d.node_bytes / 10e9)
 
@@ -285,3 +288,13 @@ def test_a_failure_restores_the_newest_checkpoint_a_surviving_level_holds():
     node, group = out.classes
     assert node.lost_work_s == pytest.approx(50.0) and node.recovery_s == pytest.approx(10.0)
     assert group.failures == 1 and group.lost_work_s == pytest.approx(0.0)
+
+
+def test_the_plan_is_for_the_heaviest_node_not_the_average():
+    """Llama-3 405B on 2,048 nodes (TP8 PP32 DP64): node 0's ranks hold the DP-rank-0 shards,
+    29.9 GiB against a 2.6 GiB average; a synchronous job's checkpoint waits for that node."""
+    cfg = load_config("design-memory-peer-pfs")
+    d = describe_design(cfg, nodes=2048, class_rates=RATES)
+    size = checkpoint_size(cfg.model, cfg.parallelism)
+    assert d.node_bytes == pytest.approx(29.89 * 2 ** 30, rel=1e-3)
+    assert d.job_bytes == pytest.approx(size.total_bytes, rel=1e-6) and d.node_bytes > 10 * d.job_bytes / 2048

@@ -1,8 +1,9 @@
 """A config's tiers as levels of the multi-level model (issue 24), at full size, and their plan.
 
-:func:`level_inputs` turns a config's design into :class:`emulator.multilevel.LevelInputs`: each
-node writes the job's checkpoint over its nodes (emulator/sizing.py); per level, every N-th base
-checkpoint (``tiers.X.interval_steps / checkpoint.interval_steps``) and
+:func:`level_inputs` turns a config's design into :class:`emulator.multilevel.LevelInputs` for the
+job's heaviest node (its share of the checkpoint by emulator/sizing.py, as ``simulate`` groups the
+nodes: a synchronous job's checkpoint is complete, and its restore over, when its slowest node is);
+per level, every N-th base checkpoint (``tiers.X.interval_steps / checkpoint.interval_steps``) and
 
 Rates are the design's (``design.node.memory``, ``.local``, ``.nic``, ``design.global``); a tier the
 design does not describe is taken at its ``emulate`` rates, per node (a 400 Gb/s NIC without a design).
@@ -37,8 +38,7 @@ from emulator.simulation import levels as level_model
 from emulator.simulation.arrivals import GROUP, HOUR, NODE, RESTART
 from emulator.simulation.calibrate import read_results
 from emulator.design.spec import DEFAULT_NIC
-from emulator.simulation.design import DEFAULT_SNAPSHOT_GIB_S
-from emulator.sizing import checkpoint_size
+from emulator.simulation.design import DEFAULT_SNAPSHOT_GIB_S, full_size_groups
 from emulator.units import GIB, parse_rate
 
 CLASSES = ("process", "node", "group")
@@ -126,6 +126,7 @@ class LevelDesign:
     mode: str
     class_restore_s: dict
     sources: dict
+    job_bytes: float = 0.0  # every node's bytes (the heaviest node's x nodes where nodes differ not)
 
 
 def _tier_rates(cfg, name: str, per_node: int) -> tuple:
@@ -178,11 +179,16 @@ def _classes(cfg, rates: dict) -> tuple:
 
 def describe_design(cfg, *, nodes: int, class_rates: dict, calibration: LevelCalibration | None = None,
                     accelerators_per_node: int | None = None, node_bytes: float | None = None,
+                    job_bytes: float | None = None,
                     snapshot_gib_s: float = DEFAULT_SNAPSHOT_GIB_S, restart_s: float = 600.0,
                     base_interval_s: float | None = None) -> LevelDesign:
     """The config's levels at full size on ``nodes`` nodes (the module docstring has the model)."""
     per_node = accelerators_per_node or (cfg.design.accelerators_per_node if cfg.design else 8)
-    b = node_bytes if node_bytes is not None else checkpoint_size(cfg.model, cfg.parallelism).total_bytes / nodes
+    if node_bytes is None:  # the heaviest node: a checkpoint is complete, a restore over, when its slowest node is
+        groups = full_size_groups(cfg, nodes, per_node)
+        node_bytes, job_bytes = max(g.node_bytes for g in groups), sum(g.nodes * g.node_bytes for g in groups)
+    b = node_bytes
+    job_bytes = job_bytes if job_bytes is not None else b * nodes
     r = _rates(cfg, nodes, per_node)
     own, restore = _transfers(cfg, b, r)
     cal = calibration or LevelCalibration("")
@@ -212,7 +218,7 @@ def describe_design(cfg, *, nodes: int, class_rates: dict, calibration: LevelCal
                "calibrated_by": cal.source or None}
     replicas = cfg.tiers.peer.replicas if cfg.tiers.peer is not None else 0
     return LevelDesign(LevelInputs(T, levels, classes, restart_s), nodes, b, replicas,
-                       "sync" if sync else "async", class_restore, sources)
+                       "sync" if sync else "async", class_restore, sources, job_bytes)
 
 
 def _class_restores(inputs: LevelInputs, r: dict, b: float, cal: LevelCalibration) -> dict:
@@ -262,7 +268,7 @@ def plan(design: LevelDesign, *, horizon_s: float, seed: int = 0, failures: list
     for lv in inp.levels:
         node_bps = b * (design.replicas if lv.name == "peer" else 1) / (lv.every * T)
         tiers[lv.name] = {"every": lv.every, "interval_s": lv.every * T, "bytes_per_s": node_bps,
-                          "job_bytes_per_s": node_bps * design.nodes if lv.name == "global" else None,
+                          "job_bytes_per_s": design.job_bytes / (lv.every * T) if lv.name == "global" else None,
                           "stall_s": lv.stall_s, "lag_s": lv.lag_s, "restore_s": lv.restore_s}
     br = breakdown(inp)
     best = optimize(inp, planner_grid(inp))
