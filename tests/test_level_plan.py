@@ -65,12 +65,12 @@ def test_level_inputs_by_hand_async(tmp_path):
     # snapshot: each of 8 accelerators stages its 12.5 GB at 48 GiB/s; the rest is in the background
     assert lv["memory"].stall_s == pytest.approx(100 * GB / 8 / (48 * GIB))
     assert lv["peer"].stall_s == lv["local"].stall_s == lv["global"].stall_s == 0
-    # lags from the end of the snapshot: memory 100/20 = 5 s, then copies from memory:
-    # peer 100 GB / 50 GB/s = 2 s, NVMe 100/10 = 10 s, global min(50, 20/2) = 10 GB/s: 10 s
+    # lags from the end of the snapshot: memory 100/20 = 5 s, then copies from memory one after
+    # another: peer 100 GB / 50 GB/s = 2 s, NVMe 100/10 = 10 s, global min(50, 20/2) = 10 GB/s: 10 s
     assert lv["memory"].lag_s == pytest.approx(5.0)
     assert lv["peer"].lag_s == pytest.approx(5.0 + 2.0)
-    assert lv["local"].lag_s == pytest.approx(5.0 + 10.0)
-    assert lv["global"].lag_s == pytest.approx(5.0 + 10.0)
+    assert lv["local"].lag_s == pytest.approx(5.0 + 2.0 + 10.0)
+    assert lv["global"].lag_s == pytest.approx(5.0 + 2.0 + 10.0 + 10.0)
     # restores: memory 100/20, peer 100/50 + 100/20, NVMe 100/10; global only for a group loss,
     # every node restarting: 20 GB/s over 2 nodes -> 10 s
     assert lv["memory"].restore_s == pytest.approx(5.0)
@@ -108,7 +108,11 @@ def test_node_bytes_are_the_heaviest_nodes_and_every_follows_the_tier(tmp_path):
     assert d.node_bytes == max(g.node_bytes for g in groups) >= checkpoint_size(cfg.model, cfg.parallelism).total_bytes / 2
     assert d.job_bytes == sum(g.nodes * g.node_bytes for g in groups)
     assert {k: v.every for k, v in _by_name(d.inputs).items()} == {"memory": 1, "peer": 1, "local": 4, "global": 8}
-    assert _by_name(d.inputs)["local"].lag_s == pytest.approx(d.node_bytes / 20e9 + d.node_bytes / 10e9)
+    # the peer (every checkpoint) copies before NVMe (every 4th): both before NVMe's is complete
+    b = d.node_bytes
+    assert _by_name(d.inputs)["local"].lag_s == pytest.approx(b / 20e9 + b / 50e9 + b / 10e9)
+    # global (every 8th) after the peer (every 1st) and NVMe (every 4th): 8 is a multiple of both
+    assert _by_name(d.inputs)["global"].lag_s == pytest.approx(b / 20e9 + b / 50e9 + b / 10e9 + b / 10e9)
 
 
 def test_without_a_design_the_tiers_emulated_rates_stand_in(tmp_path):
@@ -125,9 +129,10 @@ def test_without_a_design_the_tiers_emulated_rates_stand_in(tmp_path):
                                accelerators_per_node=8))
     mem = 64 / 16  # 8 ranks x 2 GiB/s
     assert lv["memory"].lag_s == pytest.approx(mem) and lv["memory"].restore_s == pytest.approx(mem)
-    assert lv["local"].lag_s == pytest.approx(mem + 64 / 8)
-    assert lv["global"].lag_s == pytest.approx(mem + 64 / 5)  # 20 GiB/s over 4 nodes, below the NIC
-    assert lv["peer"].lag_s == pytest.approx(mem + 64 * GIB / 50e9)
+    peer = 64 * GIB / 50e9
+    assert lv["peer"].lag_s == pytest.approx(mem + peer)
+    assert lv["local"].lag_s == pytest.approx(mem + peer + 64 / 8)
+    assert lv["global"].lag_s == pytest.approx(mem + peer + 64 / 8 + 64 / 5)  # 20 GiB/s over 4 nodes, below the NIC
     del data["tiers"]["local"]["emulate"]
     path.write_text(yaml.safe_dump(data))
     proc = ckpt_emu("plan", path, "--nodes", "4")
@@ -147,9 +152,15 @@ def _results(tmp: Path, cfg_path: Path, scale: float = 0.01) -> Path:
     cfg = load_config(str(cfg_path), [f"run.scale={scale}"])
     raw = {"config": cfg.to_dict(), "nodes": 1, "ranks": 8, "per_rank": [], "load": {},
            "modes": {"async": {"training_wall_s": 10.0, "stall_total_s": 0.1, "steps": 20}},
-           "levels": {"memory": {"every": 1, "due": 4, "complete": 4, "lag_mean_s": 0.03},
-                      "local": {"every": 1, "due": 4, "complete": 4, "lag_mean_s": 0.12},
-                      "global": {"every": 1, "due": 4, "complete": 4, "lag_mean_s": 0.4}},
+           "levels": {"memory": {"every": 1, "due": 4, "complete": 4, "lag_mean_s": 0.03, "seconds_mean": 0.02,
+                                 "node_bytes": 10 ** 9},
+                      "local": {"every": 1, "due": 4, "complete": 4, "lag_mean_s": 0.12, "seconds_mean": 0.08,
+                                "node_bytes": 10 ** 9},
+                      "global": {"every": 1, "due": 4, "complete": 4, "lag_mean_s": 0.4, "seconds_mean": 0.25,
+                                 "node_bytes": 10 ** 9}},
+           "restore_by_tier": {"memory": {"ok": True, "seconds": 0.01, "node_bytes": 10 ** 9},
+                               "local": {"ok": True, "seconds": 0.05, "node_bytes": 10 ** 9},
+                               "global": {"ok": True, "seconds": 0.2, "node_bytes": 10 ** 9}},
            "recoveries": [{"class": "process", "seconds": 0.02, "seconds_full_size": 2.0,
                            "served_by": {"memory": 8}, "lost_steps": 1, "lost_work_s": 60.0},
                           {"class": "group", "seconds": 0.3, "seconds_full_size": 30.0,
@@ -159,17 +170,23 @@ def _results(tmp: Path, cfg_path: Path, scale: float = 0.01) -> Path:
     return path
 
 
-def test_calibration_takes_lags_and_recoveries_from_the_run(tmp_path):
+def test_calibration_takes_rates_and_the_model_predicts_lags_and_restores(tmp_path):
+    """A run's rates (a node's bytes over each stage, over each restore from one tier) and its
+    nearest tier's lag; every other lag and every restore is the model's, from them and the bytes."""
     cfg_path = _config(tmp_path)
     cal = read_calibration(str(_results(tmp_path, cfg_path)))
-    assert cal.lags == pytest.approx({"memory": 3.0, "local": 12.0, "global": 40.0})  # lag / scale 0.01
-    assert cal.recovery_s == pytest.approx({"process": 2.0, "group": 30.0})
+    assert cal.copy_bps == pytest.approx({"memory": 50 * GB, "local": 12.5 * GB, "global": 4 * GB})
+    assert cal.read_bps == pytest.approx({"memory": 100 * GB, "local": 20 * GB, "global": 5 * GB})
+    assert cal.first_lag_s == pytest.approx(3.0)  # 0.03 s / scale 0.01
     cfg = load_config(str(cfg_path))
     lv = _by_name(level_inputs(cfg, nodes=2, class_rates=RATES, calibration=cal, node_bytes=100 * GB))
-    assert (lv["memory"].lag_s, lv["local"].lag_s, lv["global"].lag_s) == pytest.approx((3.0, 12.0, 40.0))
-    assert lv["peer"].lag_s == pytest.approx(3.0 + 2.0)  # the run had no peer: the design's copy after memory
-    assert lv["memory"].restore_s == pytest.approx(2.0) and lv["global"].restore_s == pytest.approx(30.0)
-    assert lv["peer"].restore_s == pytest.approx(7.0)  # no node loss measured: the design's
+    # memory's lag is the run's; then the peer at the design's NIC (the run had none), NVMe, global
+    assert lv["memory"].lag_s == pytest.approx(3.0)
+    assert lv["peer"].lag_s == pytest.approx(3.0 + 2.0)
+    assert lv["local"].lag_s == pytest.approx(3.0 + 2.0 + 8.0)
+    assert lv["global"].lag_s == pytest.approx(3.0 + 2.0 + 8.0 + 25.0)
+    assert lv["memory"].restore_s == pytest.approx(1.0) and lv["global"].restore_s == pytest.approx(20.0)
+    assert lv["peer"].restore_s == pytest.approx(2.0 + 1.0)  # fetch at the NIC, then memory
 
 
 # --------------------------------------------------------------------------- CLI

@@ -6,6 +6,7 @@ shared memory are; two torchrun agents on 127.0.0.1 are two nodes.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -172,3 +173,45 @@ def test_lost_replica_group_restores_from_global(tmp_path, shm):
     assert res["failure"]["class"] == "group"
     (rec,) = res["recoveries"]
     assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"global": 8}
+
+
+def _slow_design(tmp: Path, shm: Path) -> Path:
+    """2 nodes x 4 ranks at rates slow enough that bytes, not the pipeline's own steps, set every
+    stage: memory 100 MiB/s, a 400 Mb/s NIC to the peer, NVMe 40 MiB/s, global 50 MiB/s for the
+    job (25 MiB/s a node); memory every checkpoint, peer and NVMe every 2nd, global every 4th."""
+    cfg_path = _levels(tmp, shm, ranks=8, local={"interval_steps": 4}, global_={"interval_steps": 8},
+                       training={"step_seconds": 1.5},
+                       checkpoint={"saves": 4, "loads": 1, "modes": ["async"], "keep": 1})
+    data = yaml.safe_load(cfg_path.read_text())
+    data["tiers"]["peer"] = {"replicas": 1, "interval_steps": 4}
+    data["design"] = {"job": {"nodes": 2, "accelerators_per_node": 4},
+                      "node": {"memory": {"capacity": "2TiB", "write": "100MiB/s"},
+                               "local": {"write": "40MiB/s", "read": "40MiB/s", "duplex": True},
+                               "nic": "400Mb/s"},
+                      "global": {"write": "50MiB/s", "read": "50MiB/s"}}
+    cfg_path.write_text(yaml.safe_dump(data))
+    return cfg_path
+
+
+@pytest.mark.parametrize("lose, failure_class", [("4:1", "node"), ("4:0,1", "group")])
+def test_simulate_as_run_reproduces_the_recovery_and_the_tiers_lags_and_overlaps(tmp_path, shm, lose, failure_class):
+    """The issue's check: calibrated by a real run (its rates: each tier's stage and each tier's
+    restore alone, and the memory tier's lag), `simulate --nodes 2 --as-run` predicts the other
+    tiers' lags and overlaps and the failure class's recovery within 15 %."""
+    cfg_path = _slow_design(tmp_path, shm)
+    outs = [tmp_path / "out", tmp_path / "out1"]
+    run_two_agents(cfg_path, outs, "asrun", nproc=4, args=("--lose-nodes", lose), timeout=500)
+    out = _rank0_out(outs)
+    res = results(out)
+    proc = ckpt_emu("simulate", cfg_path, "--nodes", "2", "--as-run", "--calibrate", out / "results.json",
+                    "--out", tmp_path / "sim", "--json")
+    assert proc.returncode == 0, proc.stderr
+    sim = json.loads(proc.stdout)["levels"]  # as run: the run's bytes and its (scaled) times
+    for tier in ("peer", "local", "global"):
+        measured, simulated = res["levels"][tier], sim["tiers"][tier]
+        assert simulated["lag_s"] == pytest.approx(measured["lag_mean_s"], rel=0.15), tier
+        assert simulated["overlap"] == pytest.approx(measured["overlap"], rel=0.15), tier
+    (rec,) = res["recoveries"]
+    assert rec["class"] == failure_class and rec["ok"]
+    (cls,) = [c for c in sim["classes"] if c["class"] == failure_class]
+    assert cls["recovery_s"] - sim["restart_s"] == pytest.approx(rec["seconds"], rel=0.15)

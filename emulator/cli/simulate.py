@@ -165,7 +165,7 @@ def build_study(args):
     return cfg, study
 
 
-def level_design_from_args(args, cfg, *, nodes: int, per_node: int | None = None):
+def level_design_from_args(args, cfg, *, nodes: int, per_node: int | None = None, **sizes):
     """(LevelDesign, failures or None, horizon_s) of a config with levels from the flags ``simulate``
     and ``plan`` share; every bad value is a UserError before anything runs."""
     from emulator.simulation import level_design as ld
@@ -190,7 +190,7 @@ def level_design_from_args(args, cfg, *, nodes: int, per_node: int | None = None
     base = None if interval in (None, "config", "planner") else parse_duration(interval, "--interval")
     design = ld.describe_design(cfg, nodes=nodes, class_rates=rates, calibration=cal,
                                 accelerators_per_node=per_node, snapshot_gib_s=v["snapshot_gib_s"],
-                                restart_s=v["restart_s"], base_interval_s=base)
+                                restart_s=v["restart_s"], base_interval_s=base, **sizes)
     return design, failures, v["days"] * 86400, v["seed"]
 
 
@@ -198,11 +198,14 @@ def _levels(args, cfg, study: Study, spec: dict | None):
     """The level plan and the level sweep (or Nones) of a config with levels or level sweep keys."""
     from emulator.simulation import level_design as ld
     every = {k: v for k, v in (spec or {}).items() if k in ld.SWEEP_KEYS}
-    if args.as_run or (not every and not ld.has_levels(cfg)):  # --as-run is one run, not a full-size plan
+    if not every and not ld.has_levels(cfg):
         return None, None
     every = ld.check_sweep(cfg, every)
-    d = study.design
-    design, failures, horizon, seed = level_design_from_args(args, cfg, nodes=d.nodes, per_node=d.ranks_per_node)
+    d = study.design  # its node groups: the job's at full size, or with --as-run the run's own nodes
+    design, failures, horizon, seed = level_design_from_args(
+        args, cfg, nodes=d.nodes, per_node=d.ranks_per_node,
+        node_bytes=max(g.node_bytes for g in d.groups), job_bytes=d.checkpoint_bytes,
+        time_scale=cfg.run.scale if args.as_run else 1.0)
     plan = ld.plan(design, horizon_s=horizon, seed=seed, failures=failures)
     sweep = ld.run_sweep(design, every, horizon_s=horizon, seed=seed, failures=failures) if every else None
     return plan, sweep

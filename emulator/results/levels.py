@@ -18,25 +18,50 @@ from emulator.units import GIB
 
 
 def level_summary(cfg, ranks: list[dict]) -> dict:
-    """{tier: {every, interval_s, due, complete, at_risk, lag_mean_s, lag_max_s}} for each tier a
-    checkpoint was due on, nearest first (intervals at full size: the config's step time)."""
+    """{tier: {every, interval_s, due, complete, at_risk, lag_mean_s, lag_max_s, seconds_mean,
+    node_bytes, overlap}} for each tier a checkpoint was due on, nearest first (intervals at full
+    size: the config's step time; ``seconds_mean``: that tier's own stage, the write, send, copy or
+    drain, of the slowest node; ``node_bytes``: the heaviest node's bytes of a checkpoint, at the
+    run's scale; ``overlap``: the share of the training time that stage was in flight)."""
     base = cfg.checkpoint.interval_steps
     out = {}
     for name in cfg.tiers.configured():
         steps = _per_checkpoint(ranks, name)
         if not steps:
             continue
-        complete = [lags for lags in steps.values() if lags is not None]
-        lags = [max(x) for x in complete]
+        complete = [views for views in steps.values() if views is not None]
+        lags = [max(v["lag_s"] for v in x) for x in complete]
+        stages = [max(v["seconds"] for v in x) for x in complete]
         every = (cfg.tiers.entry(name).interval_steps or base) // base
         out[name] = {"every": every, "interval_s": every * base * cfg.training.step_seconds,
                      "due": len(steps), "complete": len(complete), "at_risk": len(steps) - len(complete),
-                     "lag_mean_s": sum(lags) / len(lags) if lags else 0.0, "lag_max_s": max(lags, default=0.0)}
+                     "lag_mean_s": _mean(lags), "lag_max_s": max(lags, default=0.0),
+                     "seconds_mean": _mean(stages), "node_bytes": _node_bytes(ranks),
+                     "overlap": sum(stages) / _wall(ranks) if _wall(ranks) else 0.0}
     return out
 
 
+def _wall(ranks: list[dict]) -> float:
+    """The checkpointing modes' training wall time (the slowest rank's)."""
+    return max((sum(m["train_end"] - m["start"] for k, m in r["modes"].items() if k != "none") for r in ranks),
+               default=0.0)
+
+
+def _mean(values: list) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _node_bytes(ranks: list[dict]) -> int:
+    """The heaviest node's bytes of one checkpoint (its ranks' largest files)."""
+    per_node = Counter()
+    for r in ranks:
+        per_node[r["node"]] += max((x["file_bytes"] for x in r["records"]), default=0)
+    return max(per_node.values(), default=0)
+
+
 def _per_checkpoint(ranks: list[dict], name: str) -> dict:
-    """(mode, step) -> every rank's lag there, or None where some rank's copy is not complete."""
+    """(mode, step) -> every rank's view of tier ``name`` there, or None where some rank's copy is
+    not complete."""
     out = {}
     for r in ranks:
         for x in r["records"]:
@@ -44,10 +69,12 @@ def _per_checkpoint(ranks: list[dict], name: str) -> dict:
                 continue
             key, view = (x["mode"], x["step"]), (x.get("tiers") or {}).get(name)
             ok = view is not None and view["complete"]
+            if ok and x.get("written_to") == name:  # the tier it is written to: each rank's own write
+                view = {**view, "seconds": x["local_write_s"]}
             if key not in out:
                 out[key] = []
             if out[key] is not None:
-                out[key] = out[key] + [view["lag_s"]] if ok else None
+                out[key] = out[key] + [view] if ok else None
     return out
 
 
@@ -82,7 +109,7 @@ def tier_load_summary(cfg, ranks: list[dict]) -> dict:
         tier = loads[0]["from"]
         seconds = max(x["seconds"] for x in loads)
         out[tier] = {"ok": all(x["ok"] for x in loads), "step": loads[0]["step"], "seconds": seconds,
-                     "seconds_full_size": seconds / cfg.run.scale,
+                     "seconds_full_size": seconds / cfg.run.scale, "node_bytes": _node_bytes(ranks),
                      "gib_s": sum(x["bytes"] for x in loads) / max(seconds, 1e-9) / GIB}
     return out
 

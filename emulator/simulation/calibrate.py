@@ -77,6 +77,10 @@ class RunFigures:
     level_lags_s: dict = field(default_factory=dict)
     #: failure class -> {"seconds_full_size", "served_by"} of its recovery (``recoveries``)
     recoveries: dict = field(default_factory=dict)
+    #: tier -> {"seconds_mean": its own stage, "node_bytes"} at the run's scale (``levels``)
+    level_stages: dict = field(default_factory=dict)
+    #: tier -> {"seconds": a restore from it alone, slowest rank, "node_bytes"} (``restore_by_tier``)
+    tier_restores: dict = field(default_factory=dict)
 
 
 def read_results(path: str) -> RunFigures:
@@ -114,9 +118,13 @@ def read_results(path: str) -> RunFigures:
         lags = {str(k): float(v["lag_mean_s"]) for k, v in (raw.get("levels") or {}).items()}
         recoveries = {str(x["class"]): {"seconds_full_size": float(x["seconds_full_size"]),
                                         "served_by": dict(x["served_by"])} for x in raw.get("recoveries") or []}
+        stages = {str(k): {"seconds_mean": float(v["seconds_mean"]), "node_bytes": int(v["node_bytes"])}
+                  for k, v in (raw.get("levels") or {}).items() if "seconds_mean" in v}
+        restores = {str(k): {"seconds": float(v["seconds"]), "node_bytes": int(v["node_bytes"])}
+                    for k, v in (raw.get("restore_by_tier") or {}).items() if v.get("ok") and "node_bytes" in v}
         return RunFigures(str(path), cfg, int(raw["nodes"]), int(raw["ranks"]), records, steps, recovery,
                           time_scaled="step_seconds" in raw, interference_s=_interference(raw, records),
-                          level_lags_s=lags, recoveries=recoveries)
+                          level_lags_s=lags, recoveries=recoveries, level_stages=stages, tier_restores=restores)
     except ConfigError as exc:
         raise UserError(f"{where}: its config does not load: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -10,9 +10,11 @@ design does not describe is taken at its ``emulate`` rates, per node (a 400 Gb/s
 
 - memory: stall = the snapshot (each accelerator's share at ``snapshot_gib_s``, as ``simulate``
   assumes); lag = node bytes / the host memory's write rate;
-- peer, local, global: copies of the nearest level's file, so their lag is that level's lag plus
-  the copy: peer node bytes x replicas / NIC, NVMe node bytes / its write rate, global node
-  bytes / min(NIC, aggregate / nodes) (emulator/design/share.py, every node draining at once);
+- peer, local, global: copies of the nearest level's file, made one after another in that order
+  (as the emulator's pipeline does), so a level's lag is the nearest level's lag plus the copies
+  of the levels before it that also take its checkpoints, plus its own: peer node bytes x
+  replicas / NIC, NVMe node bytes / its write rate, global node bytes / min(NIC, aggregate /
+  nodes) (emulator/design/share.py, every node draining at once);
 - async (the config has mode async): no stall beyond the snapshot; sync: each level stalls for its
   own part of the write path (the first level: snapshot + its write) and lags 0;
 - restores: memory read; peer fetch over the NIC + memory read; NVMe read; global read by every
@@ -22,8 +24,9 @@ design does not describe is taken at its ``emulate`` rates, per node (a 400 Gb/s
 
 Failure classes: ``process`` (host memory survives), ``node`` (its peers hold a copy; without
 a peer tier its NVMe is gone with it: global), ``group`` (a replica group: global). A calibration
-(a run's results.json with ``levels`` and ``recoveries``) replaces the design's lags by the run's
-(lag / run.scale) and a class's restore by its measured recovery at full size.
+(a run's results.json with ``levels`` and ``restore_by_tier``) replaces the design's rates by the
+run's (each tier's copy, a restore from each tier alone) and the nearest tier's lag by the run's;
+the model predicts the rest, so ``simulate --as-run`` against the same run checks it.
 """
 from __future__ import annotations
 
@@ -96,21 +99,31 @@ def trace_rates(failures: list) -> dict:
 
 @dataclass(frozen=True)
 class LevelCalibration:
-    """What a run with levels measured, at full size: per tier its lag, per class its recovery."""
+    """What a run with levels measured: a node's rates (bytes/s) of each tier's own copy (a peer's:
+    its NIC, every replica's bytes) and of a restore from each tier alone, and the nearest tier's
+    lag at full size (the snapshot, the write and the pipeline's own steps). The model then
+    predicts every other lag and every class's recovery from these rates and the bytes; it never
+    takes a lag or a recovery from the run (that would make reproducing them no check at all)."""
 
     source: str
-    lags: dict = field(default_factory=dict)
-    recovery_s: dict = field(default_factory=dict)
+    copy_bps: dict = field(default_factory=dict)
+    read_bps: dict = field(default_factory=dict)
+    first_lag_s: float | None = None
 
 
 def read_calibration(path: str) -> LevelCalibration:
-    """The levels' figures of a run's results.json (through calibrate.read_results, the one reader)."""
+    """The levels' rates of a run's results.json (through calibrate.read_results, the one reader)."""
     fig = read_results(path)
-    scale = fig.config.run.scale
-    if not fig.level_lags_s and not fig.recoveries:
-        raise UserError(f"--calibrate {path}: the run has no levels or recoveries to plan levels from")
-    return LevelCalibration(path, {k: v / scale for k, v in fig.level_lags_s.items()},
-                            {k: v["seconds_full_size"] for k, v in fig.recoveries.items()})
+    scale, run = fig.config.run.scale, fig.config
+    if not fig.level_stages:
+        raise UserError(f"--calibrate {path}: the run has no levels to plan levels from")
+    replicas = run.tiers.peer.replicas if run.tiers.peer is not None else 1
+    copy = {t: v["node_bytes"] * (replicas if t == "peer" else 1) / v["seconds_mean"]
+            for t, v in fig.level_stages.items() if v["seconds_mean"] > 0}
+    read = {t: v["node_bytes"] / v["seconds"] for t, v in fig.tier_restores.items() if v["seconds"] > 0}
+    first = run.tiers.configured()[0]
+    lag = fig.level_lags_s.get(first)
+    return LevelCalibration(path, copy, read, lag / scale if lag else None)
 
 
 # --------------------------------------------------------------------------- the design
@@ -127,6 +140,7 @@ class LevelDesign:
     class_restore_s: dict
     sources: dict
     job_bytes: float = 0.0  # every node's bytes (the heaviest node's x nodes where nodes differ not)
+    copy_s: dict = field(default_factory=dict)  # tier -> seconds of its own copy (the nearest: its write)
 
 
 def _tier_rates(cfg, name: str, per_node: int) -> tuple:
@@ -163,9 +177,9 @@ def _rates(cfg, nodes: int, per_node: int) -> dict:
 def _transfers(cfg, b: float, r: dict) -> dict:
     """Seconds of each level's own copy of ``b`` node bytes (write) and of its restore (read)."""
     replicas = cfg.tiers.peer.replicas if cfg.tiers.peer is not None else 1
-    copy = {"memory": lambda: b / r["memory_write"], "peer": lambda: b * replicas / r["nic"],
+    copy = {"memory": lambda: b / r["memory_write"], "peer": lambda: b * replicas / r.get("peer", r["nic"]),
             "local": lambda: b / r["local_write"], "global": lambda: b / r["global_write"]}
-    read = {"memory": lambda: b / r["memory_read"], "peer": lambda: b / r["nic"] + b / r["memory_read"],
+    read = {"memory": lambda: b / r["memory_read"], "peer": lambda: b / r.get("peer", r["nic"]) + b / r["memory_read"],
             "local": lambda: b / r["local_read"], "global": lambda: b / r["global_read"]}
     names = cfg.tiers.configured()
     return {n: copy[n]() for n in names}, {n: read[n]() for n in names}
@@ -179,56 +193,70 @@ def _classes(cfg, rates: dict) -> tuple:
 
 def describe_design(cfg, *, nodes: int, class_rates: dict, calibration: LevelCalibration | None = None,
                     accelerators_per_node: int | None = None, node_bytes: float | None = None,
-                    job_bytes: float | None = None,
+                    job_bytes: float | None = None, time_scale: float = 1.0,
                     snapshot_gib_s: float = DEFAULT_SNAPSHOT_GIB_S, restart_s: float = 600.0,
                     base_interval_s: float | None = None) -> LevelDesign:
-    """The config's levels at full size on ``nodes`` nodes (the module docstring has the model)."""
+    """The config's levels at full size on ``nodes`` nodes (the module docstring has the model); with
+    ``time_scale`` = run.scale and the run's node bytes, the run as it ran (``simulate --as-run``):
+    its step times and the calibrating lag shrink by the scale, as its bytes did."""
     per_node = accelerators_per_node or (cfg.design.accelerators_per_node if cfg.design else 8)
     if node_bytes is None:  # the heaviest node: a checkpoint is complete, a restore over, when its slowest node is
         groups = full_size_groups(cfg, nodes, per_node)
         node_bytes, job_bytes = max(g.node_bytes for g in groups), sum(g.nodes * g.node_bytes for g in groups)
     b = node_bytes
     job_bytes = job_bytes if job_bytes is not None else b * nodes
-    r = _rates(cfg, nodes, per_node)
-    own, restore = _transfers(cfg, b, r)
     cal = calibration or LevelCalibration("")
+    r = _calibrated(_rates(cfg, nodes, per_node), cal)
+    own, restore = _transfers(cfg, b, r)
     names = cfg.tiers.configured()
     first = names[0]
-    lag = {first: cal.lags.get(first, own[first])}
-    lag.update({n: cal.lags.get(n, lag[first] + own[n]) for n in names[1:]})
+    base = cfg.checkpoint.interval_steps
+    every = {n: (cfg.tiers.entry(n).interval_steps or base) // base for n in names}
+    lag = {first: cal.first_lag_s * time_scale if cal.first_lag_s is not None else own[first]}
+    for i, n in enumerate(names[1:], 1):  # the copies run one after another, nearest first
+        lag[n] = lag[first] + sum(own[k] for k in names[1:i] if every[n] % every[k] == 0) + own[n]
     snapshot = b / per_node / (snapshot_gib_s * GIB)
     sync = "async" not in cfg.checkpoint.modes
     if sync:
-        stall = {n: (snapshot + lag[n] if n == first else max(0.0, lag[n] - lag[first])) for n in names}
+        stall = {n: (snapshot + lag[n] if n == first else own[n]) for n in names}  # each its own copy
         lag = {n: 0.0 for n in names}
     else:
         stall = {n: snapshot if n == first else 0.0 for n in names}
-    base, T = cfg.checkpoint.interval_steps, base_interval_s
-    T = T if T is not None else base * cfg.training.step_seconds
+    T = base_interval_s if base_interval_s is not None else base * cfg.training.step_seconds * time_scale
     if not T > 0:
         raise UserError("levels: the base interval is 0 (training.step_seconds is 0); give --interval T")
-    every = {n: (cfg.tiers.entry(n).interval_steps or base) // base for n in names}
     classes = _classes(cfg, class_rates)
     draft = LevelInputs(T, tuple(Level(n, every[n], stall[n], lag[n], restore[n]) for n in names), classes,
                         restart_s)
     class_restore = _class_restores(draft, r, b, cal)
     levels = tuple(Level(n, every[n], stall[n], lag[n], _level_restore(draft, i, class_restore))
                    for i, n in enumerate(names))
-    sources = {"lags": "measured" if cal.lags else "design", "recoveries": "measured" if cal.recovery_s else "design",
-               "calibrated_by": cal.source or None}
+    sources = {"rates": "measured" if cal.copy_bps else "design", "calibrated_by": cal.source or None}
     replicas = cfg.tiers.peer.replicas if cfg.tiers.peer is not None else 0
     return LevelDesign(LevelInputs(T, levels, classes, restart_s), nodes, b, replicas,
-                       "sync" if sync else "async", class_restore, sources, job_bytes)
+                       "sync" if sync else "async", class_restore, sources, job_bytes, own)
 
 
 def _class_restores(inputs: LevelInputs, r: dict, b: float, cal: LevelCalibration) -> dict:
-    """Per class, its restore: measured, else its level's; from global a lost node reads alone."""
+    """Per class, its level's restore; from global a lost node reads alone."""
     out = {}
     for c, i in zip(inputs.classes, recovery_levels(inputs)):
         lv = inputs.levels[i]
         alone = lv.name == "global" and c.name == "node"
-        out[c.name] = cal.recovery_s.get(c.name, b / r["global_read_alone"] if alone else lv.restore_s)
+        out[c.name] = b / r["global_read_alone"] if alone else lv.restore_s
     return out
+
+
+def _calibrated(r: dict, cal: LevelCalibration) -> dict:
+    """The design's rates with a run's measured ones in their place (a peer's copy and fetch run
+    at its measured NIC rate; a global restore as the run read it, all its nodes at once)."""
+    r = dict(r, peer=cal.copy_bps.get("peer", r["nic"]))
+    for name in ("memory", "local", "global"):
+        if name in cal.copy_bps:
+            r[f"{name}_write"] = cal.copy_bps[name]
+        if name in cal.read_bps:
+            r[f"{name}_read"] = r[f"{name}_read_alone"] = cal.read_bps[name]
+    return r
 
 
 def _level_restore(inputs: LevelInputs, i: int, class_restore: dict) -> float:
@@ -271,6 +299,8 @@ def plan(design: LevelDesign, *, horizon_s: float, seed: int = 0, failures: list
                           "job_bytes_per_s": design.job_bytes / (lv.every * T) if lv.name == "global" else None,
                           "stall_s": lv.stall_s, "lag_s": lv.lag_s, "restore_s": lv.restore_s}
     br = breakdown(inp)
+    for lv in inp.levels:  # the share of wall time the tier's own copy is in flight
+        tiers[lv.name]["overlap"] = design.copy_s.get(lv.name, 0.0) / (lv.every * br.period_s)
     best = optimize(inp, planner_grid(inp))
     names = {c.name: inp.levels[i].name for c, i in zip(inp.classes, recovery_levels(inp))}
     for name, t in tiers.items():
