@@ -11,7 +11,10 @@ bounded pool folder (``POOL_DIR``) and the next ``open_write`` takes one from
 it, overwriting it in place: on tmpfs a new file's pages must be allocated and
 zeroed at every checkpoint, a reused one's are already there (as DLRover's
 flash checkpoint and NVRx keep their shared memory). The taken file is renamed
-to a partial first, so publishing and crashes behave exactly as without.
+to a partial first, so publishing and crashes behave exactly as without. One
+difference: a reader still holding a deleted file open may see it overwritten
+(an unlinked file would stay intact); retention never deletes the checkpoint a
+drain reads, and a restore verifies size and CRC32C before it adopts anything.
 """
 from __future__ import annotations
 
