@@ -2,12 +2,20 @@
 
 ``memory_save``: the pipeline's own write of one rank's file
 (``save_rank_file``: torch.save through the CRC32C sink) into a DirTier on
-/dev/shm, against the floor of any save into host memory: one memcpy of the
-same staged tensors into a preallocated, already touched buffer (tensor
-``copy_``). The ratio is the price of the file format, the checksum and fresh
-tmpfs pages over that floor; each round also times a bare write of the same
-tensors into a new file on /dev/shm (``tmpfs_write_s``), the floor of any
-file-based memory tier, which page allocation alone keeps well above a memcpy.
+/dev/shm that recycles its files as the memory tier does (the file deleted by
+the previous round's retention is overwritten in place; the warm-up round
+allocates it), against the floor of any save into host memory: one memcpy of
+the same staged tensors into a preallocated, already touched buffer (tensor
+``copy_``). Each round also times, for the notes: the same save into a new
+file (``fresh_save_s``, before recycling), a bare write of the tensors into a
+new file (``tmpfs_write_s``: page allocation alone keeps it well above a
+memcpy) and over a kept one (``tmpfs_reused_write_s``), and CRC32C alone over
+the bytes (``crc_s``), so the ratio's parts can be told apart.
+
+``memory_rss``: a real ``ckpt-emu run`` (one rank, a memory tier on /dev/shm,
+keep 1): the rank's peak RSS plus the most the memory tier held against state
++ staging + the keep + 1 tier copies, with and without the process's import
+floor (as ``peak_rss``).
 
 ``peer_send``: one rank's file sent to the rank that holds its copy
 (``PeerTransport.send_replicas``, gloo over loopback, CRC32C checked and
@@ -18,6 +26,7 @@ Both ends on /dev/shm, so the ratio is the transport's, not a disk's.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -25,6 +34,8 @@ import socket
 import tempfile
 import time
 from pathlib import Path
+
+import crc32c
 
 from .benches import make_state, save_rank_file, throughput_samples, _state_note
 from .common import GIB, HIGHER, LOWER, MIB, Params, median, remove, result, run_pairs, run_rounds
@@ -36,7 +47,7 @@ CHUNK = 64 * MIB
 def bench_memory_tiers(params: Params, wd: Path) -> dict:
     shm = Path(tempfile.mkdtemp(prefix="ckpt-emu-bench-", dir=SHM if SHM.is_dir() else wd))
     try:
-        return {**memory_save(params, shm), **peer_send(params, shm, wd)}
+        return {**memory_save(params, shm), **peer_send(params, shm, wd), **memory_rss(params, shm, wd)}
     finally:
         shutil.rmtree(shm, ignore_errors=True)
 
@@ -47,22 +58,29 @@ def memory_save(params: Params, shm: Path) -> dict:
     import torch
 
     from tiers.directory import DirTier
-    from tiers.fileops import write_all
     cfg, state = make_state(params)
-    tier = DirTier(shm / "memory")
-    nbytes, _ = save_rank_file(state, tier, "probe.pt", 0)  # untimed: the file's size
-    remove(tier.local_path("probe.pt"))
+    tier = DirTier(shm / "memory", recycle=True)  # as the memory tier is built (emulator/job/rank_tiers.py)
+    fresh = DirTier(shm / "fresh")
+    nbytes, _ = save_rank_file(state, fresh, "probe.pt", 0)  # untimed: the file's size
+    remove(fresh.local_path("probe.pt"))
     tensors = [t.reshape(-1).view(torch.uint8) for t in state.tensors("staging")]
     floor = torch.zeros(sum(t.numel() for t in tensors), dtype=torch.uint8)  # touched: no page faults
+    reused = shm / "memory" / "reused.bin"
 
-    def ours(i):
+    def save(target, i, drop):
         key = f"step_{i:08d}/rank.pt"
         t = time.perf_counter()
-        n, _ = save_rank_file(state, tier, key, i)
+        n, _ = save_rank_file(state, target, key, i)
         dt = time.perf_counter() - t
         assert n == nbytes, (n, nbytes)
-        remove(tier.local_path(key))
+        drop(target, key)
         return dt
+
+    def ours(i):  # retention's delete gives the file to the pool, the next save takes it (warm-up: allocates)
+        return save(tier, i, lambda t, key: asyncio.run(t.delete(key)))
+
+    def fresh_save(i):  # the same save into a new file every time (before recycling)
+        return save(fresh, i, lambda t, key: remove(t.local_path(key)))
 
     def memcpy(i):
         t, off = time.perf_counter(), 0
@@ -71,27 +89,80 @@ def memory_save(params: Params, shm: Path) -> dict:
             off += src.numel()
         return time.perf_counter() - t
 
-    def tmpfs(i):  # not the baseline: what any file on /dev/shm costs, fresh pages and all
-        path = shm / "memory" / "floor.bin"
-        t = time.perf_counter()
-        with open(path, "wb", buffering=0) as fh:
-            for src in tensors:
-                write_all(fh.fileno(), memoryview(src.numpy()))
-        dt = time.perf_counter() - t
+    def tmpfs(i):  # not the baseline: what any new file on /dev/shm costs, fresh pages and all
+        path = shm / "fresh" / "floor.bin"
+        dt = _write_tensors(path, tensors, "wb")
         remove(path)
         return dt
 
-    rounds = run_rounds(params, {"ours": ours, "memcpy": memcpy, "tmpfs": tmpfs})
+    def tmpfs_reused(i):  # the same bytes over a file whose pages are already there (kept)
+        return _write_tensors(reused, tensors, "r+b" if reused.exists() else "wb")
+
+    def crc(i):  # the checksum alone over the same bytes (save_rank_file computes it in its thread)
+        t, c = time.perf_counter(), 0
+        for src in tensors:
+            c = crc32c.crc32c(memoryview(src.numpy()), c)
+        return time.perf_counter() - t
+
+    rounds = run_rounds(params, {"ours": ours, "memcpy": memcpy, "fresh": fresh_save, "tmpfs": tmpfs,
+                                 "tmpfs_reused": tmpfs_reused, "crc": crc})
     return {"memory_save": result(
         ratio_samples=[r["ours"] / r["memcpy"] for r in rounds], ours_samples=[r["ours"] for r in rounds],
         base_samples=[r["memcpy"] for r in rounds], unit="s", target=1.2, better=LOWER,
         ratio_is="time ours/memcpy (same bytes: the staged tensors)",
-        ours_is=f"save_rank_file: torch.save -> ChecksumSink(CRC32C) -> DirTier sink on {tier.describe()}: "
-                "fsync, rename, fsync dir",
+        ours_is=f"save_rank_file: torch.save -> ChecksumSink(CRC32C) -> DirTier sink (recycle: a pooled file "
+                f"overwritten in place) on {tier.describe()}: fsync, rename, fsync dir",
         baseline_is="torch copy_ of every staged tensor into one preallocated, touched uint8 buffer",
+        fresh_save_s=median(r["fresh"] for r in rounds),
+        ratio_fresh_save=median(r["fresh"] / r["memcpy"] for r in rounds),
         tmpfs_write_s=median(r["tmpfs"] for r in rounds),
         ratio_vs_tmpfs_write=median(r["ours"] / r["tmpfs"] for r in rounds),
+        tmpfs_reused_write_s=median(r["tmpfs_reused"] for r in rounds),
+        ratio_tmpfs_reused_write=median(r["tmpfs_reused"] / r["memcpy"] for r in rounds),
+        crc_s=median(r["crc"] for r in rounds), ratio_crc=median(r["crc"] / r["memcpy"] for r in rounds),
         bytes=nbytes, memcpy_bytes=floor.numel(), **_state_note(cfg, state))}
+
+
+def _write_tensors(path: Path, tensors, mode: str) -> float:
+    """Seconds to write the tensors' bytes to ``path`` from offset 0 (unbuffered)."""
+    from tiers.fileops import write_all
+    t = time.perf_counter()
+    with open(path, mode, buffering=0) as fh:
+        for src in tensors:
+            write_all(fh.fileno(), memoryview(src.numpy()))
+    return time.perf_counter() - t
+
+
+# --------------------------------------------------------------------------- memory_rss
+
+def memory_rss(params: Params, shm: Path, wd: Path) -> dict:
+    """A real run (one rank, a memory tier on /dev/shm, keep 1): the rank's peak RSS plus the most
+    the memory tier held, against state + staging + the keep + 1 tier copies the design puts there."""
+    from .realrun import import_floor_bytes, rank_scale, run_ckpt_emu
+    scale = rank_scale(params.rank_gib)
+    saves = 2 if params.quick else 3
+    results, sampler = run_ckpt_emu(wd / "rss", [
+        "parallelism.subset=false", "parallelism.ranks=1", f"run.scale={scale!r}", "training.compute=sleep",
+        f"training.step_seconds={0.2 / scale!r}", "checkpoint.interval_steps=2", f"checkpoint.saves={saves}",
+        "checkpoint.loads=1", "checkpoint.modes=[sync,async]", "checkpoint.keep=1", "checkpoint.baseline=false",
+        "tiers.memory.backend=dir", f"tiers.memory.path={shm / 'rss' / 'node{node}'}"])
+    ranks = sampler.ranks()
+    if 0 not in ranks:
+        raise RuntimeError("the sampler never saw the rank process")
+    hwm = max(m[1].get("VmHWM", 0) for m in ranks[0]["mem"])
+    hm = results["host_memory"]
+    used, expected, floor = hwm + hm["tier_peak_bytes"], hm["expected_bytes"], import_floor_bytes()
+    return {"memory_rss": result(
+        ratio_samples=[used / expected], ours_samples=[used / GIB], base_samples=[expected / GIB],
+        unit="GiB", target=1.1, better=LOWER,
+        ratio_is=f"(rank peak RSS + most the memory tier held) / (state + staging + {hm['tier_copies']} "
+                 "tier copies)",
+        ours_is="VmHWM of the rank process over a ckpt-emu run (sync, async, a load; memory tier on /dev/shm, "
+                "keep 1, recycling) + the memory tier's peak bytes (results.json host_memory)",
+        baseline_is="state x 2 (live + staging) + (keep + 1) x the rank's file",
+        state_bytes=results["bytes"]["run_actual_state"], rank_peak_rss_bytes=hwm,
+        tier_peak_bytes=hm["tier_peak_bytes"], tier_copies=hm["tier_copies"], expected_bytes=expected,
+        report_ratio=hm["ratio"], import_floor_bytes=floor, ratio_without_floor=(used - floor) / expected)}
 
 
 # --------------------------------------------------------------------------- peer_send

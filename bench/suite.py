@@ -26,6 +26,8 @@ restore_s3_rgw                throughput Restorer.load from S3 (RGW) /    higher
 load                          throughput Restorer.load / dd read          higher  >= 0.9
 memory_save                   time save_rank_file to /dev/shm / memcpy    lower   <= 1.2
 peer_send                     throughput peer transport (gloo) / TCP      higher  >= 0.8
+memory_rss                    (rank peak RSS + memory tier's peak) /      lower   <= 1.1
+                              (state + staging + tier copies), real run
 async_stall_vs_dcp_best       stall ours async / DCP reused stager staged lower   <= 1.0
 async_stall_vs_floor          stall ours async / bare copy, warm buffers  lower   <= 1.5
 async_stall_vs_dcp_default    stall ours async / dcp.async_save default   lower   <= 1.0
@@ -62,7 +64,7 @@ BENCHMARKS = {
     "drain_s3": ["drain_s3"],
     "s3_rgw": ["drain_s3_rgw", "restore_s3_rgw"],  # only where Ceph is installed (bench/rgw.py)
     "load": ["load"],
-    "memory_tiers": ["memory_save", "peer_send"],
+    "memory_tiers": ["memory_save", "peer_send", "memory_rss"],
     "async_stall": ["async_stall_vs_dcp_best", "async_stall_vs_floor", "async_stall_vs_dcp_default",
                     "async_stall_vs_sync"],
     "footprint": ["peak_rss", "emulator_cpu"],
@@ -168,8 +170,12 @@ def _notes(key: str, r: dict) -> list[str]:
     if key == "load":
         out.append(f"page cache: {r['cache']}; probe: {r['drop_cache']}")
     if key == "memory_save":
+        out.append(f"the same save into a new file each time (no recycling): {r['fresh_save_s']:.3f} s, "
+                   f"x{r['ratio_fresh_save']:.2f} the memcpy")
         out.append(f"bare write of the same tensors to a new file on /dev/shm: {r['tmpfs_write_s']:.3f} s; "
-                   f"ours / that {r['ratio_vs_tmpfs_write']:.3f}")
+                   f"ours / that {r['ratio_vs_tmpfs_write']:.3f}; over a kept file {r['tmpfs_reused_write_s']:.3f} s "
+                   f"(x{r['ratio_tmpfs_reused_write']:.2f} the memcpy); CRC32C alone {r['crc_s']:.3f} s "
+                   f"(x{r['ratio_crc']:.2f})")
     if key == "async_stall_vs_dcp_best":  # once for the four async_stall rows
         out.append(f"breakdown (median s): async snapshot {r['async_snapshot_s']:.3f}, sync local write "
                    f"{r['sync_local_write_s']:.3f}, sync drain {r['sync_drain_s']:.3f}")
@@ -183,6 +189,11 @@ def _notes(key: str, r: dict) -> list[str]:
                    f"{r['import_floor_bytes'] / gib:.3f} GiB")
         out.append(f"peak RSS / budget during saves {r['ratio_save_phase']:.3f}, during loads "
                    f"{r['ratio_load_phase']:.3f}; without the import floor {r['ratio_without_floor']:.3f}")
+    if key == "memory_rss":
+        out.append(f"state {r['state_bytes'] / gib:.3f} GiB; rank peak RSS {r['rank_peak_rss_bytes'] / gib:.3f} GiB "
+                   f"+ memory tier {r['tier_peak_bytes'] / gib:.3f} GiB ({r['tier_copies']} copies budgeted); "
+                   f"python+torch floor {r['import_floor_bytes'] / gib:.3f} GiB; without it "
+                   f"{r['ratio_without_floor']:.3f}; the run's own report says x{r['report_ratio']:.2f}")
     if key == "emulator_cpu":
         out.append(f"the state's update (the optimizer's stand-in, excluded above): "
                    f"{(r['update_cpu_fraction'] or 0):.1%} CPU; with it {(r['ratio_with_update'] or 0):.3f}")

@@ -78,7 +78,7 @@ def test_mlperf_read_pair_in_process(tmp_path):
 
 def test_memory_tiers_pair_in_process(tmp_path):
     res = run_in_process("memory_tiers", Params(workdir=str(tmp_path), **TINY))
-    assert list(res) == ["memory_save", "peer_send"]
+    assert list(res) == ["memory_save", "peer_send", "memory_rss"]
     save = res["memory_save"]
     assert "error" not in save and all(k in save for k in KEYS)
     assert save["pairs"] == 1 and save["unit"] == "s" and save["better"] == "lower" and save["target"] == 1.2
@@ -92,6 +92,14 @@ def test_memory_tiers_pair_in_process(tmp_path):
     assert send["pairs"] == 1 and send["unit"] == "GiB/s" and send["better"] == "higher"
     assert math.isclose(send["ratio"], send["ours"] / send["baseline"], rel_tol=1e-6)
     assert send["target"] == 0.8 and isinstance(send["met"], bool) and send["bytes"] == 4 << 20
+    rss = res["memory_rss"]  # a real run: the rank's peak RSS + the memory tier's peak over the budget
+    assert "error" not in rss and all(k in rss for k in KEYS)
+    assert rss["unit"] == "GiB" and rss["better"] == "lower" and rss["target"] == 1.1 and rss["tier_copies"] == 2
+    assert rss["tier_peak_bytes"] > 0 and rss["rank_peak_rss_bytes"] > rss["import_floor_bytes"] > 0
+    used = rss["rank_peak_rss_bytes"] + rss["tier_peak_bytes"]
+    assert math.isclose(rss["ratio"], used / rss["expected_bytes"], rel_tol=1e-6)
+    assert math.isclose(rss["ratio_without_floor"], (used - rss["import_floor_bytes"]) / rss["expected_bytes"],
+                        rel_tol=1e-6)
 
 
 def test_select_and_table():

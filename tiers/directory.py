@@ -5,12 +5,23 @@ sibling, are fsynced, renamed into place and the directory fsynced, so a crash
 leaves either the old object or the new one, plus partials that
 ``recover_after_crash`` removes. Small objects (manifests) go through aiofiles
 on the caller's event loop; bulk bytes through the kernel (``tiers.fileops``).
+
+With ``recycle`` (the memory tier's default), a deleted file moves into a
+bounded pool folder (``POOL_DIR``) and the next ``open_write`` takes one from
+it, overwriting it in place: on tmpfs a new file's pages must be allocated and
+zeroed at every checkpoint, a reused one's are already there (as DLRover's
+flash checkpoint and NVRx keep their shared memory). The taken file is renamed
+to a partial first, so publishing and crashes behave exactly as without. One
+difference: a reader still holding a deleted file open may see it overwritten
+(an unlinked file would stay intact); retention never deletes the checkpoint a
+drain reads, and a restore verifies size and CRC32C before it adopts anything.
 """
 from __future__ import annotations
 
 import asyncio
 import os
 import shutil
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Optional
@@ -19,7 +30,7 @@ import aiofiles
 import aiofiles.os
 
 from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
-from .fileops import (copy_file_durable, fs_type, is_partial, make_dirs, partial_path, publish,
+from .fileops import (copy_file_durable, fs_type, fsync_dir, is_partial, make_dirs, partial_path, publish,
                       remove_empty_dirs, remove_file, write_all)
 from .locking import INTERNAL_FILES, claim_dir, join_dir
 
@@ -27,11 +38,14 @@ from .locking import INTERNAL_FILES, claim_dir, join_dir
 class DirSink(Sink):
     """Writes straight to a hidden partial file (unbuffered: torch.save hands over whole tensors)."""
 
-    def __init__(self, final: Path):
+    def __init__(self, final: Path, pool: Optional["FilePool"] = None):
         make_dirs(final.parent)
         self._final = final
         self._tmp = partial_path(final)
-        self._file = open(self._tmp, "xb", buffering=0)
+        reused = pool is not None and pool.take(self._tmp)
+        # a reused file is overwritten from offset 0, no O_TRUNC: its pages stay allocated
+        self._file = open(self._tmp, "r+b" if reused else "xb", buffering=0)
+        self._reused = reused
         self.bytes_written = 0
         self._done = False
 
@@ -48,6 +62,8 @@ class DirSink(Sink):
             return
         self._done = True
         try:
+            if self._reused:  # cut what is left of the file's earlier, longer life
+                os.ftruncate(self._file.fileno(), self.bytes_written)
             publish(self._tmp, self._final, self._file.fileno())
         except BaseException:
             self._file.close()
@@ -63,10 +79,68 @@ class DirSink(Sink):
         self._tmp.unlink(missing_ok=True)
 
 
+POOL_DIR = ".recycle"
+POOL_SUFFIX = ".pool"
+
+
+class FilePool:
+    """Deleted files kept for their pages: at most ``limit``, the largest (the checkpoint files, not
+    manifests). Only the node leader deletes; every rank may take, so a take is an atomic rename
+    and a file another process took first is simply skipped. Pool files are never listed."""
+
+    def __init__(self, folder: Path, limit: int):
+        self.folder, self.limit = folder, limit
+
+    def files(self) -> list[Path]:
+        try:
+            return [self.folder / n for n in os.listdir(self.folder) if n.endswith(POOL_SUFFIX)]
+        except FileNotFoundError:
+            return []
+
+    def take(self, dest: Path) -> bool:
+        """Rename a pooled file to ``dest`` (a partial); False when the pool is empty."""
+        for path in self.files():
+            try:
+                os.rename(path, dest)
+                return True
+            except FileNotFoundError:
+                continue  # another rank took it
+        return False
+
+    def give(self, path: Path) -> None:
+        """Keep ``path``'s pages for a later write, or unlink it when the pool already holds
+        ``limit`` files as large; durable either way (the folder is fsynced)."""
+        make_dirs(self.folder)
+        os.rename(path, self.folder / f"{uuid.uuid4().hex}{POOL_SUFFIX}")
+        fsync_dir(path.parent)
+        held = sorted(self.files(), key=_size_or_zero, reverse=True)
+        for extra in held[self.limit:]:
+            extra.unlink(missing_ok=True)
+        if held[self.limit:]:
+            fsync_dir(self.folder)
+
+    def empty(self) -> int:
+        files = self.files()
+        for path in files:
+            path.unlink(missing_ok=True)
+        if files:
+            fsync_dir(self.folder)
+        return len(files)
+
+
+def _size_or_zero(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 @dataclass(frozen=True)
 class DirOptions:
     #: the directory; "{node}" expands to the node's index (per-node folders on a shared machine)
     path: Optional[str] = None
+    #: keep deleted files' pages for the next writes (None: off, except on the memory tier)
+    recycle: Optional[bool] = None
 
     def __post_init__(self):
         if not self.path:
@@ -82,7 +156,8 @@ class DirTier(Tier):
 
     @classmethod
     def from_options(cls, options: DirOptions, *, scope: TierScope) -> "DirTier":
-        return cls(options.for_node(scope.node))
+        # the pool holds one checkpoint of this node: one file per rank
+        return cls(options.for_node(scope.node), recycle=bool(options.recycle), pool_files=scope.ranks_per_node)
 
     @classmethod
     def preflight(cls, options: DirOptions, *, need_bytes: int) -> None:
@@ -91,8 +166,10 @@ class DirTier(Tier):
         if free < need_bytes:
             raise TierError(f"{tier.root} has {free / 2**30:.2f} GiB free, needs about {need_bytes / 2**30:.2f} GiB")
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, *, recycle: bool = False, pool_files: int = 1):
         self.root = Path(root).expanduser().resolve()
+        self.recycle, self.pool_files = recycle, pool_files
+        self._pool = FilePool(self.root / POOL_DIR, pool_files) if recycle else None
         try:
             make_dirs(self.root)
         except OSError as exc:
@@ -144,8 +221,10 @@ class DirTier(Tier):
         # walk only the deepest directory the prefix names, not the whole tree
         base = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
         keys = []
-        for dirpath, _dirs, files in os.walk(base):
+        for dirpath, dirs, files in os.walk(base):
             rel = os.path.relpath(dirpath, self.root)
+            if rel == "." and self._pool is not None and POOL_DIR in dirs:
+                dirs.remove(POOL_DIR)
             for name in files:
                 if is_partial(name) or (rel == "." and name in INTERNAL_FILES):
                     continue
@@ -160,11 +239,13 @@ class DirTier(Tier):
 
     def _delete_sync(self, path: Path) -> None:
         # durable (the folder is fsynced), and empty parent folders go too, so a deleted
-        # checkpoint leaves no directory behind
+        # checkpoint leaves no directory behind; a recycling tier keeps the file's pages
+        if self._pool is not None and path.is_file():
+            self._pool.give(path)
         remove_file(path, stop_at=self.root)
 
     def open_write(self, key) -> Sink:
-        return DirSink(self._path(key))
+        return DirSink(self._path(key), self._pool)
 
     def open_read(self, key) -> BinaryIO:
         return open(self._path(key), "rb")
@@ -180,8 +261,18 @@ class DirTier(Tier):
 
     async def recover_after_crash(self) -> str:
         partials = await asyncio.to_thread(self.sweep_partials)
+        # a crashed run's pool goes too (its pages back to the host, whether or not this run recycles)
+        await asyncio.to_thread(FilePool(self.root / POOL_DIR, 0).empty)
         folders = await asyncio.to_thread(self._remove_empty_folders)
         return f"removed {partials} partial file(s), {folders} empty folder(s)" if partials or folders else ""
+
+    async def clean_up_after_run(self) -> str:
+        """A recycling tier gives its pool's pages back to the host: after a run, the tier holds
+        its checkpoints and nothing else."""
+        if self._pool is None:
+            return ""
+        n = await asyncio.to_thread(self._pool.empty)
+        return f"freed {n} recycled file(s)" if n else ""
 
     def _remove_empty_folders(self) -> int:
         """Folders a crash left empty (deepest first, so emptied parents go too)."""

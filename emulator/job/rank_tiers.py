@@ -35,7 +35,16 @@ def build_memory_tier(cfg, comm, out):
     """This node's host-memory tier (a folder such as /dev/shm/...), or None without one."""
     if cfg.tiers.memory is None:
         return None
-    return make_tier(cfg.tiers.memory, scope=tier_scope(comm, OutDir(out), "memory"))
+    return make_tier(memory_tier_config(cfg), scope=tier_scope(comm, OutDir(out), "memory"))
+
+
+def memory_tier_config(cfg):
+    """The memory tier's config, recycling its files' pages unless ``recycle: false`` says not to:
+    a new tmpfs file's pages are allocated and zeroed at every write, a recycled one's are not."""
+    tier = cfg.tiers.memory
+    if tier.options.recycle is not None:
+        return tier
+    return replace(tier, options=replace(tier.options, recycle=True))
 
 
 def _node_tier(cfg, name: str, nodes: int):

@@ -209,16 +209,18 @@ class RankRun:
                 _warn(f"tiers.{name}: clean-up of an earlier crash skipped: {describe_error(exc)}")
 
     def _clean_up_after_run(self) -> None:
-        """End of run: e.g. abort multipart uploads a failed drain could not abort (server was down).
+        """End of run: e.g. abort multipart uploads a failed drain could not abort (server was down),
+        free a recycling memory tier's pool (node leaders).
 
         Safe here: every drain of every node ended inside the last checkpoint's collectives."""
         self.comm.barrier()
-        if self.comm.rank == 0:
+        tiers = self.node_tiers if self.comm.is_node_leader else []
+        for name, tier in tiers + ([("global", self.global_)] if self.comm.rank == 0 else []):
             try:
-                self.ckpt.loop.run(self.global_.clean_up_after_run())
+                self.ckpt.loop.run(tier.clean_up_after_run())
             except Exception as exc:  # noqa: BLE001 - the next run's start cleans up too
                 self.tally.count("tier_error")
-                _warn(f"tiers.global: end-of-run clean-up skipped: {describe_error(exc)}")
+                _warn(f"tiers.{name}: end-of-run clean-up skipped: {describe_error(exc)}")
 
     # ------------------------------------------------------------------ phases
 

@@ -1,0 +1,144 @@
+"""A directory tier that recycles its pages (the memory tier's default, issue 24).
+
+Deleting a file moves it into a bounded pool inside the tier; the next write
+takes a pooled file, overwrites it in place and publishes it by the same atomic
+rename. The pool is never visible as objects, a crash leaves only a partial
+that recovery sweeps, and the pool never holds more than its bound.
+"""
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+
+import crc32c
+import pytest
+
+from emulator.checkpoint.integrity import ChecksumSink, crc_of_stream, format_crc
+from tiers.base import TierScope
+from tiers.directory import POOL_DIR, DirOptions, DirTier
+from tiers.testing import TierContract
+
+
+def write(tier, key, data):
+    with ChecksumSink(tier.open_write(key)) as sink:
+        sink.write(data[: len(data) // 2])
+        sink.write(data[len(data) // 2:])
+    return sink
+
+
+def pool(tier):
+    folder = tier.root / POOL_DIR
+    return sorted(folder.iterdir()) if folder.is_dir() else []
+
+
+class TestRecyclingDirTier(TierContract):
+    """Recycling changes where pages come from, not what a tier promises."""
+
+    @pytest.fixture
+    def tier(self, tmp_path):
+        return DirTier(tmp_path / "tier", recycle=True, pool_files=2)
+
+
+@pytest.fixture
+def tier(tmp_path):
+    return DirTier(tmp_path / "mem", recycle=True, pool_files=2)
+
+
+def test_next_write_after_a_delete_reuses_the_inode(tier):
+    old = os.urandom(3 << 20)
+    write(tier, "step_1/rank0.pt", old)
+    ino = tier.local_path("step_1/rank0.pt").stat().st_ino
+    asyncio.run(tier.delete("step_1/rank0.pt"))
+    assert asyncio.run(tier.list()) == [] and len(pool(tier)) == 1
+    new = os.urandom((2 << 20) + 123)  # smaller: the old tail must not survive
+    sink = write(tier, "step_2/rank0.pt", new)
+    path = tier.local_path("step_2/rank0.pt")
+    assert path.stat().st_ino == ino
+    assert path.read_bytes() == new
+    assert sink.hexdigest == format_crc(crc32c.crc32c(new))
+    with open(path, "rb") as fh:
+        assert crc_of_stream(fh) == (sink.hexdigest, len(new))
+    assert pool(tier) == []
+
+
+def test_a_larger_write_grows_the_recycled_file(tier):
+    write(tier, "a", b"x" * 1000)
+    asyncio.run(tier.delete("a"))
+    data = os.urandom(5000)
+    write(tier, "b", data)
+    assert tier.local_path("b").read_bytes() == data
+
+
+def test_pool_keeps_only_the_largest_files_up_to_its_bound(tier):
+    for i, size in enumerate((300, 100, 200)):
+        asyncio.run(tier.put(f"step_{i}/f", os.urandom(size)))
+    for i in range(3):
+        asyncio.run(tier.delete(f"step_{i}/f"))
+    assert sorted(p.stat().st_size for p in pool(tier)) == [200, 300]
+    assert asyncio.run(tier.list()) == [] and asyncio.run(tier.list("step_")) == []
+    assert [p.name for p in tier.root.iterdir()] == [POOL_DIR]  # step folders gone
+
+
+def test_an_error_in_the_sink_leaves_nothing_visible_and_the_pool_bounded(tier):
+    write(tier, "a", os.urandom(4096))
+    asyncio.run(tier.delete("a"))
+    with pytest.raises(RuntimeError):
+        with ChecksumSink(tier.open_write("b")) as sink:
+            sink.write(os.urandom(1000))
+            raise RuntimeError("torch.save failed")
+    assert asyncio.run(tier.list()) == []
+    assert len(pool(tier)) <= 2
+    assert not [f for _, _, files in os.walk(tier.root) for f in files if f.endswith(".partial")]
+
+
+def test_a_killed_writer_leaves_a_partial_recovery_sweeps(tier):
+    write(tier, "step_1/rank0.pt", os.urandom(1 << 20))
+    asyncio.run(tier.delete("step_1/rank0.pt"))
+    script = textwrap.dedent(f"""
+        import os, signal
+        from tiers.directory import DirTier
+        sink = DirTier({str(tier.root)!r}, recycle=True, pool_files=2).open_write("step_2/rank0.pt")
+        sink.write(b"y" * 1000)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd())
+    assert proc.returncode == -signal.SIGKILL
+    assert asyncio.run(tier.list()) == []  # the half-written file is no object
+    assert pool(tier) == []  # the writer had taken it
+    note = asyncio.run(tier.recover_after_crash())
+    assert "1 partial" in note
+    assert [p for p in tier.root.rglob("*") if p.is_file()] == []
+
+
+def test_clean_up_after_run_empties_the_pool(tier):
+    asyncio.run(tier.put("a", b"abc"))
+    asyncio.run(tier.delete("a"))
+    assert len(pool(tier)) == 1
+    asyncio.run(tier.clean_up_after_run())
+    assert pool(tier) == []
+
+
+def test_without_recycle_a_delete_unlinks(tmp_path):
+    plain = DirTier(tmp_path / "plain")
+    asyncio.run(plain.put("a", b"abc"))
+    asyncio.run(plain.delete("a"))
+    assert pool(plain) == [] and not any(plain.root.iterdir())
+
+
+def test_the_option_and_its_pool_bound_come_from_options_and_scope(tmp_path):
+    opts = DirOptions(path=str(tmp_path / "m"), recycle=True)
+    tier = DirTier.from_options(opts, scope=TierScope(ranks_per_node=4))
+    assert tier.recycle and tier.pool_files == 4
+    assert not DirTier.from_options(replace(opts, recycle=None), scope=TierScope()).recycle
+
+
+def test_the_memory_tier_recycles_unless_told_not_to(tmp_path):
+    from emulator.config import load_config
+    from emulator.job.rank_tiers import memory_tier_config
+    cfg = load_config(None, [f"tiers.memory.path={tmp_path}/shm"])
+    assert memory_tier_config(cfg).options.recycle is True
+    cfg = load_config(None, [f"tiers.memory.path={tmp_path}/shm", "tiers.memory.recycle=false"])
+    assert memory_tier_config(cfg).options.recycle is False
