@@ -56,6 +56,7 @@ def test_schedule_takes_every_nth_checkpoint_nearest_tier_first():
     ("tiers.local.interval_steps=3", "tiers.local.interval_steps: 3 is not a multiple of checkpoint.interval_steps"),
     ("tiers.peer.replicas=1", "tiers.peer.replicas: 1 replica(s) need more than the run's 1 node(s)"),
     ("tiers.memory.emulate.capacity_gib=100000", "tiers.memory: a capacity of 100000.0 GiB"),
+    ("failures.lose_nodes={after: 9, nodes: [0]}", "failures.lose_nodes.after: 9, but the run takes 6 checkpoint(s)"),
 ])
 def test_bad_level_input_is_one_line_exit_2_and_nothing_written(tmp_path, shm, override, message):
     cfg = _levels(tmp_path, shm)
@@ -215,3 +216,24 @@ def test_simulate_as_run_reproduces_the_recovery_and_the_tiers_lags_and_overlaps
     assert rec["class"] == failure_class and rec["ok"]
     (cls,) = [c for c in sim["classes"] if c["class"] == failure_class]
     assert cls["recovery_s"] - sim["restart_s"] == pytest.approx(rec["seconds"], rel=0.15)
+
+
+def test_resume_drains_only_checkpoints_global_takes(tmp_path):
+    """A checkpoint only NVMe takes (global every 2nd) stays off global when a restarted run
+    resumes the drains an earlier attempt left: resume follows the schedule too."""
+    from emulator.checkpoint.checkpointer import Checkpointer
+    from emulator.checkpoint.layout import list_steps
+    from emulator.rank.comm import SoloComm
+    from emulator.workload.state import RankState
+    from tiers.directory import DirTier
+    cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
+    local, glob = DirTier(tmp_path / "l"), DirTier(tmp_path / "g")
+    schedule = Schedule({"local": 1, "global": 2}, {"local": 2, "global": 2})
+    ckpt = Checkpointer(RankState.from_config(cfg, 0), local, glob, SoloComm(), schedule=schedule)
+    try:
+        assert ckpt.checkpoint(1, "sync").due == ["local"]
+        assert ckpt.resume() == []  # a restart's resume: nothing global should take
+    finally:
+        ckpt.close()
+    import asyncio
+    assert asyncio.run(list_steps(glob))[0] == [] and asyncio.run(list_steps(local))[0] == [1]

@@ -319,8 +319,8 @@ class Checkpointer:
         mine = [r for r in receipts if r.node == self.comm.node]
         first = Schedule.first(tuple(rec.due))
         if first != "global" and self.comm.is_node_leader and not errors and all(r.where == first for r in mine):
-            rec.local_complete = await self._guarded(
-                self._write_manifest(self.tier(first), first, rec.step, rec.mode, [r.entry for r in mine]))
+            rec.local_complete = await self._guarded(self._write_manifest(
+                self.tier(first), first, rec.step, rec.mode, [r.entry for r in mine], self._node_meta(rec)))
             if rec.local_complete:
                 self._node_steps.setdefault(first, set()).add(rec.step)
         if first != "global" and self.comm.is_node_leader:
@@ -444,7 +444,8 @@ class Checkpointer:
             files = [r.entry for r in receipts if r.node == comm.node and r.where == "memory"]
             with counted_as("persist"):
                 copy = await self._drainer("memory", "local").drain(files)
-            ok = copy.ok and await self._guarded(self._write_manifest(self.local, "local", rec.step, rec.mode, files))
+            ok = copy.ok and await self._guarded(
+                self._write_manifest(self.local, "local", rec.step, rec.mode, files, self._node_meta(rec)))
             seconds = copy.seconds
             if ok:
                 self._node_steps.setdefault("local", set()).add(rec.step)
@@ -537,6 +538,10 @@ class Checkpointer:
         except Exception:  # noqa: BLE001 - counted; the step simply stays incomplete there
             self.tally.count("tier_error")
             return False
+
+    def _node_meta(self, rec: CkptRecord) -> dict:
+        """A node tier's manifest meta: also the tiers the checkpoint is due on (resume reads it)."""
+        return {**self.manifest_meta(rec.step), "due": list(rec.due)}
 
     def manifest_meta(self, step: int) -> dict:
         return {**self.meta, "lineage": [list(r) for r in self.lineage_base] + [[self.first_step, step]]}

@@ -1,5 +1,6 @@
 """Resume: before training, drain checkpoints an earlier run left complete on every node's local
-tier but not on the global tier (a crash between the local manifests and the global one).
+tier but not on the global tier (a crash between the local manifests and the global one), of those
+the schedule sends to global (a node manifest's ``due``).
 
 Collective, like the pipeline: node leaders read their local tier, rank 0 the
 global one; every rank then walks the same pending steps (newest ``keep``),
@@ -30,7 +31,8 @@ async def pending_local(ck) -> dict:
         complete, _ = await layout.valid_steps(ck.local)
         for step in complete[-ck.keep:]:
             m = await layout.read_manifest(ck.local, step)
-            if m is not None and compatible(ck, m):
+            # a checkpoint the schedule never sent to global (tiers.global.interval_steps) stays local
+            if m is not None and compatible(ck, m) and "global" in m.meta.get("due", ("global",)):
                 out[step] = m
     except Exception:  # noqa: BLE001 - an unreadable local tier has nothing to resume
         ck.tally.count("tier_error")

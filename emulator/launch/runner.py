@@ -95,9 +95,13 @@ def _copies_on_a_tier(cfg, duration: float | None) -> int:
     return max(1, min(most, written))
 
 
-def _check_nodes(cfg, nnodes: int) -> None:
-    """What needs the run's node count: nodes to lose, peers to place copies on."""
+def _check_nodes(cfg, nnodes: int, duration: float | None = None) -> None:
+    """What needs the run's node count or length: nodes to lose, and when; peers to place copies on."""
     lose = cfg.failures.lose_nodes
+    taken = len(cfg.checkpoint.modes) * (cfg.steps_per_mode // cfg.checkpoint.interval_steps)
+    if lose is not None and duration is None and lose.after > taken:
+        raise UserError(f"failures.lose_nodes.after: {lose.after}, but the run takes {taken} checkpoint(s) "
+                        "(checkpoint.saves x modes): the nodes would never be lost")
     if lose is not None and max(lose.nodes) >= nnodes:
         raise UserError(f"failures.lose_nodes.nodes: node {max(lose.nodes)} does not exist (the run has {nnodes} "
                         "node(s), --nnodes)")
@@ -127,7 +131,7 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
         raise UserError(f"{nnodes} node(s) x {nproc} ranks per node != {ranks} ranks in the config")
     if nnodes > 1 and not rdzv_endpoint:
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
-    _check_nodes(cfg, nnodes)
+    _check_nodes(cfg, nnodes, duration)
     preflight(cfg, nnodes, duration)
     if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
         from emulator.mlperf.protocol import check_read_phase

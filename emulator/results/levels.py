@@ -151,7 +151,10 @@ def level_lines(results: dict, fmt_s) -> list[str]:
                          f"max {fmt_s(x['lag_max_s'])}, at risk {x['at_risk']}")
     for x in results.get("recoveries") or []:
         served = ", ".join(f"{k}: {v}" for k, v in x["served_by"].items())
-        fetched = f", after {fmt_s(x['fetch_s'])} fetching from a peer" if x.get("fetch_s") else ""
+        fetched = ""
+        if x.get("fetch_s"):  # a group loss leaves no peer copy: the time went looking for one
+            fetched = (f", after {fmt_s(x['fetch_s'])} finding no surviving peer copy" if x["class"] == "group"
+                       else f", after {fmt_s(x['fetch_s'])} fetching from a peer")
         lines.append(f"recovery from a {x['class']} failure: step {x['step']} in {fmt_s(x['seconds'])} "
                      f"({fmt_s(x['seconds_full_size'])} at full size; slowest rank; from {served}{fetched}), "
                      f"work lost {x['lost_steps']} steps ({fmt_s(x['lost_work_s'])})" + ("" if x["ok"] else " FAILED"))
@@ -164,6 +167,6 @@ def level_lines(results: dict, fmt_s) -> list[str]:
     by_tier = results.get("restore_by_tier") or {}
     if by_tier:
         lines.append("restore of the same state from each tier alone: " + ", ".join(
-            f"{k} {fmt_s(v['seconds'])} ({v['gib_s']:.2f} GiB/s)" if v["ok"] else f"{k} failed"
+            f"{k} {fmt_s(v['seconds'])} ({v['gib_s']:.2f} GiB/s)" if v["ok"] else f"{k} none loadable on every rank"
             for k, v in by_tier.items()))
     return lines

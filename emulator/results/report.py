@@ -188,7 +188,7 @@ def _fault_lines(results: dict) -> list[str]:
     if fa.get("abandoned_drains"):
         lines.append(f"abandoned drains: {fa['abandoned_drains']}")
     for x in fa.get("resumed") or []:
-        lines.append(f"resumed drain of step {x['step']} left by an earlier run: "
+        lines.append(f"resumed drain of step {x['step']} left by an earlier run or attempt: "
                      + (f"complete on global in {_fmt_s(x['drain_s'])}" if x["ok"] else f"failed ({x['error']})"))
     if fa.get("recovery"):
         rv = fa["recovery"]
