@@ -57,10 +57,14 @@ def test_schedule_takes_every_nth_checkpoint_nearest_tier_first():
     ("tiers.peer.replicas=1", "tiers.peer.replicas: 1 replica(s) need more than the run's 1 node(s)"),
     ("tiers.memory.emulate.capacity_gib=100000", "tiers.memory: a capacity of 100000.0 GiB"),
     ("failures.lose_nodes={after: 9, nodes: [0]}", "failures.lose_nodes.after: 9, but the run takes 6 checkpoint(s)"),
+    (("tiers.peer.replicas=1", "tiers.memory=null"), "tiers.peer: needs tiers.memory"),
+    (("tiers.memory.interval_steps=4", "tiers.local.interval_steps=4", "tiers.global.interval_steps=4"),
+     "checkpoint.interval_steps: 2, but no tier takes every checkpoint"),
 ])
 def test_bad_level_input_is_one_line_exit_2_and_nothing_written(tmp_path, shm, override, message):
     cfg = _levels(tmp_path, shm)
-    proc = ckpt_emu("run", cfg, "--quiet", "--set", override)
+    overrides = override if isinstance(override, tuple) else (override,)
+    proc = ckpt_emu("run", cfg, "--quiet", *[a for o in overrides for a in ("--set", o)])
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
