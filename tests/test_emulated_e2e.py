@@ -132,7 +132,8 @@ def test_design_direct_pfs_config():
     assert (cfg.tiers.global_.emulate.write_gib_s, cfg.tiers.global_.emulate.shared_by) == (1, "node")
 
 
-@pytest.mark.parametrize("name", ["design-nvme-pfs", "design-nvme-s3", "design-direct-pfs"])
+@pytest.mark.parametrize("name", ["design-nvme-pfs", "design-nvme-s3", "design-direct-pfs", "design-memory-peer-pfs",
+                                  "design-memory-nvme-s3"])
 def test_design_configs_explain_themselves(name):
     from importlib import resources
     text = resources.files("emulator.presets").joinpath(f"{name}.yaml").read_text()
