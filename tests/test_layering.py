@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: and tiers/ is below all of emulator/
 LAYERS = ["cli", "launch", "rank", "mlperf", "results", "checkpoint", "workload", "job", "simulation", "config",
           "design", "kernel"]
-KERNEL = {"errors", "units", "sizing", "planner", "multilevel", "metrics"}
+KERNEL = {"errors", "units", "host", "sizing", "planner", "multilevel", "metrics"}
 
 #: where a project module may be imported inside a function: the CLI process keeps torch (and with
 #: it the rank's whole stack) out until a subcommand needs it (docs/architecture.md)

@@ -317,7 +317,7 @@ class Checkpointer:
             slowest = max(r.write_s for r in receipts)
             self.metrics.set_throughput("save", rec.mode, sum(r.size for r in receipts) / max(slowest, 1e-9))
         mine = [r for r in receipts if r.node == self.comm.node]
-        first = Schedule.first(tuple(rec.due))
+        first = Schedule.first(rec.due)
         if first != "global" and self.comm.is_node_leader and not errors and all(r.where == first for r in mine):
             rec.local_complete = await self._guarded(self._write_manifest(
                 self.tier(first), first, rec.step, rec.mode, [r.entry for r in mine], self._node_meta(rec)))
@@ -345,7 +345,7 @@ class Checkpointer:
     async def _drain_stage(self, rec: CkptRecord, receipts: list[Receipt], bill: Bill) -> None:
         """The node's drain, then the global commit; on ``drain_comm``."""
         errors = [r.error for r in receipts if r.error]
-        first = Schedule.first(tuple(rec.due))
+        first = Schedule.first(rec.due)
         if first != "global":
             rec.local_complete = (await self._from_node_leader(rec, first))["complete"]
         if "peer" in rec.due and self.peer is not None:
@@ -388,7 +388,7 @@ class Checkpointer:
         return receipt
 
     async def _write_file(self, receipt: Receipt, rec: CkptRecord) -> None:
-        first = Schedule.first(tuple(rec.due))
+        first = Schedule.first(rec.due)
         if first == "global":
             await self._save_global(receipt, rec)
             return

@@ -43,7 +43,7 @@ class Schedule:
         return tuple(n for n in ORDER if n in self.every and count % self.every[n] == 0)
 
     @staticmethod
-    def first(due: tuple[str, ...]) -> str | None:
+    def first(due) -> str | None:
         """The tier a rank writes its file to: the nearest file tier that takes the checkpoint."""
         return next((n for n in FILE_TIERS if n in due), None)
 

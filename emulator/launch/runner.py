@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from emulator.errors import UserError
+from emulator.host import proc_bytes
 from emulator.job.ownership import claim_results_folder, new_job_id
 from emulator.launch.launcher import launch, prepare_out, torchrun_command
 from emulator.launch.progress import Progress
@@ -55,21 +56,10 @@ def memory_tier_bytes(cfg, node_bytes: float) -> int:
     return int(node_bytes * (own + held))
 
 
-def available_memory_bytes() -> int | None:
-    """This host's MemAvailable (None where /proc/meminfo is unavailable)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def _check_host_memory(cfg, node_bytes: float) -> None:
     """A memory tier must fit in this host's free memory beside the ranks' state and staging
     copies: its stated capacity, and what the run will put in it."""
-    free = available_memory_bytes()
+    free = proc_bytes("/proc/meminfo", "MemAvailable")
     if free is None:
         return
     emulate = cfg.tiers.memory.emulate

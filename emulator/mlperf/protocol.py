@@ -28,6 +28,7 @@ import torch
 from emulator import sizing
 from emulator.checkpoint.restore import drop_page_cache
 from emulator.errors import UserError
+from emulator.host import proc_bytes, proc_fields
 from emulator.job.ownership import claim_tiers, release
 from emulator.job.rank_tiers import build_tiers
 from emulator.workload.content import Content
@@ -180,22 +181,11 @@ def _check_tensors(step: int, f: RankFile, loaded) -> None:
 
 def _proc_dict(path: str) -> dict:
     """``key: value`` lines of /proc/cpuinfo or /proc/meminfo (the first of each key), as DLIO keeps them."""
-    out = {}
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        if line.count(":") == 1:
-            k, v = (x.strip() for x in line.split(":"))
-            if k != "processor":
-                out.setdefault(k, v)
-    return out
+    return {k: v for k, v in proc_fields(path).items() if k != "processor"}
 
 
 def memory_bytes() -> int:
-    kib = _proc_dict("/proc/meminfo").get("MemTotal", "0 kB").split()[0]
-    return int(kib) * 1024 if kib.isdigit() else 0
+    return proc_bytes("/proc/meminfo", "MemTotal") or 0
 
 
 def host_info() -> dict:

@@ -45,6 +45,7 @@ from emulator.checkpoint.schedule import Schedule
 from emulator.checkpoint.tally import Tally
 from emulator.config import from_mapping
 from emulator.errors import UserError
+from emulator.host import proc_bytes
 from emulator.job import outdir
 from emulator.job.lifeline import watch_parent
 from emulator.job.outdir import OutDir
@@ -155,10 +156,11 @@ class RankRun:
         m.set_info(preset=self.cfg.model.name, scale=self.cfg.run.scale, ranks=p.active_ranks,
                    nodes=self.comm.nodes, modes=list(self.cfg.checkpoint.modes), version=_version())
         m.set_tiers(local=self.local.backend if self.local is not None else None, global_=self.global_.backend)
-        every, wall = Schedule.from_config(self.cfg).every, self.cfg.wall_step_seconds
-        for name, n in every.items():  # each tier's own interval: its age alerts count in it
-            if n * self.cfg.checkpoint.interval_steps * wall > 0:
-                m.set_tier_interval(name, n * self.cfg.checkpoint.interval_steps * wall)
+        schedule, base = Schedule.from_config(self.cfg), self.cfg.checkpoint.interval_steps
+        for name in schedule.every:  # each tier's own interval: its age alerts count in it
+            seconds = schedule.interval_steps(name, base) * self.cfg.wall_step_seconds
+            if seconds > 0:
+                m.set_tier_interval(name, seconds)
         return m
 
     def _setup_spool(self) -> None:
@@ -329,6 +331,7 @@ class RankRun:
                 break
             step, self.modes[mode] = loop.run(mode, step, budget)
         self.last_step = step - 1
+
     def run(self) -> RankResult:
         step = self._first_step()
         self.ckpt.first_step = step
@@ -356,7 +359,7 @@ class RankRun:
             resume=[r.to_dict() for r in self.resumed],
             recovery=self.recovery.to_dict() if self.recovery is not None else None,
             fault_counts=dict(self.tally.counts + Counter(s3_limits.counts())), content=self.state.content.describe(),
-            content_audit=content_audit, peak_rss_bytes=_peak_rss_bytes(),
+            content_audit=content_audit, peak_rss_bytes=proc_bytes("/proc/self/status", "VmHWM") or 0,
             earlier_attempts=self._earlier_attempts(), device=self.placement.describe(),
             staging=self.state.stager.describe(), s3_requests=_s3_requests(self.global_),
             device_waits={"local": device_waits(self.local), "global": device_waits(self.global_)},
@@ -389,17 +392,6 @@ def _s3_requests(tier) -> dict:
 
 def _warn(text: str) -> None:
     print(f"ckpt-emu: warning: {' '.join(text.split())}", file=sys.stderr, flush=True)
-
-
-def _peak_rss_bytes() -> int:
-    """This process's peak resident set (VmHWM), 0 where /proc is unavailable."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def _version() -> str:

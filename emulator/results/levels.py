@@ -23,7 +23,7 @@ def level_summary(cfg, ranks: list[dict]) -> dict:
     size: the config's step time; ``seconds_mean``: that tier's own stage, the write, send, copy or
     drain, of the slowest node; ``node_bytes``: the heaviest node's bytes of a checkpoint, at the
     run's scale; ``overlap``: the share of the training time that stage was in flight)."""
-    base = cfg.checkpoint.interval_steps
+    base, wall, node_bytes = cfg.checkpoint.interval_steps, _wall(ranks), _node_bytes(ranks)
     out = {}
     for name in cfg.tiers.configured():
         steps = _per_checkpoint(ranks, name)
@@ -36,8 +36,8 @@ def level_summary(cfg, ranks: list[dict]) -> dict:
         out[name] = {"every": every, "interval_s": every * base * cfg.training.step_seconds,
                      "due": len(steps), "complete": len(complete), "at_risk": len(steps) - len(complete),
                      "lag_mean_s": _mean(lags), "lag_max_s": max(lags, default=0.0),
-                     "seconds_mean": _mean(stages), "node_bytes": _node_bytes(ranks),
-                     "overlap": sum(stages) / _wall(ranks) if _wall(ranks) else 0.0}
+                     "seconds_mean": _mean(stages), "node_bytes": node_bytes,
+                     "overlap": sum(stages) / wall if wall else 0.0}
     return out
 
 
@@ -102,14 +102,14 @@ def recovery_summary(cfg, ranks: list[dict]) -> list[dict]:
 def tier_load_summary(cfg, ranks: list[dict]) -> dict:
     """{tier: {ok, step, seconds (slowest rank), gib_s (all bytes / slowest), seconds_full_size}}
     of the restores from one tier alone."""
-    out = {}
+    out, node_bytes = {}, _node_bytes(ranks)
     n = min((len(r.get("tier_loads") or []) for r in ranks), default=0)
     for i in range(n):
         loads = [r["tier_loads"][i] for r in ranks]
         tier = loads[0]["from"]
         seconds = max(x["seconds"] for x in loads)
         out[tier] = {"ok": all(x["ok"] for x in loads), "step": loads[0]["step"], "seconds": seconds,
-                     "seconds_full_size": seconds / cfg.run.scale, "node_bytes": _node_bytes(ranks),
+                     "seconds_full_size": seconds / cfg.run.scale, "node_bytes": node_bytes,
                      "gib_s": sum(x["bytes"] for x in loads) / max(seconds, 1e-9) / GIB}
     return out
 
