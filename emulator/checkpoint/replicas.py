@@ -23,6 +23,7 @@ from emulator.checkpoint import layout
 from emulator.checkpoint.peer import PeerLayout, PeerTransport
 from tiers import make_tier
 from tiers.directory import DirOptions
+from tiers.emulated import counted_as
 
 
 def store_config(memory_cfg):
@@ -52,16 +53,17 @@ class PeerReplicas:
     def holders(self, node: int) -> list[int]:
         return self.layout.holders(node)
 
-    def replicate(self, comm, memory, step: int, entry) -> tuple[bool, float]:
+    async def replicate(self, comm, memory, step: int, entry) -> tuple[bool, float]:
         """Collective (``comm`` is the pipeline's group, the transport has its own): send this rank's
         file (``entry``; None: it has none to send) to its holders. Returns (this node's copies
         arrived whole at every holder, seconds)."""
         t0 = time.time()
-        result = self.transport.send_replicas(self.layout, [entry] if entry is not None else [], memory, self.store)
+        result = await asyncio.to_thread(self.transport.send_replicas, self.layout,
+                                         [entry] if entry is not None else [], memory, self.store)
         got = [(r.node, r.key, r.size, r.crc32c) for r in result.received]
-        everyone = comm.all_gather((comm.node, comm.local_rank, got))
+        everyone = await asyncio.to_thread(comm.all_gather, (comm.node, comm.local_rank, got))
         if comm.is_node_leader:
-            self._index(step, comm, everyone)
+            await self._index(step, comm, everyone)
         arrived = self._arrived(everyone, comm.node)
         return arrived and entry is not None and result.ok, time.time() - t0
 
@@ -73,7 +75,7 @@ class PeerReplicas:
                 return False
         return True
 
-    def _index(self, step: int, comm, everyone: list) -> None:
+    async def _index(self, step: int, comm, everyone: list) -> None:
         """Leader of a holder: the manifest of every file its node received for ``step``."""
         entries = [layout.FileEntry(key, src * self.ranks_per_node + local, size, crc)
                    for h, local, got in everyone if h == comm.node for src, key, size, crc in got]
@@ -81,19 +83,23 @@ class PeerReplicas:
             return
         manifest = layout.Manifest(step=step, files=sorted(entries, key=lambda e: e.rank), tier="peer",
                                    mode="peer", world=comm.world_size, meta={})
-        _run(layout.write_manifest(self.store, manifest))
-        _run(layout.apply_retention(self.store, self.keep))
+        await layout.write_manifest(self.store, manifest)
+        await layout.apply_retention(self.store, self.keep)
 
-    def fetch_back(self, comm, lost: tuple, memory, meta_for) -> tuple[list[str], float]:
+    async def fetch_back(self, comm, lost: tuple, memory, meta_for) -> tuple[list[str], float]:
         """Collective after a node loss: each lost node's ranks get their newest held files back
         from a surviving holder into ``memory``; their leader writes the memory manifest, its meta
         ``meta_for(step)`` (the pipeline's: layout and lineage).
         Returns (errors, seconds)."""
+        with counted_as("fetch"):  # the memory tier's waits for what it fetches (to_thread copies it)
+            return await self._fetch_back(comm, lost, memory, meta_for)
+
+    async def _fetch_back(self, comm, lost: tuple, memory, meta_for) -> tuple[list[str], float]:
         t0 = time.time()
-        held, steps = self._held(comm, lost)
-        result = self.transport.fetch_back(self.layout, lost, held, self.store, memory)
+        held, steps = await self._held(comm, lost)
+        result = await asyncio.to_thread(self.transport.fetch_back, self.layout, lost, held, self.store, memory)
         got = [(comm.rank, r.key, r.size, r.crc32c) for r in result.received]
-        everyone = comm.all_gather((comm.node, steps, got))
+        everyone = await asyncio.to_thread(comm.all_gather, (comm.node, steps, got))
         if comm.node in lost and comm.is_node_leader:
             entries = [layout.FileEntry(key, rank, size, crc) for node, _, got in everyone if node == comm.node
                        for rank, key, size, crc in got]
@@ -101,10 +107,10 @@ class PeerReplicas:
             if step is not None and len(entries) == self.ranks_per_node:
                 manifest = layout.Manifest(step=step, files=sorted(entries, key=lambda e: e.rank), tier="memory",
                                            mode="peer", world=comm.world_size, meta=meta_for(step))
-                _run(layout.write_manifest(memory, manifest))
+                await layout.write_manifest(memory, manifest)
         return result.errors, time.time() - t0
 
-    def _held(self, comm, lost: tuple) -> tuple[dict, dict]:
+    async def _held(self, comm, lost: tuple) -> tuple[dict, dict]:
         """On a holder's rank: lost node -> its same-local-rank file of the newest step held whole,
         and lost node -> that step."""
         held, steps = {}, {}
@@ -112,15 +118,10 @@ class PeerReplicas:
             if self.layout.server(node, lost) != comm.node:
                 continue
             rank = node * self.ranks_per_node + comm.local_rank
-            for step in sorted(_run(layout.list_steps(self.store))[0], reverse=True):
-                manifest = _run(layout.read_manifest(self.store, step))
+            for step in sorted((await layout.list_steps(self.store))[0], reverse=True):
+                manifest = await layout.read_manifest(self.store, step)
                 mine = [e for e in manifest.files if e.rank // self.ranks_per_node == node] if manifest else []
                 if len(mine) == self.ranks_per_node:
                     held[node], steps[node] = [e for e in mine if e.rank == rank], step
                     break
         return held, steps
-
-
-def _run(coro):
-    """A tier coroutine from a thread without an event loop (the pipeline's worker, the rank)."""
-    return asyncio.run(coro)

@@ -280,8 +280,8 @@ class RankRun:
                                   holders=self.peer.holders if self.peer is not None else None)
         fetch_s = 0.0
         if self.peer is not None:  # the replacement fetches its copy back from a surviving peer
-            with counted_as("fetch"):
-                errors, fetch_s = self.peer.fetch_back(self.comm, loss.nodes, self.memory, self.ckpt.manifest_meta)
+            errors, fetch_s = self.ckpt.loop.run(
+                self.peer.fetch_back(self.comm, loss.nodes, self.memory, self.ckpt.manifest_meta))
             failure["fetch_errors"] = errors[:5]
             if self.comm.node in loss.nodes and self.comm.is_node_leader:
                 self.metrics.observe_phase("fetch", "peer", fetch_s, backend="gloo")
