@@ -25,12 +25,8 @@ class Schedule:
 
     @classmethod
     def from_config(cls, cfg) -> "Schedule":
-        base, every, keep = cfg.checkpoint.interval_steps, {}, {}
-        for name in cfg.tiers.configured():
-            entry = cfg.tiers.entry(name)
-            every[name] = (entry.interval_steps or base) // base
-            keep[name] = entry.keep or cfg.checkpoint.keep
-        return cls(every, keep)
+        keep = {n: cfg.tiers.entry(n).keep or cfg.checkpoint.keep for n in cfg.tiers.configured()}
+        return cls(cfg.tier_every, keep)
 
     @classmethod
     def two_tier(cls, local: bool, keep: int) -> "Schedule":

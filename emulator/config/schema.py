@@ -311,6 +311,14 @@ class TiersConfig:
     def entry(self, name: str):
         return getattr(self, "global_" if name == "global" else name)
 
+    def host_memory_copies(self, keep: int) -> int:
+        """Checkpoints the memory and peer tiers hold in host memory at most (``keep``: the config's
+        default keep): keep + 1 of the node's own, and keep + 1 of each node it holds copies for."""
+        if self.memory is None:
+            return 0
+        held = self.peer.replicas * ((self.peer.keep or keep) + 1) if self.peer is not None else 0
+        return (self.memory.keep or keep) + 1 + held
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -438,6 +446,12 @@ class Config:
     def run_modes(self) -> tuple:
         """The modes a run goes through, in order: the no-checkpoint baseline first if enabled."""
         return (("none",) if self.checkpoint.baseline else ()) + tuple(self.checkpoint.modes)
+
+    @property
+    def tier_every(self) -> dict:
+        """{tier: N}: each configured tier takes every N-th checkpoint (its interval over the base)."""
+        base = self.checkpoint.interval_steps
+        return {n: (self.tiers.entry(n).interval_steps or base) // base for n in self.tiers.configured()}
 
     @property
     def steps_per_mode(self) -> int:

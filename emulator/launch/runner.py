@@ -47,15 +47,6 @@ def preflight(cfg, nnodes: int, duration: float | None = None) -> None:
                             if "free, needs" in str(exc) else f"tiers.{name}: {exc}") from None
 
 
-def memory_tier_bytes(cfg, node_bytes: float) -> int:
-    """Host memory a node's memory and peer tiers hold at most: keep + 1 of its own checkpoints,
-    and keep + 1 of each node it holds a copy for."""
-    tiers, keep = cfg.tiers, cfg.checkpoint.keep
-    own = (tiers.memory.keep or keep) + 1
-    held = tiers.peer.replicas * ((tiers.peer.keep or keep) + 1) if tiers.peer is not None else 0
-    return int(node_bytes * (own + held))
-
-
 def _check_host_memory(cfg, node_bytes: float) -> None:
     """A memory tier must fit in this host's free memory beside the ranks' state and staging
     copies: its stated capacity, and what the run will put in it."""
@@ -68,7 +59,7 @@ def _check_host_memory(cfg, node_bytes: float) -> None:
     if capacity is not None and capacity + processes > free:
         raise UserError(f"tiers.memory: a capacity of {capacity / GIB:.1f} GiB (plus {processes / GIB:.1f} GiB of "
                         f"state and staging) exceeds this host's {free / GIB:.1f} GiB of available memory")
-    need = memory_tier_bytes(cfg, node_bytes)
+    need = int(node_bytes * cfg.tiers.host_memory_copies(cfg.checkpoint.keep))
     if need + processes > free:
         raise UserError(f"tiers.memory: the run would hold {need / GIB:.1f} GiB in host memory (keep + 1 checkpoints, "
                         f"peer copies included) plus {processes / GIB:.1f} GiB of state and staging, more than this "

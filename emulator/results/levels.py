@@ -32,7 +32,7 @@ def level_summary(cfg, ranks: list[dict]) -> dict:
         complete = [views for views in steps.values() if views is not None]
         lags = [max(v["lag_s"] for v in x) for x in complete]
         stages = [max(v["seconds"] for v in x) for x in complete]
-        every = (cfg.tiers.entry(name).interval_steps or base) // base
+        every = cfg.tier_every[name]
         out[name] = {"every": every, "interval_s": every * base * cfg.training.step_seconds,
                      "due": len(steps), "complete": len(complete), "at_risk": len(steps) - len(complete),
                      "lag_mean_s": _mean(lags), "lag_max_s": max(lags, default=0.0),
@@ -121,9 +121,7 @@ def host_memory_summary(cfg, ranks: list[dict]) -> dict | None:
     tiers = cfg.tiers
     if tiers.memory is None:
         return None
-    keep = cfg.checkpoint.keep
-    copies = (tiers.memory.keep or keep) + 1 + (tiers.peer.replicas * ((tiers.peer.keep or keep) + 1)
-                                                 if tiers.peer is not None else 0)
+    copies = tiers.host_memory_copies(cfg.checkpoint.keep)
     nodes = {}
     for r in ranks:
         n = nodes.setdefault(r["node"], {"rss": 0, "tiers": 0, "state": 0, "file": 0})

@@ -210,8 +210,7 @@ def describe_design(cfg, *, nodes: int, class_rates: dict, calibration: LevelCal
     own, restore = _transfers(cfg, b, r)
     names = cfg.tiers.configured()
     first = names[0]
-    base = cfg.checkpoint.interval_steps
-    every = {n: (cfg.tiers.entry(n).interval_steps or base) // base for n in names}
+    base, every = cfg.checkpoint.interval_steps, cfg.tier_every
     lag = {first: cal.first_lag_s * time_scale if cal.first_lag_s is not None else own[first]}
     for i, n in enumerate(names[1:], 1):  # the copies run one after another, nearest first
         lag[n] = lag[first] + sum(own[k] for k in names[1:i] if every[n] % every[k] == 0) + own[n]
