@@ -430,7 +430,8 @@ class Checkpointer:
         mine = next(r for r in receipts if r.rank == self.comm.rank)
         entry = mine.entry if written and rec.local_complete and mine.where == "memory" else None
         with counted_as("replicate"):
-            ok, seconds = await self.peer.replicate(self.drain_comm, self.memory, rec.step, entry)
+            ok, seconds = await self.peer.replicate(self.drain_comm, self.memory, rec.step, entry,
+                                                     self.manifest_meta(rec.step))
         self._tier_done(rec, "peer", ok, seconds)
         if ok and self.comm.is_node_leader:
             self.metrics.observe_phase("replicate", "peer", seconds, backend="gloo")

@@ -53,17 +53,18 @@ class PeerReplicas:
     def holders(self, node: int) -> list[int]:
         return self.layout.holders(node)
 
-    async def replicate(self, comm, memory, step: int, entry) -> tuple[bool, float]:
+    async def replicate(self, comm, memory, step: int, entry, meta: dict) -> tuple[bool, float]:
         """Collective (``comm`` is the pipeline's group, the transport has its own): send this rank's
-        file (``entry``; None: it has none to send) to its holders. Returns (this node's copies
-        arrived whole at every holder, seconds)."""
+        file (``entry``; None: it has none to send) to its holders, who index it with the
+        checkpoint's ``meta`` (its layout and lineage, the same on every rank). Returns (this node's
+        copies arrived whole at every holder, seconds)."""
         t0 = time.time()
         result = await asyncio.to_thread(self.transport.send_replicas, self.layout,
                                          [entry] if entry is not None else [], memory, self.store)
         got = [(r.node, r.key, r.size, r.crc32c) for r in result.received]
         everyone = await asyncio.to_thread(comm.all_gather, (comm.node, comm.local_rank, got))
         if comm.is_node_leader:
-            await self._index(step, comm, everyone)
+            await self._index(step, comm, everyone, meta)
         arrived = self._arrived(everyone, comm.node)
         return arrived and entry is not None and result.ok, time.time() - t0
 
@@ -75,26 +76,26 @@ class PeerReplicas:
                 return False
         return True
 
-    async def _index(self, step: int, comm, everyone: list) -> None:
+    async def _index(self, step: int, comm, everyone: list, meta: dict) -> None:
         """Leader of a holder: the manifest of every file its node received for ``step``."""
         entries = [layout.FileEntry(key, src * self.ranks_per_node + local, size, crc)
                    for h, local, got in everyone if h == comm.node for src, key, size, crc in got]
         if not entries:
             return
         manifest = layout.Manifest(step=step, files=sorted(entries, key=lambda e: e.rank), tier="peer",
-                                   mode="peer", world=comm.world_size, meta={})
+                                   mode="peer", world=comm.world_size, meta=meta)
         await layout.write_manifest(self.store, manifest)
         await layout.apply_retention(self.store, self.keep)
 
-    async def fetch_back(self, comm, lost: tuple, memory, meta_for) -> tuple[list[str], float]:
+    async def fetch_back(self, comm, lost: tuple, memory) -> tuple[list[str], float]:
         """Collective after a node loss: each lost node's ranks get their newest held files back
-        from a surviving holder into ``memory``; their leader writes the memory manifest, its meta
-        ``meta_for(step)`` (the pipeline's: layout and lineage).
+        from a surviving holder into ``memory``; their leader writes the memory manifest, with the
+        meta the copy was indexed with (a restarted job's own lineage no longer reaches back).
         Returns (errors, seconds)."""
         with counted_as("fetch"):  # the memory tier's waits for what it fetches (to_thread copies it)
-            return await self._fetch_back(comm, lost, memory, meta_for)
+            return await self._fetch_back(comm, lost, memory)
 
-    async def _fetch_back(self, comm, lost: tuple, memory, meta_for) -> tuple[list[str], float]:
+    async def _fetch_back(self, comm, lost: tuple, memory) -> tuple[list[str], float]:
         t0 = time.time()
         held, steps = await self._held(comm, lost)
         result = await asyncio.to_thread(self.transport.fetch_back, self.layout, lost, held, self.store, memory)
@@ -103,16 +104,16 @@ class PeerReplicas:
         if comm.node in lost and comm.is_node_leader:
             entries = [layout.FileEntry(key, rank, size, crc) for node, _, got in everyone if node == comm.node
                        for rank, key, size, crc in got]
-            step = next((s[comm.node] for _, s, _ in everyone if comm.node in s), None)
+            step, meta = next((s[comm.node] for _, s, _ in everyone if comm.node in s), (None, None))
             if step is not None and len(entries) == self.ranks_per_node:
                 manifest = layout.Manifest(step=step, files=sorted(entries, key=lambda e: e.rank), tier="memory",
-                                           mode="peer", world=comm.world_size, meta=meta_for(step))
+                                           mode="peer", world=comm.world_size, meta=meta)
                 await layout.write_manifest(memory, manifest)
         return result.errors, time.time() - t0
 
     async def _held(self, comm, lost: tuple) -> tuple[dict, dict]:
         """On a holder's rank: lost node -> its same-local-rank file of the newest step held whole,
-        and lost node -> that step."""
+        and lost node -> (that step, the meta it was indexed with)."""
         held, steps = {}, {}
         for node in lost:
             if self.layout.server(node, lost) != comm.node:
@@ -122,6 +123,6 @@ class PeerReplicas:
                 manifest = await layout.read_manifest(self.store, step)
                 mine = [e for e in manifest.files if e.rank // self.ranks_per_node == node] if manifest else []
                 if len(mine) == self.ranks_per_node:
-                    held[node], steps[node] = [e for e in mine if e.rank == rank], step
+                    held[node], steps[node] = [e for e in mine if e.rank == rank], (step, manifest.meta)
                     break
         return held, steps
