@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -20,7 +21,8 @@ import yaml
 from emulator.checkpoint.schedule import Schedule
 from emulator.config import load_config
 from crashcheck import verify_dir_tier
-from emu import ckpt_emu, results, run_two_agents, small_config
+from emu import ckpt_emu, free_port, results, run_two_agents, small_config
+from emulator.job.outdir import OutDir
 
 
 @pytest.fixture
@@ -178,6 +180,105 @@ def test_lost_replica_group_restores_from_global(tmp_path, shm):
     assert res["failure"]["class"] == "group"
     (rec,) = res["recoveries"]
     assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"global": 8}
+
+
+def _agent(cfg: Path, out: Path, port: int, node_rank: int) -> subprocess.Popen:
+    """One node of 4 ranks: ``ckpt-emu run`` with a fixed node rank (static rendezvous at node 0),
+    allowed one restart of its ranks."""
+    return subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", str(cfg), "--quiet", "--out", str(out),
+                             "--nnodes", "2", "--nproc-per-node", "4", "--node-rank", str(node_rank),
+                             "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"replace-{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PET_MAX_RESTARTS="1"))
+
+
+def _peer_config(tmp: Path, shm: Path) -> Path:
+    """2 nodes x 4 ranks, 1 s steps: memory every checkpoint, a peer copy (replication factor 1)
+    and NVMe every 2nd, global every 4th; 8 checkpoints."""
+    cfg_path = _levels(tmp, shm, ranks=8, local={"interval_steps": 4}, global_={"interval_steps": 8},
+                       checkpoint={"saves": 8, "loads": 1, "modes": ["sync"]}, training={"step_seconds": 1.0})
+    data = yaml.safe_load(cfg_path.read_text())
+    data["tiers"]["peer"] = {"replicas": 1, "placement": "jump", "interval_steps": 4}
+    cfg_path.write_text(yaml.safe_dump(data))
+    return cfg_path
+
+
+def _wait_for_checkpoint(out: Path, rank: int, step: int, agent: subprocess.Popen, timeout: float = 300) -> None:
+    """Until ``rank`` has finished checkpoint ``step`` in its first attempt (its records file)."""
+    records = OutDir(out).records(rank, 0)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and agent.poll() is None:
+        lines = records.read_text().splitlines() if records.exists() else []
+        if any(json.loads(x)["event"] == "finished" and json.loads(x)["step"] == step for x in lines if x.strip()):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"rank {rank} never finished step {step}: {agent.poll()=}")
+
+
+def _lose_node(tmp: Path, shm: Path, lost: subprocess.Popen, out: Path, node: int = 1) -> None:
+    """Once ``node`` finished checkpoint 4 (step 8; the peers' newest until checkpoint 6, 4
+    training seconds later), kill its launcher; its memory, NVMe, held copies and results go with it."""
+    _wait_for_checkpoint(out, 4 * node, 8, lost)
+    lost.kill()
+    lost.communicate(timeout=60)
+    for gone in (shm / f"node{node}", shm / f"node{node}-peers", tmp / "local" / f"node{node}", out):
+        shutil.rmtree(gone)
+
+
+def test_node_lost_with_its_agent_is_replaced_and_restores_from_its_peers_memory(tmp_path, shm):
+    """Node 1's launcher is SIGKILLed once the peers hold step 8: its agent and ranks die, and its
+    memory, NVMe and the copies it held go with the machine. Node 0's agent restarts its ranks and
+    waits; a replacement started with node 1's rank fetches node 1's copy back from node 0's memory
+    over the transport, and every rank restores step 8 from memory, the bytes verified."""
+    cfg_path = _peer_config(tmp_path, shm)
+    port, out0, out1 = free_port(), tmp_path / "out0", tmp_path / "out1"
+    survivor, lost = _agent(cfg_path, out0, port, 0), _agent(cfg_path, out1, port, 1)
+    try:
+        _lose_node(tmp_path, shm, lost, out1)
+        replacement = _agent(cfg_path, out1, port, 1)
+        for agent in (survivor, replacement):
+            _, err = agent.communicate(timeout=500)
+            assert agent.returncode == 0, err
+    finally:
+        for agent in (survivor, lost):
+            agent.kill()
+    res, cfg = results(out0), load_config(str(cfg_path))
+    (rec,) = res["recoveries"]
+    assert rec["class"] == "node" and rec["lost_nodes"] == [1] and rec["fetch_errors"] == []
+    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"memory": 8}
+    assert rec["fetch_s"] > 0 and rec["seconds"] > rec["fetch_s"] and rec["lost_steps"] >= 1
+    # node 1's checkpoints since go on from the fetched step 8: each verifies bit for bit against
+    # a replay of its lineage, which runs through step 8
+    steps = verify_dir_tier(shm / "node1", cfg)
+    manifest = json.loads((shm / "node1" / f"step_{steps[-1]:08d}" / "manifest.json").read_text())
+    assert manifest["meta"]["lineage"][0] == [1, 8] and res["faults"]["attempt"] == 1
+
+
+def test_replaced_nodes_are_those_that_restarted_fewer_times_and_need_fixed_node_ranks():
+    """The job's attempt is the highest restart count; a node whose ranks restarted fewer times is
+    a replacement. Under the c10d rendezvous (no --node-rank) that is one line, not a run on
+    renumbered ranks that could restore another node's state."""
+    from emulator.errors import UserError
+    from emulator.rank.membership import Membership, membership
+    assert membership([0, 0, 0, 0], 2, fixed_node_ranks=False) == Membership(0, ())
+    assert membership([2, 2, 2, 2], 2, fixed_node_ranks=False) == Membership(2, ())
+    assert membership([1, 1, 0, 0, 1, 1], 2, fixed_node_ranks=True) == Membership(1, (1,))
+    with pytest.raises(UserError, match=r"node\(s\) \[1\] joined as replacements, but the nodes were not"):
+        membership([1, 1, 0, 0], 2, fixed_node_ranks=False)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--node-rank", "0"), "--node-rank 0: needs --nnodes > 1 and a rank from 0 to nnodes - 1"),
+    (("--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "127.0.0.1:29999"),
+     "--node-rank 2: needs --nnodes > 1 and a rank from 0 to nnodes - 1"),
+    (("--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "node0"),
+     "--rdzv-endpoint 'node0': with --node-rank, use node 0's HOST:PORT"),
+])
+def test_bad_node_rank_is_one_line_exit_2_and_nothing_written(tmp_path, shm, args, message):
+    proc = ckpt_emu("run", _levels(tmp_path, shm), "--quiet", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == f"ckpt-emu: error: {message}"
+    assert not (tmp_path / "out").exists() and not shm.exists() and not (tmp_path / "local").exists()
 
 
 def _slow_design(tmp: Path, shm: Path) -> Path:

@@ -12,7 +12,7 @@ Why it looks like this:
   it leaves behind (partial files, half-drained steps, multipart uploads) is
   exactly what a crash leaves. It prints one ``ckpt-emu: error:`` line first so
   the launcher can say what happened. Kills fire only in the launch attempt
-  they name (``TORCHELASTIC_RESTART_COUNT``); global faults and corruption only
+  they name (the job's attempt, emulator/rank/membership.py); global faults and corruption only
   in the first attempt, so a restarted job recovers instead of crashing again.
 * A global outage wraps the global tier in ``tiers.faulty.FaultyTier`` and opens
   its window when this process starts the checkpoint named.
@@ -29,14 +29,6 @@ from emulator.checkpoint.layout import manifest_key
 from emulator.checkpoint.tally import Tally
 from tiers.base import Tier
 from tiers.faulty import FaultyTier
-
-
-def restart_attempt() -> int:
-    """0 for the first launch, N after torchrun restarted the workers N times."""
-    try:
-        return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    except ValueError:
-        return 0
 
 
 def kill_override(text: str) -> str:

@@ -30,6 +30,8 @@ def add_run_parser(sub) -> None:
     run.add_argument("--nproc-per-node", type=int, help="ranks on this node (default: ranks / nnodes)")
     run.add_argument("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous (multi-node)")
     run.add_argument("--rdzv-id", default="ckpt-emu", help="rendezvous id shared by the nodes of one job")
+    run.add_argument("--node-rank", type=int, help="this node's fixed rank (torchrun's static rendezvous, at node "
+                     "0's --rdzv-endpoint): a replacement started with a lost node's rank takes its place")
     run.set_defaults(func=cmd_run)
 
 
@@ -38,7 +40,8 @@ def cmd_run(args) -> int:
     cfg = load(args)
     duration = parse_duration(args.duration, "--duration") if args.duration else None
     out = execute_run(cfg, duration=duration, nnodes=args.nnodes, nproc_per_node=args.nproc_per_node,
-                      rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, quiet=args.quiet)
+                      rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, quiet=args.quiet,
+                      node_rank=args.node_rank)
     report = out / outdir.REPORT
     if report.exists():
         print(report.read_text(), end="")

@@ -64,3 +64,7 @@ class OutDir:
 
     def records(self, rank: int, attempt: int) -> Path:
         return self.records_root / f"rank{rank:05d}.attempt{attempt}.jsonl"
+
+    def trained(self, rank: int) -> Path:
+        """The last step the rank trained, in any attempt (``emulator/rank/training.TrainedMark``)."""
+        return self.records_root / f"rank{rank:05d}.trained"

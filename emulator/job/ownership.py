@@ -21,6 +21,9 @@ from tiers.base import TierError
 from tiers.locking import Holder, claim_dir, join_dir
 
 JOB_ENV = "CKPT_EMU_JOB"
+#: set by the launcher when the nodes were started with fixed node ranks (``--node-rank``): a
+#: replacement node may then take a lost node's place (emulator/rank/membership.py)
+FIXED_NODE_RANKS_ENV = "CKPT_EMU_FIXED_NODE_RANKS"
 
 
 def new_job_id(rdzv_endpoint: str | None, rdzv_id: str) -> str:

@@ -26,10 +26,18 @@ from emulator.job.ownership import JOB_ENV
 
 
 def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, nnodes: int = 1,
-                     rdzv_endpoint: str | None = None, rdzv_id: str | None = None) -> list[str]:
+                     rdzv_endpoint: str | None = None, rdzv_id: str | None = None,
+                     node_rank: int | None = None) -> list[str]:
+    """torchrun for this node: standalone alone; with a node rank, the static rendezvous at node
+    0's address (node ranks never change, so a replacement node takes a lost node's place); else
+    the c10d rendezvous (torchrun numbers the nodes)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc)]
     if nnodes == 1 and not rdzv_endpoint:
         cmd += ["--standalone"]
+    elif node_rank is not None:
+        host, _, port = rdzv_endpoint.rpartition(":")
+        cmd += ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--master-addr", host,
+                "--master-port", port, "--rdzv-id", rdzv_id or "ckpt-emu"]
     else:
         cmd += ["--nnodes", str(nnodes), "--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint,
                 "--rdzv-id", rdzv_id or "ckpt-emu"]
@@ -76,9 +84,10 @@ def _warnings(log: Path) -> list[str]:
     return list(dict.fromkeys(line for line in lines if line.startswith("ckpt-emu: warning:")))
 
 
-def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str = "") -> int:
-    """Run torchrun, logging to the results folder's torchrun.log; returns its exit status."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1", **{JOB_ENV: job})
+def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str = "", env: dict | None = None) -> int:
+    """Run torchrun (``env`` added to ours), logging to the results folder's torchrun.log;
+    returns its exit status."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1", **{JOB_ENV: job}, **(env or {}))
     log_path = out / outdir.LOG
     interrupts = 0
     with open(log_path, "wb") as log:

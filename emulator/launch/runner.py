@@ -12,7 +12,7 @@ from pathlib import Path
 
 from emulator.errors import UserError
 from emulator.host import proc_bytes
-from emulator.job.ownership import claim_results_folder, new_job_id
+from emulator.job.ownership import FIXED_NODE_RANKS_ENV, claim_results_folder, new_job_id
 from emulator.launch.launcher import launch, prepare_out, torchrun_command
 from emulator.launch.progress import Progress
 from emulator.sizing import checkpoint_size
@@ -103,8 +103,19 @@ def _check_design_nodes(cfg, nnodes: int) -> None:
                         "emulates (--nnodes)")
 
 
+def _check_node_rank(node_rank: int | None, nnodes: int, rdzv_endpoint: str | None) -> None:
+    if node_rank is None:
+        return
+    if nnodes < 2 or not 0 <= node_rank < nnodes:
+        raise UserError(f"--node-rank {node_rank}: needs --nnodes > 1 and a rank from 0 to nnodes - 1")
+    host, _, port = (rdzv_endpoint or "").rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--rdzv-endpoint {rdzv_endpoint!r}: with --node-rank, use node 0's HOST:PORT")
+
+
 def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_per_node: int | None = None,
-                rdzv_endpoint: str | None = None, rdzv_id: str = "ckpt-emu", quiet: bool = True) -> Path:
+                rdzv_endpoint: str | None = None, rdzv_id: str = "ckpt-emu", quiet: bool = True,
+                node_rank: int | None = None) -> Path:
     """Check, launch and wait for one emulator run; returns its results folder."""
     ranks = cfg.parallelism.active_ranks
     nproc = nproc_per_node or (ranks // nnodes)
@@ -112,6 +123,7 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
         raise UserError(f"{nnodes} node(s) x {nproc} ranks per node != {ranks} ranks in the config")
     if nnodes > 1 and not rdzv_endpoint:
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
+    _check_node_rank(node_rank, nnodes, rdzv_endpoint)
     _check_nodes(cfg, nnodes, duration)
     preflight(cfg, nnodes, duration)
     if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
@@ -125,11 +137,12 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
     try:
         config_path = prepare_out(out, cfg.to_dict())
         cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
-                               rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id)
+                               rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id, node_rank=node_rank)
         progress = None
         if not quiet and sys.stderr.isatty():
             progress = Progress(duration)
-        launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress, job=job)
+        fixed = {FIXED_NODE_RANKS_ENV: "1"} if node_rank is not None else {}
+        launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress, job=job, env=fixed)
     finally:
         claim.release()
     return out

@@ -35,9 +35,9 @@ from emulator import metrics
 from emulator.checkpoint.audit import audit_tiers
 from emulator.checkpoint.broadcast_restore import make_restorer, new_dp_group, restore_state
 from emulator.checkpoint.checkpointer import Checkpointer
-from emulator.checkpoint.injection import Faults, restart_attempt
+from emulator.checkpoint.injection import Faults
 from emulator.checkpoint.layout import list_steps
-from emulator.checkpoint.node_loss import NodeLoss
+from emulator.checkpoint.node_loss import NodeLoss, failure_class
 from emulator.checkpoint.records import RankResult
 from emulator.checkpoint.restore import drop_page_cache, lists_tier
 from emulator.checkpoint.retry import RetryPolicy, describe_error
@@ -55,7 +55,8 @@ from emulator.job.rank_tiers import build_memory_tier, build_tiers, tier_scope
 from emulator.mlperf.protocol import run_rank
 from emulator.mlperf.report import write_outputs as write_mlperf_outputs
 from emulator.rank.comm import DistComm
-from emulator.rank.training import ModeLoop
+from emulator.rank.membership import Membership, join_process_group
+from emulator.rank.training import ModeLoop, TrainedMark
 from emulator.results.report import write_outputs as write_run_outputs
 from emulator.workload.device import place
 from emulator.workload.state import RankState
@@ -68,8 +69,9 @@ from tiers.pacing import FileTokenBucket
 class RankRun:
     """One rank's whole run: set-up, resume/recovery, the modes, the loads, its RankResult."""
 
-    def __init__(self, cfg, out: Path, duration: float | None):
+    def __init__(self, cfg, out: Path, duration: float | None, membership: Membership):
         self.cfg, self.out, self.duration = cfg, OutDir(out), duration
+        self.membership = membership
         self.comm = DistComm()
         self.bg_comm = DistComm(dist.new_group(backend="gloo"))
         # where the next write may overlap a drain, the drain stage gets a group of its own
@@ -82,7 +84,7 @@ class RankRun:
         self.claims = claim_tiers(self.comm, self.out.root, self.local, self.global_,  # before any write
                                   memory=self.memory)
         self.metrics = self._setup_metrics()
-        self.attempt = restart_attempt()
+        self.attempt = membership.attempt
         self.tally = Tally(self.metrics)
         self.faults = Faults.from_config(cfg.failures, self.comm.rank, self.attempt, self.tally)
         self.global_ = self.faults.wrap_global(self.global_)
@@ -252,15 +254,32 @@ class RankRun:
 
     def _recover(self):
         """After a torchrun restart: restore the newest complete checkpoint and continue from it.
-        The restart is the failure class ``process``: host memory survived it."""
+        The class is ``process`` when every node kept its host memory. Nodes that were replaced
+        and came back with empty tiers were lost (class ``node``, or ``group`` when every holder
+        of their copies went too): their surviving peers first send their copies back."""
+        trained = TrainedMark.read(self.out.trained(self.comm.rank))
+        failed_at = self.comm.all_max(max([trained] + [a["last_step"] for a in self._earlier_attempts()]))
+        lost = self._lost_nodes()
+        holders = self.peer.holders if self.peer is not None else None
+        failure = failure_class(lost, self.comm.nodes, holders) if lost else "process"
+        fetch_s, errors = self._fetch_from_peers(lost) if lost else (0.0, [])
         restorer = self._restorer()
         rec = restorer.load()
         if rec.ok and restorer.manifest is not None:
             lineage = restorer.manifest.meta.get("lineage") or []
             self.ckpt.lineage_base = [[a, min(b, rec.step)] for a, b in lineage if a <= rec.step]
-        crashed_at = max([rec.step] + [a["last_step"] for a in self._earlier_attempts()])
-        self._add_recovery(_recovery("process", rec, crashed_at))
+        self._add_recovery({**_recovery(failure, rec, max(int(failed_at), rec.step), fetch_s),
+                            "lost_nodes": list(lost), "fetch_errors": errors[:5]})
         return rec
+
+    def _lost_nodes(self) -> tuple:
+        """Collective: the replaced nodes whose own tiers hold no checkpoint (the machine, its
+        memory and NVMe are new); a replaced agent on a node that kept its tiers lost nothing."""
+        empty = False
+        if self.comm.node in self.membership.replaced and self.comm.is_node_leader:
+            empty = not any(self.ckpt.loop.run(list_steps(tier))[1] for _, tier in self.node_tiers)
+        return tuple(sorted({node for node, was_empty in self.comm.all_gather((self.comm.node, empty))
+                             if was_empty}))
 
     def _add_recovery(self, recovery: dict) -> None:
         """Keep a recovery for the report; rank 0 publishes the slowest rank's (collective)."""
@@ -278,16 +297,22 @@ class RankRun:
         held = [self.peer.store] if self.peer is not None else []
         failure = loss.lose_nodes(self.comm, [t for _, t in self.node_tiers] + held, loop,
                                   holders=self.peer.holders if self.peer is not None else None)
-        fetch_s = 0.0
-        if self.peer is not None:  # the replacement fetches its copy back from a surviving peer
-            errors, fetch_s = self.ckpt.loop.run(
-                self.peer.fetch_back(self.comm, loss.nodes, self.memory, self.ckpt.manifest_meta))
+        fetch_s, errors = self._fetch_from_peers(loss.nodes)
+        if self.peer is not None:
             failure["fetch_errors"] = errors[:5]
-            if self.comm.node in loss.nodes and self.comm.is_node_leader:
-                self.metrics.observe_phase("fetch", "peer", fetch_s, backend="gloo")
         rec = self._restorer().load()
         self._add_recovery(_recovery(failure["class"], rec, self.last_step, fetch_s))
         return failure
+
+    def _fetch_from_peers(self, lost: tuple) -> tuple[float, list]:
+        """Collective: each lost node's replacement fetches its copy back from a surviving peer
+        (nothing without a peer tier); (seconds, errors)."""
+        if self.peer is None:
+            return 0.0, []
+        errors, fetch_s = self.ckpt.loop.run(self.peer.fetch_back(self.comm, lost, self.memory))
+        if self.comm.node in lost and self.comm.is_node_leader:
+            self.metrics.observe_phase("fetch", "peer", fetch_s, backend="gloo")
+        return fetch_s, errors
 
     def _tier_loads(self) -> list:
         """With a memory tier: one restore from each file tier alone, so the report sets the memory
@@ -330,6 +355,7 @@ class RankRun:
             if self.node_failed or self._stop_requested():
                 break
             step, self.modes[mode] = loop.run(mode, step, budget)
+        loop.trained.close()
         self.last_step = step - 1
 
     def run(self) -> RankResult:
@@ -402,26 +428,8 @@ def _version() -> str:
         return "0+unknown"
 
 
-def _init_process_group() -> None:
-    """gloo via torchrun's env; after a torchrun restart, under a per-attempt store prefix.
-
-    torchrun reuses its store across restarts without a per-attempt prefix, so
-    a restarted worker would read the dead workers' gloo addresses and fail
-    with "Connection refused"; a prefix of our own gives each attempt fresh keys."""
-    attempt = restart_attempt()
-    if attempt == 0 or "MASTER_ADDR" not in os.environ:
-        dist.init_process_group(backend="gloo")
-        return
-    from datetime import timedelta
-    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, False,
-                          timeout=timedelta(minutes=10))
-    dist.init_process_group(backend="gloo", store=dist.PrefixStore(f"ckpt-emu/attempt_{attempt}", store),
-                            rank=rank, world_size=world)
-
-
-def _run_emulator(cfg, out: Path, duration: float | None) -> None:
-    run = RankRun(cfg, out, duration)
+def _run_emulator(cfg, out: Path, duration: float | None, membership: Membership) -> None:
+    run = RankRun(cfg, out, duration, membership)
     result = run.run()
     gathered = run.comm.all_gather(result.to_dict())
     if run.comm.rank == 0:
@@ -454,18 +462,19 @@ def main(argv=None) -> int:
     ser.config.save.compute_crc32 = cfg.checkpoint.torch_crc32 or cfg.checkpoint.protocol == "mlperf"
     if cfg.state.dedup_ratio > 1:  # duplicate tensor blocks must be duplicate 4 KiB file blocks
         ser.config.save.storage_alignment = 4096
-    _init_process_group()
     try:
+        membership = join_process_group()
         expected = cfg.parallelism.active_ranks
         if dist.get_world_size() != expected:
             raise UserError(f"launched {dist.get_world_size()} ranks but the config needs {expected}")
         if cfg.checkpoint.protocol == "mlperf":
             _run_mlperf(cfg, out)
         else:
-            _run_emulator(cfg, out, args.duration)
+            _run_emulator(cfg, out, args.duration, membership)
     except UserError as exc:
-        print(f"ckpt-emu: error: rank {dist.get_rank()}: {exc}", file=sys.stderr)
+        print(f"ckpt-emu: error: rank {os.environ.get('RANK', 0)}: {exc}", file=sys.stderr)
         return 2
     finally:
-        dist.destroy_process_group()
+        if dist.is_initialized():
+            dist.destroy_process_group()
     return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import time
 from collections import deque
 
@@ -41,6 +42,32 @@ def compute(seconds: float, kind: str) -> None:
             x = x * 1.0000001 % 7.0
 
 
+class TrainedMark:
+    """The last step this rank trained, overwritten in place in a small file of the results folder
+    every step. After a restart the work lost counts up to it, not only up to the last checkpoint
+    started. No fsync: it must outlive the rank, which the page cache does, not the machine (a lost
+    node's survivors hold the job's mark)."""
+
+    def __init__(self, path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+
+    def mark(self, step: int) -> None:
+        os.pwrite(self._fd, struct.pack("<q", step), 0)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    @staticmethod
+    def read(path) -> int:
+        """The step marked (0: no mark, e.g. a replacement node's new results folder)."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return 0
+        return struct.unpack("<q", data[:8])[0] if len(data) >= 8 else 0
+
+
 class ModeLoop:
     """Trains one mode on a rank; ``run`` returns the next step and the mode's span for the report."""
 
@@ -48,6 +75,7 @@ class ModeLoop:
         self.cfg, self.state, self.ckpt, self.comm = cfg, state, ckpt, comm
         self.metrics, self.out, self.node_loss = metrics, out, node_loss
         self.baseline_step_s = 0.0  # wall time per step of the baseline mode, once it ran
+        self.trained = TrainedMark(out.trained(comm.rank))
 
     def _should_stop(self, mode_start: float, budget: float | None, step_in_mode: int) -> bool:
         """Every rank's same decision, from one all-reduce (the per-step one of data-parallel training).
@@ -84,6 +112,7 @@ class ModeLoop:
             compute(step_wall - (time.time() - t), cfg.training.compute)
             t_end = time.time()
             compute_events.append((t, t_end))
+            self.trained.mark(step)
             m.observe_step(mode, t_end - t)
             if mode != "none" and (n + 1) % interval == 0 and n < last_step:
                 self._checkpoint(mode, step, start, n + 1)
