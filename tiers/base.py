@@ -70,6 +70,8 @@ class TierScope:
     ranks_per_node: int = 1
     shared_dir: str | None = None
     spool_dir: str | None = None
+    #: the node's NIC send bucket (a file), shared by every tier and transport sending through it
+    nic_path: str | None = None
 
 
 class Claim:

@@ -58,7 +58,7 @@ from typing import BinaryIO, Callable, Optional
 
 from .base import OptionError, Sink, Tier, TierScope, TierWrapper, WrappedSink, validate_key
 from .capacity import Capacity, _run_sync
-from .pacing import FileTokenBucket, TokenBucket
+from .pacing import BothBuckets, FileTokenBucket, TokenBucket
 from .s3_limits import AWS_GET_PER_S, AWS_PUT_PER_S, RequestLimits, limit_requests
 
 GIB = 1 << 30
@@ -106,6 +106,9 @@ class EmulateOptions:
     #: reads and writes on separate paths (true), or one device that both share (false): a drain
     #: reading the device then slows the next checkpoint's write on it, and the other way round
     duplex: bool = True
+    #: the node's NIC these writes leave through (a design's ``node.nic``), shared with the node's
+    #: other sends through it (the peer tier's copies): writes take their bytes out of both
+    nic_gib_s: Optional[float] = None
     #: an object store's requests per second per key prefix, 503 SlowDown beyond (s3 backend only;
     #: null: no limit) and what a prefix is (null: the key up to its last '/'): tiers/s3_limits.py
     put_per_s_per_prefix: Optional[float] = AWS_PUT_PER_S
@@ -114,7 +117,7 @@ class EmulateOptions:
 
     def __post_init__(self):
         RequestLimits.from_options(self)
-        for name in ("write_gib_s", "read_gib_s", "capacity_gib"):
+        for name in ("write_gib_s", "read_gib_s", "capacity_gib", "nic_gib_s"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise OptionError(f"{name}: must be > 0")
@@ -247,7 +250,7 @@ class EmulatedTier(TierWrapper):
                  latency_s: float = 0.0, jitter_s: float = 0.0, shared_by: str = "none",
                  capacity_bytes: int | None = None, scope: TierScope | None = None, seed: int | None = None,
                  clock: Callable[[], float] | None = None, sleep: Callable[[float], None] | None = None,
-                 async_sleep: Callable | None = None, duplex: bool = True):
+                 async_sleep: Callable | None = None, duplex: bool = True, nic_bps: float | None = None):
         if shared_by not in SHARED_BY:
             raise ValueError(f"shared_by must be none, rank, node or job, got {shared_by!r}")
         super().__init__(inner, sleep=sleep or time.sleep, async_sleep=async_sleep)
@@ -264,13 +267,14 @@ class EmulatedTier(TierWrapper):
             shared_dir = self.scope.shared_dir
             path = Path(shared_dir) / f"capacity-{where}" if shared_dir else None
             self._capacity = Capacity(int(capacity_bytes), inner, path)
-        self.duplex = duplex
+        self.duplex, self.nic_bps = duplex, nic_bps
         self._waits, self._waits_lock = {}, threading.Lock()  # {phase: {direction: seconds}}
-        self._writes = _Pacer(self, "write", self._bucket_source(write_bps, "write"))
+        device = self._bucket_source(write_bps, "write")
+        self._writes = _Pacer(self, "write", self._through_nic(device, nic_bps))
         if not self.shares_device:
             self._reads = _Pacer(self, "read", self._bucket_source(read_bps, "read"))
-        else:  # one device: reads take their time out of the writes' bucket
-            self._reads = _Pacer(self, "read", self._writes.bucket, weight=write_bps / read_bps)
+        else:  # one device: reads take their time out of the writes' device bucket
+            self._reads = _Pacer(self, "read", device, weight=write_bps / read_bps)
 
     @property
     def shares_device(self) -> bool:
@@ -286,7 +290,7 @@ class EmulatedTier(TierWrapper):
         tier = cls(inner, write_bps=gib(c.write_gib_s), read_bps=gib(c.read_gib_s),
                    latency_s=c.latency_ms / 1000, jitter_s=c.jitter_ms / 1000, shared_by=c.shared_by,
                    capacity_bytes=None if c.capacity_gib is None else int(c.capacity_gib * GIB),
-                   scope=scope, duplex=c.duplex)
+                   scope=scope, duplex=c.duplex, nic_bps=gib(c.nic_gib_s))
         tier.request_limits = limiter.limits.describe() if limiter is not None else ""
         return tier
 
@@ -313,6 +317,24 @@ class EmulatedTier(TierWrapper):
                 sharers *= self.scope.nodes
             bucket = TokenBucket(rate / max(1, sharers), **kw)
         return lambda: bucket
+
+    def _through_nic(self, device: Callable[[], TokenBucket] | None,
+                     nic_bps: float | None) -> Callable[[], TokenBucket] | None:
+        """Writes' buckets: the device's, and the node's NIC (``scope.nic_path``: one file for
+        every sender on the node, on the wall clock as the device's shared file is; without it,
+        or beside a private device bucket, this process's part of the NIC on that bucket's clock)."""
+        if nic_bps is None:
+            return device
+        probe = device() if device is not None else None
+        if self.scope.nic_path and (probe is None or isinstance(probe, FileTokenBucket)):
+            kw = {"clock": self._clock} if self._clock else {}
+            nic = FileTokenBucket(nic_bps, self.scope.nic_path, sleep=self._sleep, **kw)
+        else:
+            kw = {"clock": probe.clock} if probe is not None else ({"clock": self._clock} if self._clock else {})
+            nic = TokenBucket(nic_bps / max(1, self.scope.ranks_per_node), sleep=self._sleep, **kw)
+        if device is None:
+            return lambda: nic
+        return lambda: BothBuckets(device(), nic)
 
     def request_delay(self, what: str) -> float:
         """Every request pays the latency plus a uniform extra in [0, jitter]."""
@@ -426,6 +448,8 @@ class EmulatedTier(TierWrapper):
             bits.append(f"{self.latency_s * 1000:g} ms" + (f" +0-{self.jitter_s * 1000:g} ms" if self.jitter_s else ""))
         if self.shared_by != "none":
             bits.append(f"shared by {self.shared_by}")
+        if self.nic_bps:
+            bits.append(f"writes through a {self.nic_bps / GIB:.4g} GiB/s NIC shared with peer copies")
         if self.shares_device:
             bits.append("reads and writes share the device")
         if self._capacity is not None:

@@ -121,3 +121,26 @@ class FileTokenBucket(TokenBucket):
                 os.close(self._fd)
             except OSError:
                 pass
+
+
+class BothBuckets:
+    """Two buckets a transfer takes its bytes out of at once, such as a node's share of a file
+    system and the NIC in front of it, which other traffic (peer copies) also crosses: the
+    transfer may finish when both say so. Both must keep time on the same clock."""
+
+    def __init__(self, first: TokenBucket, second: TokenBucket):
+        if first.clock is not second.clock:
+            raise ValueError("both buckets must use the same clock")
+        self.first, self.second = first, second
+        self.rate = min(first.rate, second.rate)
+        self.clock = first.clock
+
+    def reserve(self, n: int, start: float | None = None) -> float:
+        return max(self.first.reserve(n, start), self.second.reserve(n, start))
+
+    def wait_until(self, deadline: float) -> float:
+        return self.first.wait_until(deadline)
+
+    def acquire(self, n: int, start: float | None = None) -> float:
+        return self.wait_until(self.reserve(n, start))
+

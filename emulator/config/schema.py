@@ -491,6 +491,8 @@ def design_emulation(cfg: Config) -> dict:
     this node's share of the aggregate when every node of the modelled job drains
     at once (a synchronous job checkpoints everywhere at the same step), behind the
     node's NIC: min(NIC, aggregate / nodes), the share the simulator gives a node.
+    With a peer tier the drain's writes also take their bytes out of the NIC the peer
+    copies cross, so the two together never exceed it.
     Capacity is counted in the bytes a run moves (x run.scale), as the tier counts.
     """
     d, out = cfg.design, {}
@@ -507,6 +509,8 @@ def design_emulation(cfg: Config) -> dict:
         out["global"] = {"write_gib_s": node_share(d.global_.write_bps, d.nic_bps, nodes) / GIB,
                          "read_gib_s": node_share(d.global_.read_bps, d.nic_bps, nodes) / GIB,
                          "latency_ms": d.global_.latency_s * 1000, "shared_by": "node"}
+        if d.nic_stated and cfg.tiers.peer is not None:  # the drain leaves through the NIC the peer copies use
+            out["global"]["nic_gib_s"] = d.nic_bps / GIB
     return out
 
 

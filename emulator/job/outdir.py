@@ -51,6 +51,10 @@ class OutDir:
     def shared(self, tier: str) -> Path:
         return self.root / ".shared" / tier
 
+    def nic(self, node: int) -> Path:
+        """The node's NIC send bucket: the global tier's writes and the peer tier's sends share it."""
+        return self.root / ".shared" / "nic" / f"node{node}-send.bucket"
+
     @property
     def shared_root(self) -> Path:
         return self.root / ".shared"

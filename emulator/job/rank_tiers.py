@@ -19,7 +19,7 @@ from tiers.base import TierScope
 def tier_scope(comm, out: OutDir, name: str) -> TierScope:
     return TierScope(rank=comm.rank, local_rank=comm.local_rank, node=comm.node, nodes=comm.nodes,
                      ranks_per_node=comm.local_world_size, shared_dir=str(out.shared(name)),
-                     spool_dir=str(out.spool(comm.node)))
+                     spool_dir=str(out.spool(comm.node)), nic_path=str(out.nic(comm.node)))
 
 
 def build_tiers(cfg, comm, out) -> tuple:

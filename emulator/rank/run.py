@@ -189,7 +189,7 @@ class RankRun:
         design = self.cfg.design
         if design is None or not design.nic_stated:
             return None
-        return FileTokenBucket(design.nic_bps, self.out.shared("nic") / f"node{self.comm.node}")
+        return FileTokenBucket(design.nic_bps, self.out.nic(self.comm.node))  # the global tier's writes too
 
     @property
     def node_tiers(self) -> list[tuple[str, object]]:
