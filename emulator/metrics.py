@@ -396,11 +396,35 @@ def prepare_multiprocess_dir(path) -> None:
 
 
 class NodeServer:
-    """Handle returned by :func:`serve_node`; ``port`` is the bound port (useful with port 0)."""
+    """Handle returned by :func:`serve_node`; ``port`` is the bound port (useful with port 0).
+
+    It notes when each answered scrape began (monotonic clock), so that the node leader can
+    keep serving after the run until its final values have been scraped (:meth:`wait_for_scrape`)."""
 
     def __init__(self, httpd, thread):
         self._httpd, self._thread = httpd, thread
         self.addr, self.port = httpd.server_address[:2]
+        self.scrapes = 0  # answered scrapes
+        self._newest = float("-inf")  # when the latest-begun answered scrape began
+        self._answered = threading.Condition()
+        httpd.set_app(self._counted(httpd.get_app()))
+
+    def _counted(self, app):
+        def counted(environ, start_response):
+            began = time.monotonic()  # before the collector reads the files
+            yield from app(environ, start_response)
+            if environ.get("PATH_INFO") != "/favicon.ico":  # reached only once the body was sent
+                with self._answered:
+                    self.scrapes += 1
+                    self._newest = max(self._newest, began)
+                    self._answered.notify_all()
+        return counted
+
+    def wait_for_scrape(self, since: float, timeout: float) -> bool:
+        """Wait until a scrape that began at or after ``since`` (``time.monotonic()``) has been
+        answered, or ``timeout`` seconds; True if one was."""
+        with self._answered:
+            return self._answered.wait_for(lambda: self._newest >= since, timeout)
 
     def close(self):
         self._httpd.shutdown()
