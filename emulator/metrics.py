@@ -37,6 +37,8 @@ prometheus_client; the node leader (local rank 0) calls ``prepare_multiprocess_d
 all ranks barrier; each builds ``Metrics(multiprocess=True)``; the node leader calls
 ``serve_node(addr, port + node)``. A rank may call ``mark_process_dead(os.getpid())``
 on a clean exit so its live gauges (drains in flight, backlog) leave the node's sums.
+After the run the node leader waits for one scrape begun after the final values
+(``NodeServer.wait_for_scrape``), so that they are not lost with the process.
 
 Without a metrics port, ``Metrics()`` uses a private registry: nothing is global, and
 tests inject their own registry.
