@@ -4,6 +4,7 @@ that began after the run's last values were written has been answered (or
 figures. The user's case, through the CLI: the test scrapes only once the run says it is done."""
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -109,6 +110,23 @@ def test_a_run_stopped_early_does_not_hold(tmp_path):
     assert proc.returncode == 0, err
     assert waited < TIMEOUT_S / 2
     assert "holding metrics" not in _log(out)
+
+
+def test_ctrl_c_ends_the_hold(tmp_path):
+    proc, port, out = _start(tmp_path)
+    try:
+        _wait_for(proc, lambda: "holding metrics" in _log(out), "the hold")
+        assert proc.poll() is None, "the run did not hold"
+        proc.send_signal(signal.SIGINT)  # what the CLI does with it: the stop file
+        stopped = time.monotonic()
+        proc.wait(timeout=TIMEOUT_S)
+        waited = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert waited < TIMEOUT_S / 2
 
 
 def _try_scrape(port: int) -> str:

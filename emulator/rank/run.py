@@ -166,15 +166,21 @@ class RankRun:
 
     def hold_metrics(self, since: float) -> None:
         """The node leader serves on until a scrape begun at ``since`` or later has been answered, or
-        ``metrics.final_scrape_timeout_s``: the process's end would take the final values with it."""
+        ``metrics.final_scrape_timeout_s``, or Ctrl-C: the process's end would take the final values with it."""
         server, timeout = self._server, self.cfg.metrics.final_scrape_timeout_s
         if server is None or timeout <= 0:
             return
         print(f"ckpt-emu: holding metrics on :{server.port} up to {timeout:g} s for a final scrape",
               file=sys.stderr, flush=True)
-        if not server.wait_for_scrape(since, timeout):
-            _warn(f"node {self.comm.node}: no scrape of the final metrics on :{server.port} within {timeout:g} s "
-                  "(metrics.final_scrape_timeout_s; 0: exit at once)")
+        deadline = time.monotonic() + timeout
+        while not (self.out / outdir.STOP).exists():  # Ctrl-C ends the hold
+            left = deadline - time.monotonic()
+            if left <= 0:
+                _warn(f"node {self.comm.node}: no scrape of the final metrics on :{server.port} within {timeout:g} "
+                      "s (metrics.final_scrape_timeout_s; 0: exit at once)")
+                return
+            if server.wait_for_scrape(since, min(0.5, left)):
+                return
 
     def _setup_spool(self) -> None:
         """Spool files (S3 uploads, drains through tiers without files) go under the results
