@@ -411,6 +411,7 @@ def test_a_scrape_that_started_before_since_does_not_count(node_server):
     assert node_server.wait_for_scrape(since, 0.2) is False
     _scrape(node_server.port)
     assert node_server.wait_for_scrape(since, 30) is True
+    assert node_server.scrapes == 2
 
 
 def test_wait_for_scrape_returns_once_a_later_scrape_completed(node_server):
