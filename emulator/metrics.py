@@ -37,6 +37,8 @@ prometheus_client; the node leader (local rank 0) calls ``prepare_multiprocess_d
 all ranks barrier; each builds ``Metrics(multiprocess=True)``; the node leader calls
 ``serve_node(addr, port + node)``. A rank may call ``mark_process_dead(os.getpid())``
 on a clean exit so its live gauges (drains in flight, backlog) leave the node's sums.
+After the run the node leader waits for one scrape begun after the final values
+(``NodeServer.wait_for_scrape``), so that they are not lost with the process.
 
 Without a metrics port, ``Metrics()`` uses a private registry: nothing is global, and
 tests inject their own registry.
@@ -396,11 +398,35 @@ def prepare_multiprocess_dir(path) -> None:
 
 
 class NodeServer:
-    """Handle returned by :func:`serve_node`; ``port`` is the bound port (useful with port 0)."""
+    """Handle returned by :func:`serve_node`; ``port`` is the bound port (useful with port 0).
+
+    It notes when each answered scrape began (monotonic clock), so that the node leader can
+    keep serving after the run until its final values have been scraped (:meth:`wait_for_scrape`)."""
 
     def __init__(self, httpd, thread):
         self._httpd, self._thread = httpd, thread
         self.addr, self.port = httpd.server_address[:2]
+        self.scrapes = 0  # answered scrapes
+        self._newest = float("-inf")  # when the latest-begun answered scrape began
+        self._answered = threading.Condition()
+        httpd.set_app(self._counted(httpd.get_app()))
+
+    def _counted(self, app):
+        def counted(environ, start_response):
+            began = time.monotonic()  # before the collector reads the files
+            yield from app(environ, start_response)
+            if environ.get("PATH_INFO") != "/favicon.ico":  # reached only once the body was sent
+                with self._answered:
+                    self.scrapes += 1
+                    self._newest = max(self._newest, began)
+                    self._answered.notify_all()
+        return counted
+
+    def wait_for_scrape(self, since: float, timeout: float) -> bool:
+        """Wait until a scrape that began at or after ``since`` (``time.monotonic()``) has been
+        answered, or ``timeout`` seconds; True if one was."""
+        with self._answered:
+            return self._answered.wait_for(lambda: self._newest >= since, timeout)
 
     def close(self):
         self._httpd.shutdown()

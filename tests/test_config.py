@@ -30,6 +30,7 @@ BAD = [
     ("tiers: {global: {backend: dir, path: /x, emulate: {shared_by: planet}}}\n", [],
      "tiers.global.emulate.shared_by"),
     ("metrics: {port: 70000}\n", [], "metrics.port: must be a TCP port"),
+    (None, ["--set", "metrics.final_scrape_timeout_s=-1"], "metrics.final_scrape_timeout_s: must be 0 or more"),
     ("state: {device: tpu}\n", [], "state.device: must be auto, cpu or cuda"),
     ("state: {pinned_budget_gib: 0}\n", [], "state.pinned_budget_gib: must be >= 0.002 GiB"),
     (None, ["--set", "state.pinned_budget_gib=lots"], "state.pinned_budget_gib: expected a number"),

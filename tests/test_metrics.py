@@ -391,6 +391,41 @@ def test_one_node_endpoint_aggregates_two_real_processes(tmp_path):
                 p.communicate("\n", timeout=30)
 
 
+# --------------------------------------------------------------------------- the final scrape
+
+@pytest.fixture
+def node_server(tmp_path):
+    server = M.serve_node("127.0.0.1", 0, path=tmp_path)
+    yield server
+    server.close()
+
+
+def test_wait_for_scrape_is_false_when_no_scrape_comes(node_server):
+    assert node_server.wait_for_scrape(time.monotonic(), 0.2) is False
+    assert node_server.wait_for_scrape(time.monotonic(), 0) is False
+
+
+def test_a_scrape_that_started_before_since_does_not_count(node_server):
+    _scrape(node_server.port)
+    since = time.monotonic()
+    assert node_server.wait_for_scrape(since, 0.2) is False
+    _scrape(node_server.port)
+    assert node_server.wait_for_scrape(since, 30) is True
+    assert node_server.scrapes == 2
+
+
+def test_wait_for_scrape_returns_once_a_later_scrape_completed(node_server):
+    import threading
+    since, answer = time.monotonic(), []
+    waiter = threading.Thread(target=lambda: answer.append(node_server.wait_for_scrape(since, 60)))
+    started = time.monotonic()
+    waiter.start()
+    _scrape(node_server.port)
+    waiter.join(60)
+    assert answer == [True]
+    assert time.monotonic() - started < 60 / 2  # the scrape ended the wait, not the timeout
+
+
 # --------------------------------------------------------------------------- before the first checkpoint
 
 BASELINE_CHILD = textwrap.dedent("""

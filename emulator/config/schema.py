@@ -341,10 +341,15 @@ class MetricsConfig:
     #: Prometheus scrape port for this node (None: no endpoint); node N serves port + N
     port: Optional[int] = None
     addr: str = "127.0.0.1"
+    #: after the run, the node leader serves on until a scrape begun after the run's final values
+    #: has been answered, or this many seconds (0: exit at once): Prometheus scrapes every 15 s
+    final_scrape_timeout_s: float = 30.0
 
     def __post_init__(self):
         if self.port is not None:
             _check(0 < self.port < 65536, "port", "must be a TCP port (1-65535)")
+        _check(0 <= self.final_scrape_timeout_s < float("inf"), "final_scrape_timeout_s",
+               f"must be 0 or more seconds, got {self.final_scrape_timeout_s!r}")
 
 
 @dataclass(frozen=True)

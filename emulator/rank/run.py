@@ -25,6 +25,7 @@ import functools
 import json
 import os
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -143,7 +144,7 @@ class RankRun:
 
     def _setup_metrics(self):
         """No port: the null object. A port: multiprocess mode, the node leader serves the node."""
-        port = self.cfg.metrics.port
+        port, self._server = self.cfg.metrics.port, None
         if port is None:
             return metrics.NULL_METRICS
         mp_dir = self.out.metrics(self.comm.node)
@@ -164,6 +165,24 @@ class RankRun:
             if seconds > 0:
                 m.set_tier_interval(name, seconds)
         return m
+
+    def hold_metrics(self, since: float) -> None:
+        """The node leader serves on until a scrape begun at ``since`` or later has been answered, or
+        ``metrics.final_scrape_timeout_s``, or Ctrl-C: the process's end would take the final values with it."""
+        server, timeout = self._server, self.cfg.metrics.final_scrape_timeout_s
+        if server is None or timeout <= 0:
+            return
+        print(f"ckpt-emu: holding metrics on :{server.port} up to {timeout:g} s for a final scrape",
+              file=sys.stderr, flush=True)
+        deadline = time.monotonic() + timeout
+        while not (self.out / outdir.STOP).exists():  # Ctrl-C ends the hold
+            left = deadline - time.monotonic()
+            if left <= 0:
+                _warn(f"node {self.comm.node}: no scrape of the final metrics on :{server.port} within {timeout:g} "
+                      "s (metrics.final_scrape_timeout_s; 0: exit at once)")
+                return
+            if server.wait_for_scrape(since, min(0.5, left)):
+                return
 
     def _setup_spool(self) -> None:
         """Spool files (S3 uploads, drains through tiers without files) go under the results
@@ -432,9 +451,12 @@ def _run_emulator(cfg, out: Path, duration: float | None, membership: Membership
     run = RankRun(cfg, out, duration, membership)
     result = run.run()
     gathered = run.comm.all_gather(result.to_dict())
+    final = time.monotonic()  # every rank is past its last metric: a scrape from now on sees them all
     if run.comm.rank == 0:
         write_run_outputs(cfg, gathered, out)
     run.comm.barrier()
+    if not result.stopped_early:  # Ctrl-C: the user wants the run over
+        run.hold_metrics(final)
 
 
 def _run_mlperf(cfg, out: Path) -> None:
