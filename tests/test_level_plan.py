@@ -170,9 +170,10 @@ def _results(tmp: Path, cfg_path: Path, scale: float = 0.01) -> Path:
     return path
 
 
-def test_calibration_takes_rates_and_the_model_predicts_lags_and_restores(tmp_path):
-    """A run's rates (a node's bytes over each stage, over each restore from one tier) and its
-    nearest tier's lag; every other lag and every restore is the model's, from them and the bytes."""
+def test_calibration_takes_rates_lag_and_recoveries_and_the_model_predicts_the_rest(tmp_path):
+    """A run's rates (a node's bytes over each stage, over each restore from one tier), its nearest
+    tier's lag and the recovery of each class it went through; every other lag and restore is the
+    model's. ``--as-run`` (measured_recoveries off) predicts the recoveries too."""
     cfg_path = _config(tmp_path)
     cal = read_calibration(str(_results(tmp_path, cfg_path)))
     assert cal.copy_bps == pytest.approx({"memory": 50 * GB, "local": 12.5 * GB, "global": 4 * GB})
@@ -185,8 +186,13 @@ def test_calibration_takes_rates_and_the_model_predicts_lags_and_restores(tmp_pa
     assert lv["peer"].lag_s == pytest.approx(3.0 + 2.0)
     assert lv["local"].lag_s == pytest.approx(3.0 + 2.0 + 8.0)
     assert lv["global"].lag_s == pytest.approx(3.0 + 2.0 + 8.0 + 25.0)
-    assert lv["memory"].restore_s == pytest.approx(1.0) and lv["global"].restore_s == pytest.approx(20.0)
-    assert lv["peer"].restore_s == pytest.approx(2.0 + 1.0)  # fetch at the NIC, then memory
+    assert cal.recovery_s == {"process": 2.0, "group": 30.0}
+    # the run recovered from a crash (memory) and a group loss (global): those are measured
+    assert lv["memory"].restore_s == pytest.approx(2.0) and lv["global"].restore_s == pytest.approx(30.0)
+    assert lv["peer"].restore_s == pytest.approx(2.0 + 1.0)  # no node loss measured: fetch at the NIC, then memory
+    predicted = _by_name(describe_design(cfg, nodes=2, class_rates=RATES, calibration=cal, node_bytes=100 * GB,
+                                         measured_recoveries=False).inputs)
+    assert predicted["memory"].restore_s == pytest.approx(1.0) and predicted["global"].restore_s == pytest.approx(20.0)
 
 
 # --------------------------------------------------------------------------- CLI

@@ -205,7 +205,7 @@ def _levels(args, cfg, study: Study, spec: dict | None):
     design, failures, horizon, seed = level_design_from_args(
         args, cfg, nodes=d.nodes, per_node=d.ranks_per_node,
         node_bytes=max(g.node_bytes for g in d.groups), job_bytes=d.checkpoint_bytes,
-        time_scale=cfg.run.scale if args.as_run else 1.0)
+        time_scale=cfg.run.scale if args.as_run else 1.0, measured_recoveries=not args.as_run)
     plan = ld.plan(design, horizon_s=horizon, seed=seed, failures=failures)
     sweep = ld.run_sweep(design, every, horizon_s=horizon, seed=seed, failures=failures) if every else None
     return plan, sweep

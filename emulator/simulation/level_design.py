@@ -25,8 +25,9 @@ design does not describe is taken at its ``emulate`` rates, per node (a 400 Gb/s
 Failure classes: ``process`` (host memory survives), ``node`` (its peers hold a copy; without
 a peer tier its NVMe is gone with it: global), ``group`` (a replica group: global). A calibration
 (a run's results.json with ``levels`` and ``restore_by_tier``) replaces the design's rates by the
-run's (each tier's copy, a restore from each tier alone) and the nearest tier's lag by the run's;
-the model predicts the rest, so ``simulate --as-run`` against the same run checks it.
+run's (each tier's copy, a restore from each tier alone), the nearest tier's lag by the run's, and
+the recovery of each class the run went through by the run's; the model predicts the rest.
+``simulate --as-run`` against the same run predicts the recoveries too, and so checks the model.
 """
 from __future__ import annotations
 
@@ -100,15 +101,17 @@ def trace_rates(failures: list) -> dict:
 @dataclass(frozen=True)
 class LevelCalibration:
     """What a run with levels measured: a node's rates (bytes/s) of each tier's own copy (a peer's:
-    its NIC, every replica's bytes) and of a restore from each tier alone, and the nearest tier's
-    lag at full size (the snapshot, the write and the pipeline's own steps). The model then
-    predicts every other lag and every class's recovery from these rates and the bytes; it never
-    takes a lag or a recovery from the run (that would make reproducing them no check at all)."""
+    its NIC, every replica's bytes) and of a restore from each tier alone, the nearest tier's lag
+    at full size (the snapshot, the write and the pipeline's own steps), and the recovery of each
+    failure class the run went through, at full size. The model predicts every other lag from
+    these rates and the bytes. A plan of the job takes the measured recoveries; ``--as-run``
+    predicts them from the rates instead (taking them would make reproducing them no check)."""
 
     source: str
     copy_bps: dict = field(default_factory=dict)
     read_bps: dict = field(default_factory=dict)
     first_lag_s: float | None = None
+    recovery_s: dict = field(default_factory=dict)
 
 
 def read_calibration(path: str) -> LevelCalibration:
@@ -123,7 +126,8 @@ def read_calibration(path: str) -> LevelCalibration:
     read = {t: v["node_bytes"] / v["seconds"] for t, v in fig.tier_restores.items() if v["seconds"] > 0}
     first = run.tiers.configured()[0]
     lag = fig.level_lags_s.get(first)
-    return LevelCalibration(path, copy, read, lag / scale if lag else None)
+    recovered = {c: v["seconds_full_size"] for c, v in fig.recoveries.items() if v["seconds_full_size"] > 0}
+    return LevelCalibration(path, copy, read, lag / scale if lag else None, recovered)
 
 
 # --------------------------------------------------------------------------- the design
@@ -195,10 +199,11 @@ def describe_design(cfg, *, nodes: int, class_rates: dict, calibration: LevelCal
                     accelerators_per_node: int | None = None, node_bytes: float | None = None,
                     job_bytes: float | None = None, time_scale: float = 1.0,
                     snapshot_gib_s: float = DEFAULT_SNAPSHOT_GIB_S, restart_s: float = 600.0,
-                    base_interval_s: float | None = None) -> LevelDesign:
+                    base_interval_s: float | None = None, measured_recoveries: bool = True) -> LevelDesign:
     """The config's levels at full size on ``nodes`` nodes (the module docstring has the model); with
     ``time_scale`` = run.scale and the run's node bytes, the run as it ran (``simulate --as-run``):
-    its step times and the calibrating lag shrink by the scale, as its bytes did."""
+    its step times and the calibrating lag shrink by the scale, as its bytes did. A calibration's
+    measured recoveries replace the model's unless ``measured_recoveries`` is false."""
     per_node = accelerators_per_node or (cfg.design.accelerators_per_node if cfg.design else 8)
     if node_bytes is None:  # the heaviest node: a checkpoint is complete, a restore over, when its slowest node is
         groups = full_size_groups(cfg, nodes, per_node)
@@ -228,9 +233,13 @@ def describe_design(cfg, *, nodes: int, class_rates: dict, calibration: LevelCal
     draft = LevelInputs(T, tuple(Level(n, every[n], stall[n], lag[n], restore[n]) for n in names), classes,
                         restart_s)
     class_restore = _class_restores(draft, r, b, cal)
+    measured = {c: s * time_scale for c, s in cal.recovery_s.items() if c in class_restore} \
+        if measured_recoveries else {}
+    class_restore.update(measured)
     levels = tuple(Level(n, every[n], stall[n], lag[n], _level_restore(draft, i, class_restore))
                    for i, n in enumerate(names))
-    sources = {"rates": "measured" if cal.copy_bps else "design", "calibrated_by": cal.source or None}
+    sources = {"rates": "measured" if cal.copy_bps else "design", "calibrated_by": cal.source or None,
+               "recoveries_measured": sorted(measured)}
     replicas = cfg.tiers.peer.replicas if cfg.tiers.peer is not None else 0
     return LevelDesign(LevelInputs(T, levels, classes, restart_s), nodes, b, replicas,
                        "sync" if sync else "async", class_restore, sources, job_bytes, own)

@@ -12,9 +12,11 @@ def render_levels(p: dict) -> str:
     """Per tier its interval, bandwidth, lag and restore; goodput by both models; the planner's
     intervals; per failure class its recovery and the work it loses."""
     T = p["base_interval_s"]
+    measured = p["sources"].get("recoveries_measured") or []
     lines = [f"\nLevels ({p['mode']}, {p['nodes']:,} nodes, {fmt_bytes(p['node_bytes'])} per node, "
-             f"a checkpoint every {fmt_duration(T)}; recoveries and lags from the "
-             f"{'run' if p['sources']['calibrated_by'] else 'design'})"]
+             f"a checkpoint every {fmt_duration(T)}; rates from the "
+             f"{'run' if p['sources']['calibrated_by'] else 'design'}"
+             + (f"; recovery measured by the run: {', '.join(measured)}" if measured else "") + ")"]
     rows = []
     for name, t in p["tiers"].items():
         need = fmt_rate(t["bytes_per_s"]) + " per node"
