@@ -169,6 +169,8 @@ def test_lost_node_restores_from_its_peers_memory(tmp_path, shm):
     # the fetched copy is node 1's own state at step 8, bit for bit
     assert 8 in verify_dir_tier(shm / "node1", cfg)
     assert res["levels"]["peer"]["complete"] == res["levels"]["peer"]["due"] == 2
+    # the held copies recycle their pages as the memory tier does, and the pool goes at the end
+    assert not list(shm.glob("node*/.recycle/*")) and not list(shm.glob("node*-peers/.recycle/*"))
     report = (_rank0_out([tmp_path / "out", tmp_path / "out1"]) / "report.txt").read_text()
     assert "fetching from a peer" in report.split("recovery from a node failure")[1]
 

@@ -142,3 +142,16 @@ def test_the_memory_tier_recycles_unless_told_not_to(tmp_path):
     assert memory_tier_config(cfg).options.recycle is True
     cfg = load_config(None, [f"tiers.memory.path={tmp_path}/shm", "tiers.memory.recycle=false"])
     assert memory_tier_config(cfg).options.recycle is False
+
+
+def test_the_peer_store_recycles_when_the_memory_tier_does(tmp_path):
+    """The copies a node holds for its peers are host memory too, rewritten every peer checkpoint."""
+    from emulator.checkpoint.replicas import store_config
+    from emulator.config import load_config
+    from emulator.job.rank_tiers import memory_tier_config
+    cfg = load_config(None, [f"tiers.memory.path={tmp_path}/shm"])
+    store = store_config(memory_tier_config(cfg))
+    assert store.options.recycle is True and store.options.path == f"{tmp_path}/shm-peers"
+    cfg = load_config(None, [f"tiers.memory.path={tmp_path}/shm", "tiers.memory.recycle=false"])
+    assert store_config(memory_tier_config(cfg)).options.recycle is False
+

@@ -21,15 +21,18 @@ from dataclasses import dataclass, field, replace
 
 from emulator.checkpoint import layout
 from emulator.checkpoint.peer import PeerLayout, PeerTransport
+from emulator.job.rank_tiers import memory_tier_config
 from tiers import make_tier
 from tiers.directory import DirOptions
 from tiers.emulated import counted_as
 
 
 def store_config(memory_cfg):
-    """The holder's store: the memory tier's folder with ``-peers`` appended (host memory too)."""
+    """The holder's store: the memory tier's folder with ``-peers`` appended (host memory too),
+    recycling its files' pages as the memory tier does (``memory_cfg`` as the run builds it)."""
     path = memory_cfg.options.path.rstrip("/") + "-peers"
-    return replace(memory_cfg, options=DirOptions(path), emulate=None, interval_steps=None, keep=None)
+    return replace(memory_cfg, options=DirOptions(path, recycle=memory_cfg.options.recycle), emulate=None,
+                   interval_steps=None, keep=None)
 
 
 @dataclass
@@ -47,7 +50,7 @@ class PeerReplicas:
         peer = cfg.tiers.peer
         layout_ = PeerLayout(comm.nodes, peer.replicas, peer.placement, peer.jump)
         transport = PeerTransport(group, ranks_per_node=comm.local_world_size, pacer=pacer)
-        store = make_tier(store_config(cfg.tiers.memory), scope=scope)
+        store = make_tier(store_config(memory_tier_config(cfg)), scope=scope)
         return cls(layout_, transport, store, peer.keep or cfg.checkpoint.keep, comm.local_world_size)
 
     def holders(self, node: int) -> list[int]:

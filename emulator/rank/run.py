@@ -215,6 +215,12 @@ class RankRun:
         """This node's own tiers, nearest first: (name, tier) of memory and local where configured."""
         return [(n, t) for n, t in (("memory", self.memory), ("local", self.local)) if t is not None]
 
+    @property
+    def _host_folders(self) -> list[tuple[str, object]]:
+        """The node's tiers and the copies it holds for its peers: what its leader cleans up."""
+        held = [("peer", self.peer.store)] if self.peer is not None else []
+        return self.node_tiers + held
+
     def _recover_tiers(self) -> None:
         """Node leaders clean up what a crashed run left on the tiers this run now owns.
 
@@ -222,7 +228,7 @@ class RankRun:
         under a least-privilege policy) gets one warning line, and the run goes on."""
         if not self.comm.is_node_leader:
             return
-        for name, tier in self.node_tiers + [("global", self.global_ if self.comm.rank == 0 else None)]:
+        for name, tier in self._host_folders + [("global", self.global_ if self.comm.rank == 0 else None)]:
             if tier is None:
                 continue
             try:
@@ -237,7 +243,7 @@ class RankRun:
 
         Safe here: every drain of every node ended inside the last checkpoint's collectives."""
         self.comm.barrier()
-        tiers = self.node_tiers if self.comm.is_node_leader else []
+        tiers = self._host_folders if self.comm.is_node_leader else []
         for name, tier in tiers + ([("global", self.global_)] if self.comm.rank == 0 else []):
             try:
                 self.ckpt.loop.run(tier.clean_up_after_run())
