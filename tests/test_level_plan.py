@@ -195,6 +195,28 @@ def test_calibration_takes_rates_lag_and_recoveries_and_the_model_predicts_the_r
     assert predicted["memory"].restore_s == pytest.approx(1.0) and predicted["global"].restore_s == pytest.approx(20.0)
 
 
+def test_a_measured_interference_charges_each_async_copy_and_thins_the_far_tiers(tmp_path):
+    """Async copies are not free: a calibration's interference share (training time lost per
+    second of background copy) charges each level's own copy. Uncharged, the planner takes every
+    checkpoint everywhere; charged, it thins the NVMe (it recovers no class) and the slow global
+    copy (a group loss a day)."""
+    from emulator.simulation.level_design import LevelCalibration, plan
+    cfg = load_config(str(_config(tmp_path, modes=("async",))))
+    free = describe_design(cfg, nodes=2, class_rates=RATES, node_bytes=100 * GB)
+    charged = describe_design(cfg, nodes=2, class_rates=RATES, node_bytes=100 * GB,
+                              calibration=LevelCalibration("run.json", interference_share=0.5))
+    lv, snapshot = _by_name(charged.inputs), 100 * GB / 8 / (48 * GIB)
+    # own copies (test_level_inputs_by_hand_async): memory 5 s, peer 2 s, NVMe 10 s, global 10 s
+    assert lv["memory"].stall_s == pytest.approx(snapshot + 0.5 * 5.0)
+    assert lv["peer"].stall_s == pytest.approx(0.5 * 2.0)
+    assert lv["local"].stall_s == lv["global"].stall_s == pytest.approx(0.5 * 10.0)
+    assert _by_name(charged.inputs)["global"].lag_s == _by_name(free.inputs)["global"].lag_s
+    uncharged = plan(free, horizon_s=86400)["recommended"]["every"]
+    thinned = plan(charged, horizon_s=86400)["recommended"]["every"]
+    assert set(uncharged.values()) == {1}
+    assert thinned["local"] > 1 and thinned["global"] > 1 and thinned["peer"] <= thinned["global"]
+
+
 # --------------------------------------------------------------------------- CLI
 
 def _json(proc) -> dict:

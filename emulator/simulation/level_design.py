@@ -15,8 +15,10 @@ design does not describe is taken at its ``emulate`` rates, per node (a 400 Gb/s
   of the levels before it that also take its checkpoints, plus its own: peer node bytes x
   replicas / NIC, NVMe node bytes / its write rate, global node bytes / min(NIC, aggregate /
   nodes) (emulator/design/share.py, every node draining at once);
-- async (the config has mode async): no stall beyond the snapshot; sync: each level stalls for its
-  own part of the write path (the first level: snapshot + its write) and lags 0;
+- async (the config has mode async): no stall beyond the snapshot, but each copy in the background
+  costs training a calibrating run's measured interference per second of copy (0 without one);
+  sync: each level stalls for its own part of the write path (the first level: snapshot + its
+  write) and lags 0;
 - restores: memory read; peer fetch over the NIC + memory read; NVMe read; global read by every
   node at once (a restore storm: a process crash or group loss restarts every node) or by the
   replaced node alone (a node loss). A level's restore is the mean over the classes recovering
@@ -40,7 +42,7 @@ from emulator.errors import UserError
 from emulator.multilevel import FailureClass, Grid, Level, LevelInputs, breakdown, optimize, recovery_levels
 from emulator.simulation import levels as level_model
 from emulator.simulation.arrivals import GROUP, HOUR, NODE, RESTART
-from emulator.simulation.calibrate import read_results
+from emulator.simulation.calibrate import interference_share, read_results
 from emulator.design.spec import DEFAULT_NIC
 from emulator.simulation.design import DEFAULT_SNAPSHOT_GIB_S, full_size_groups
 from emulator.units import GIB, parse_rate
@@ -112,6 +114,8 @@ class LevelCalibration:
     read_bps: dict = field(default_factory=dict)
     first_lag_s: float | None = None
     recovery_s: dict = field(default_factory=dict)
+    #: training time lost per second of background copies (async; 0: not measured, no baseline)
+    interference_share: float = 0.0
 
 
 def read_calibration(path: str) -> LevelCalibration:
@@ -127,7 +131,8 @@ def read_calibration(path: str) -> LevelCalibration:
     first = run.tiers.configured()[0]
     lag = fig.level_lags_s.get(first)
     recovered = {c: v["seconds_full_size"] for c, v in fig.recoveries.items() if v["seconds_full_size"] > 0}
-    return LevelCalibration(path, copy, read, lag / scale if lag else None, recovered)
+    return LevelCalibration(path, copy, read, lag / scale if lag else None, recovered,
+                            interference_share(fig, "async"))
 
 
 # --------------------------------------------------------------------------- the design
@@ -224,8 +229,8 @@ def describe_design(cfg, *, nodes: int, class_rates: dict, calibration: LevelCal
     if sync:
         stall = {n: (snapshot + lag[n] if n == first else own[n]) for n in names}  # each its own copy
         lag = {n: 0.0 for n in names}
-    else:
-        stall = {n: snapshot if n == first else 0.0 for n in names}
+    else:  # a background copy costs training what the run measured per second of such copies
+        stall = {n: (snapshot if n == first else 0.0) + cal.interference_share * own[n] for n in names}
     T = base_interval_s if base_interval_s is not None else base * cfg.training.step_seconds * time_scale
     if not T > 0:
         raise UserError("levels: the base interval is 0 (training.step_seconds is 0); give --interval T")
@@ -239,7 +244,7 @@ def describe_design(cfg, *, nodes: int, class_rates: dict, calibration: LevelCal
     levels = tuple(Level(n, every[n], stall[n], lag[n], _level_restore(draft, i, class_restore))
                    for i, n in enumerate(names))
     sources = {"rates": "measured" if cal.copy_bps else "design", "calibrated_by": cal.source or None,
-               "recoveries_measured": sorted(measured)}
+               "recoveries_measured": sorted(measured), "interference_share": cal.interference_share}
     replicas = cfg.tiers.peer.replicas if cfg.tiers.peer is not None else 0
     return LevelDesign(LevelInputs(T, levels, classes, restart_s), nodes, b, replicas,
                        "sync" if sync else "async", class_restore, sources, job_bytes, own)

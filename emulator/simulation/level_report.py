@@ -26,6 +26,11 @@ def render_levels(p: dict) -> str:
                      fmt_duration(t["lag_s"]), fmt_duration(t["restore_s"]), ", ".join(t["recovers"]) or "-"])
     lines.append(table(rows, ["tier", "takes", "interval", "bandwidth needed", "stall", "lag", "restore",
                               "recovers"], left=(0, 1, 3, 7)))
+    if p["mode"] == "async":
+        share = p["sources"].get("interference_share") or 0.0
+        lines.append(f"  background copies cost training {fmt_pct(share)} of their time (measured by the run)" if share
+                     else "  background copies cost training nothing here (no measurement): --calibrate with a run "
+                          "that has its baseline (checkpoint.baseline) charges their interference")
     rec = p["recommended"]
     g, rg = p["goodput"], rec["goodput"]
     lines.append(f"  goodput at these intervals: analytic {fmt_pct(g['analytic'])}, simulated "
