@@ -269,6 +269,17 @@ def test_replaced_nodes_are_those_that_restarted_fewer_times_and_need_fixed_node
         membership([1, 1, 0, 0], 2, fixed_node_ranks=False)
 
 
+def test_a_peer_layout_that_does_not_fit_the_nodes_is_refused_at_launch(tmp_path, shm):
+    """Cliques of 2 on 3 nodes: one line and exit 2 before anything runs, not when the ranks start."""
+    cfg = _levels(tmp_path, shm, ranks=6)
+    proc = ckpt_emu("run", cfg, "--quiet", "--set", "tiers.peer={replicas: 1, placement: clique}",
+                    "--nnodes", "3", "--rdzv-endpoint", "127.0.0.1:29999")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == ("ckpt-emu: error: tiers.peer.jump: 3 nodes do not split into cliques of 2 "
+                                   "(replicas + 1) nodes spaced 1 apart (nodes must be a multiple of 2) (--nnodes 3)")
+    assert not (tmp_path / "out").exists() and not shm.exists() and not (tmp_path / "local").exists()
+
+
 @pytest.mark.parametrize("args, message", [
     (("--node-rank", "0"), "--node-rank 0: needs --nnodes > 1 and a rank from 0 to nnodes - 1"),
     (("--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "127.0.0.1:29999"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from emulator.errors import UserError
+from emulator.errors import ConfigError, UserError
 from emulator.host import proc_bytes
 from emulator.job.ownership import FIXED_NODE_RANKS_ENV, claim_results_folder, new_job_id
 from emulator.launch.launcher import launch, prepare_out, torchrun_command
@@ -90,6 +90,12 @@ def _check_nodes(cfg, nnodes: int, duration: float | None = None) -> None:
     if peer is not None and peer.replicas >= nnodes:
         raise UserError(f"tiers.peer.replicas: {peer.replicas} replica(s) need more than the run's {nnodes} "
                         "node(s) (--nnodes): a node's copies go to other nodes")
+    if peer is not None:  # cliques and jumps that do not fit these nodes: now, not when the ranks start
+        from emulator.checkpoint.peer import PeerLayout
+        try:
+            PeerLayout(nnodes, peer.replicas, peer.placement, peer.jump)
+        except ConfigError as exc:
+            raise UserError(f"tiers.peer.{exc} (--nnodes {nnodes})") from None
     _check_design_nodes(cfg, nnodes)
 
 
