@@ -190,7 +190,8 @@ def _peer_process(rank: int, root: str, wd: str, nbytes: int, params_json: str, 
     import torch.distributed as dist
 
     from emulator.checkpoint.layout import FileEntry
-    from emulator.checkpoint.peer import PeerLayout, PeerTransport
+    from emulator.checkpoint.peer import PeerTransport
+    from emulator.checkpoint.placement import PeerLayout
     from tiers.directory import DirTier
     params = Params.from_json(params_json)
     dist.init_process_group("gloo", init_method=f"file://{wd}/peer_store", rank=rank, world_size=2)

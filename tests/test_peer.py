@@ -13,7 +13,7 @@ import crc32c
 import pytest
 import torch.multiprocessing as mp
 
-from emulator.checkpoint.peer import PeerLayout, holders, sources
+from emulator.checkpoint.placement import PeerLayout, holders, sources
 from emulator.errors import ConfigError
 
 MIB = 1 << 20

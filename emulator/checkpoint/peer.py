@@ -2,12 +2,7 @@
 
 As NVIDIA's resiliency extension (NVRx local checkpointing with a replication
 factor and a "jump") does, a node's files survive the loss of that node when
-another node holds a copy. Where the copies go (``PeerLayout``):
-
-* ``jump``: node n's replicas on n+jump, n+2*jump, ... n+R*jump (mod nodes);
-* ``clique``: NVRx's groups: for each m < jump the nodes m, m+jump, m+2*jump, ...
-  are cut into cliques of R+1 consecutive members; every member holds every other
-  member's copy (nodes must divide into jump * (R+1)).
+another node holds a copy. Where the copies go: ``emulator/checkpoint/placement.py``.
 
 The copies travel as real bytes between the ranks' processes over a gloo
 process group (``PeerTransport``): rank (node n, local rank l) sends its own
@@ -41,79 +36,17 @@ import torch
 import torch.distributed as dist
 
 from emulator.checkpoint.integrity import format_crc
-from emulator.errors import ConfigError
+from emulator.checkpoint.placement import PeerLayout
 from tiers.base import Tier, TierError
 
 #: bytes per message of a file's body: what a stream holds in memory at once
 CHUNK = 64 << 20
-PLACEMENTS = ("jump", "clique")
 _OK, _MISSING = 0, 1
 _HEADER = 4  # int64s: size, crc32c, key length, status
 
 
 class PeerError(Exception):
     """A copy that did not arrive whole (refused on receipt, or unreadable at its sender)."""
-
-
-# --------------------------------------------------------------------------- placement
-
-@dataclass(frozen=True)
-class PeerLayout:
-    """Which nodes hold which node's copies; raises ConfigError (one line) when impossible."""
-
-    nodes: int
-    replicas: int = 1
-    placement: str = "jump"
-    jump: int = 1
-
-    def __post_init__(self):
-        n, r, j = self.nodes, self.replicas, self.jump
-        if self.placement not in PLACEMENTS:
-            raise ConfigError(f"placement: {self.placement!r} is not one of {', '.join(PLACEMENTS)}")
-        if r < 1 or j < 1:
-            raise ConfigError(f"replicas and jump must be >= 1, got replicas={r}, jump={j}")
-        if r >= n:
-            raise ConfigError(f"replicas: {r} replica(s) need more than {r} nodes, the job has {n}")
-        if self.placement == "clique" and n % (j * (r + 1)):
-            raise ConfigError(f"jump: {n} nodes do not split into cliques of {r + 1} (replicas + 1) "
-                              f"nodes spaced {j} apart (nodes must be a multiple of {j * (r + 1)})")
-        if self.placement == "jump":
-            back = next((k for k in range(1, r + 1) if k * j % n == 0), None)
-            if back is not None:
-                raise ConfigError(f"jump: with jump {j} on {n} nodes, replica {back} of a node lands "
-                                  f"on the node itself")
-
-    def clique(self, node: int) -> list[int]:
-        """The members of ``node``'s clique, itself included, in order."""
-        size, j = self.replicas + 1, self.jump
-        first = (node // j) // size * size
-        return [node % j + j * (first + i) for i in range(size)]
-
-    def holders(self, node: int) -> list[int]:
-        """The nodes that hold ``node``'s copies."""
-        if self.placement == "clique":
-            return [m for m in self.clique(node) if m != node]
-        return [(node + k * self.jump) % self.nodes for k in range(1, self.replicas + 1)]
-
-    def sources(self, node: int) -> list[int]:
-        """The nodes whose copies ``node`` holds."""
-        if self.placement == "clique":
-            return self.holders(node)
-        return [(node - k * self.jump) % self.nodes for k in range(1, self.replicas + 1)]
-
-    def server(self, node: int, lost: Sequence[int]) -> int | None:
-        """The holder that gives ``node`` its files back: its first holder not lost, else None."""
-        return next((h for h in self.holders(node) if h not in lost), None)
-
-
-def holders(node: int, nodes: int, replicas: int, placement: str = "jump", jump: int = 1) -> list[int]:
-    """The nodes that hold ``node``'s copies (``PeerLayout.holders``)."""
-    return PeerLayout(nodes, replicas, placement, jump).holders(node)
-
-
-def sources(node: int, nodes: int, replicas: int, placement: str = "jump", jump: int = 1) -> list[int]:
-    """The nodes whose copies ``node`` holds (``PeerLayout.sources``)."""
-    return PeerLayout(nodes, replicas, placement, jump).sources(node)
 
 
 # --------------------------------------------------------------------------- results

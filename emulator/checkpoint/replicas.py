@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass, field, replace
 
 from emulator.checkpoint import layout
-from emulator.checkpoint.peer import PeerLayout, PeerTransport
+from emulator.checkpoint.peer import PeerTransport
+from emulator.checkpoint.placement import PeerLayout
 from emulator.job.rank_tiers import memory_tier_config
 from tiers import make_tier
 from tiers.directory import DirOptions

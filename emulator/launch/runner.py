@@ -91,7 +91,7 @@ def _check_nodes(cfg, nnodes: int, duration: float | None = None) -> None:
         raise UserError(f"tiers.peer.replicas: {peer.replicas} replica(s) need more than the run's {nnodes} "
                         "node(s) (--nnodes): a node's copies go to other nodes")
     if peer is not None:  # cliques and jumps that do not fit these nodes: now, not when the ranks start
-        from emulator.checkpoint.peer import PeerLayout
+        from emulator.checkpoint.placement import PeerLayout
         try:
             PeerLayout(nnodes, peer.replicas, peer.placement, peer.jump)
         except ConfigError as exc:
