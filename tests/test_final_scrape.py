@@ -38,6 +38,22 @@ def _wait_for(proc, done, what: str, limit: float = 300) -> None:
         time.sleep(0.2)
 
 
+def _seconds_to_exit(proc, until) -> tuple[float, str]:
+    """``until()`` (it returns once what the test waits for happened), then the seconds the run
+    took to exit after it, and the run's stderr; the run must succeed."""
+    try:
+        until()
+        mark = time.monotonic()
+        proc.wait(timeout=TIMEOUT_S)
+        waited = time.monotonic() - mark
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err
+    return waited, err
+
+
 def _log(out) -> str:
     path = out / outdir.LOG
     return path.read_text(errors="replace") if path.exists() else ""
@@ -50,19 +66,14 @@ def _samples(text: str) -> dict:
 
 def test_the_final_values_are_served_until_a_late_scrape_then_the_run_exits(tmp_path):
     proc, port, out = _start(tmp_path)
-    try:
-        # the run is over (its results written) and says it holds; a run that does not hold exits
+    scraped = []
+
+    def late_scrape():  # once the run is over (its results written) and says it holds
         _wait_for(proc, lambda: (out / outdir.RESULTS).exists() and "holding metrics" in _log(out), "the hold")
-        text = http_get(f"http://127.0.0.1:{port}/metrics", timeout=30)
-        scraped = time.monotonic()
-        proc.wait(timeout=TIMEOUT_S)
-        waited = time.monotonic() - scraped
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    _, err = proc.communicate()
-    assert proc.returncode == 0, err
-    s = _samples(text)
+        scraped.append(http_get(f"http://127.0.0.1:{port}/metrics", timeout=30))
+
+    waited, err = _seconds_to_exit(proc, late_scrape)
+    s = _samples(scraped[0])
     assert s[("ckpt_emu_checkpoints_completed_total", (("tier", "global"),))] == SAVES
     assert s[("ckpt_emu_last_complete_checkpoint_step", (("tier", "global"),))] == SAVES * 2  # interval_steps 2
     assert waited < TIMEOUT_S / 2, f"the run held {waited:.1f} s after its final scrape"
@@ -71,16 +82,7 @@ def test_the_final_values_are_served_until_a_late_scrape_then_the_run_exits(tmp_
 
 def test_a_zero_timeout_exits_at_once(tmp_path):
     proc, port, out = _start(tmp_path, "--set", "metrics.final_scrape_timeout_s=0")
-    try:
-        _wait_for(proc, lambda: (out / outdir.RESULTS).exists(), "results.json")
-        done = time.monotonic()
-        proc.wait(timeout=TIMEOUT_S)
-        waited = time.monotonic() - done
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    _, err = proc.communicate()
-    assert proc.returncode == 0, err
+    waited, _ = _seconds_to_exit(proc, lambda: _wait_for(proc, lambda: (out / outdir.RESULTS).exists(), "results"))
     assert waited < TIMEOUT_S / 2
     assert "holding metrics" not in _log(out)
 
@@ -96,36 +98,26 @@ def test_without_a_scrape_the_hold_ends_at_its_timeout_and_says_so(tmp_path):
 def test_a_run_stopped_early_does_not_hold(tmp_path):
     """Ctrl-C (the stop file): the user wants the run over; no scrape comes here."""
     proc, port, out = _start(tmp_path, "--duration", f"{10 * TIMEOUT_S}s")
-    try:
+
+    def stop_after_a_checkpoint():
         _wait_for(proc, lambda: (out / outdir.LOG).exists() and "ckpt_emu_checkpoints_completed_total{tier=\"global\"} 1"
                   in _try_scrape(port), "a first checkpoint")
         (out / outdir.STOP).touch()
-        stopped = time.monotonic()
-        proc.wait(timeout=TIMEOUT_S)
-        waited = time.monotonic() - stopped
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    _, err = proc.communicate()
-    assert proc.returncode == 0, err
+
+    waited, _ = _seconds_to_exit(proc, stop_after_a_checkpoint)
     assert waited < TIMEOUT_S / 2
     assert "holding metrics" not in _log(out)
 
 
 def test_ctrl_c_ends_the_hold(tmp_path):
     proc, port, out = _start(tmp_path)
-    try:
+
+    def interrupt_the_hold():
         _wait_for(proc, lambda: "holding metrics" in _log(out), "the hold")
         assert proc.poll() is None, "the run did not hold"
         proc.send_signal(signal.SIGINT)  # what the CLI does with it: the stop file
-        stopped = time.monotonic()
-        proc.wait(timeout=TIMEOUT_S)
-        waited = time.monotonic() - stopped
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    _, err = proc.communicate()
-    assert proc.returncode == 0, err
+
+    waited, _ = _seconds_to_exit(proc, interrupt_the_hold)
     assert waited < TIMEOUT_S / 2
 
 
