@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from emulator.job.outdir import OutDir
-from emulator.simulation.sharing import node_emulation
+from emulator.simulation.sharing import lone_reader_emulation, node_emulation
 from tiers import make_tier
 from tiers.base import TierScope
 
@@ -29,6 +29,13 @@ def build_tiers(cfg, comm, out) -> tuple:
     if cfg.tiers.local is not None:
         local = make_tier(_node_tier(cfg, "local", comm.nodes), scope=tier_scope(comm, out, "local"))
     return local, make_tier(_node_tier(cfg, "global", comm.nodes), scope=tier_scope(comm, out, "global"))
+
+
+def build_lone_global(cfg, comm, out):
+    """The global tier as this node alone reads it (``lone_reader_emulation``): what a lost node
+    restores through while the others restore from their memory or peers."""
+    tier = replace(cfg.tiers.global_, emulate=lone_reader_emulation(cfg))
+    return make_tier(tier, scope=tier_scope(comm, OutDir(out), "global-alone"))
 
 
 def build_memory_tier(cfg, comm, out):

@@ -52,7 +52,7 @@ from emulator.job.lifeline import watch_parent
 from emulator.job.outdir import OutDir
 from emulator.job.ownership import claim_tiers, release
 from emulator.checkpoint.replicas import PeerReplicas
-from emulator.job.rank_tiers import build_memory_tier, build_tiers, tier_scope
+from emulator.job.rank_tiers import build_lone_global, build_memory_tier, build_tiers, tier_scope
 from emulator.mlperf.protocol import run_rank
 from emulator.mlperf.report import write_outputs as write_mlperf_outputs
 from emulator.rank.comm import DistComm
@@ -288,7 +288,7 @@ class RankRun:
         holders = self.peer.holders if self.peer is not None else None
         failure = failure_class(lost, self.comm.nodes, holders) if lost else "process"
         fetch_s, errors = self._fetch_from_peers(lost) if lost else (0.0, [])
-        restorer = self._restorer()
+        restorer = self._restorer(self._recovery_tiers(failure))
         rec = restorer.load()
         if rec.ok and restorer.manifest is not None:
             lineage = restorer.manifest.meta.get("lineage") or []
@@ -325,9 +325,17 @@ class RankRun:
         fetch_s, errors = self._fetch_from_peers(loss.nodes)
         if self.peer is not None:
             failure["fetch_errors"] = errors[:5]
-        rec = self._restorer().load()
+        rec = self._restorer(self._recovery_tiers(failure["class"])).load()
         self._add_recovery(_recovery(failure["class"], rec, self.last_step, fetch_s))
         return failure
+
+    def _recovery_tiers(self, failure_class: str) -> list:
+        """Where a recovery from ``failure_class`` reads, nearest first. After a node loss only the
+        lost nodes read global storage (the others have their memory or peers): each alone, at
+        min(NIC, aggregate); after a group loss or a crash every node reads it at once (a storm)."""
+        if failure_class != "node":
+            return self.node_tiers + [("global", self.global_)]
+        return self.node_tiers + [("global", build_lone_global(self.cfg, self.comm, self.out.root))]
 
     def _fetch_from_peers(self, lost: tuple) -> tuple[float, list]:
         """Collective: each lost node's replacement fetches its copy back from a surviving peer

@@ -262,13 +262,15 @@ def _class_restores(inputs: LevelInputs, r: dict, b: float, cal: LevelCalibratio
 
 def _calibrated(r: dict, cal: LevelCalibration) -> dict:
     """The design's rates with a run's measured ones in their place (a peer's copy and fetch run
-    at its measured NIC rate; a global restore as the run read it, all its nodes at once)."""
+    at its measured NIC rate; a global restore as the run read it, all its nodes at once). A lone
+    node's global restore, which the run did not time, keeps the design's ratio to the storm's."""
     r = dict(r, peer=cal.copy_bps.get("peer", r["nic"]))
     for name in ("memory", "local", "global"):
         if name in cal.copy_bps:
             r[f"{name}_write"] = cal.copy_bps[name]
         if name in cal.read_bps:
-            r[f"{name}_read"] = r[f"{name}_read_alone"] = cal.read_bps[name]
+            alone = r[f"{name}_read_alone"] / r[f"{name}_read"]
+            r[f"{name}_read"], r[f"{name}_read_alone"] = cal.read_bps[name], cal.read_bps[name] * alone
     return r
 
 

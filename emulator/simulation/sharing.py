@@ -60,6 +60,21 @@ def node_emulation(cfg, name: str, emulated_nodes: int = 1):
     return replace(e, shared_by="node", write_gib_s=share(e.write_gib_s), read_gib_s=share(e.read_gib_s))
 
 
+def lone_reader_emulation(cfg):
+    """The global tier's ``emulate`` when this node reads it alone (a lost node's restore while
+    the others restore from memory or peers): min(NIC, aggregate) rather than the share every node
+    gets when all read at once. A per-node rate without a design is returned as written."""
+    e = cfg.tiers.global_.emulate
+    if e is None or e.read_gib_s is None:
+        return e
+    d = cfg.design
+    if d is not None and d.global_ is not None:  # the design's emulate holds the shared rate
+        return replace(e, read_gib_s=node_share(d.global_.read_bps, d.nic_bps, 1) / GIB)
+    if e.shared_by == "job":
+        return replace(e, shared_by="node", read_gib_s=node_share(e.read_gib_s * GIB, _design(cfg).nic_bps, 1) / GIB)
+    return e
+
+
 def as_emulated(cfg, emulated_nodes: int):
     """``cfg`` with its tiers' ``emulate`` as a run of ``emulated_nodes`` paced each node: a job-wide
     rate becomes the node's share (node_emulation). Simulating a run as run (``--as-run``, tune's
