@@ -261,3 +261,34 @@ def test_a_writer_in_another_process_does_not_disturb_a_kept_mapping(tier):
     assert inner.bytes_mapped == 0
     assert tier.local_path("theirs").read_bytes() == other
 
+
+
+def test_the_checksum_follows_each_chunk_while_it_is_in_cache():
+    """A large write reaches the inner sink in CRC_CHUNK pieces, each checksummed right after
+    it is copied (still in the CPU's cache), and the CRC is the whole write's."""
+    from emulator.checkpoint.integrity import CRC_CHUNK
+    from tiers.base import Sink
+
+    class Recorder(Sink):
+        def __init__(self):
+            self.sizes, self.data = [], bytearray()
+
+        def write(self, data):
+            self.sizes.append(len(data))
+            self.data += data
+            return len(data)
+
+        def commit(self):
+            pass
+
+        def abort(self):
+            pass
+
+    data = os.urandom(CRC_CHUNK * 5 // 2 + 3)
+    inner = Recorder()
+    sink = ChecksumSink(inner)
+    sink.write(b"head")
+    sink.write(memoryview(data).cast("B"))
+    assert inner.sizes == [4, CRC_CHUNK, CRC_CHUNK, CRC_CHUNK // 2 + 3]
+    assert bytes(inner.data) == b"head" + data and sink.bytes_written == len(data) + 4
+    assert sink.hexdigest == format_crc(crc32c.crc32c(b"head" + data))
