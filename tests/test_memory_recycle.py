@@ -292,3 +292,21 @@ def test_the_checksum_follows_each_chunk_while_it_is_in_cache():
     assert inner.sizes == [4, CRC_CHUNK, CRC_CHUNK, CRC_CHUNK // 2 + 3]
     assert bytes(inner.data) == b"head" + data and sink.bytes_written == len(data) + 4
     assert sink.hexdigest == format_crc(crc32c.crc32c(b"head" + data))
+
+
+def test_each_rank_takes_back_the_file_it_keeps_mapped(tmp_path):
+    """Ranks of a node share one pool: a rank that took another's file would map it anew (page
+    tables filled again); it takes the one it already has mapped when that one is there."""
+    root = tmp_path / "mem"
+    ranks = [DirTier(root, recycle=True, pool_files=2) for _ in range(2)]
+    inodes = {}
+    for step in range(8):
+        for r, tier in enumerate(ranks):
+            cycle(tier, f"step_{step}/rank{r}.pt", os.urandom(1 << 20), delete=False)
+        for r, tier in enumerate(ranks):
+            ino = tier.local_path(f"step_{step}/rank{r}.pt").stat().st_ino
+            if step >= 2:  # the first reuse may take either file; from then on its own
+                assert ino == inodes[r], (step, r)
+            inodes[r] = ino
+        for r in (1, 0) if step % 2 else (0, 1):  # retention: the node's old files into the pool
+            asyncio.run(ranks[0].delete(f"step_{step}/rank{r}.pt"))

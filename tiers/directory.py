@@ -41,11 +41,11 @@ from .mapped import MapCache
 class DirSink(Sink):
     """Writes straight to a hidden partial file (unbuffered: torch.save hands over whole tensors)."""
 
-    def __init__(self, final: Path, pool: Optional["FilePool"] = None):
+    def __init__(self, final: Path, pool: Optional["FilePool"] = None, prefer=None):
         make_dirs(final.parent)
         self._final = final
         self._tmp = partial_path(final)
-        reused = pool is not None and pool.take(self._tmp)
+        reused = pool is not None and pool.take(self._tmp, prefer)
         # a reused file is overwritten from offset 0, no O_TRUNC: its pages stay allocated
         self._file = open(self._tmp, "r+b" if reused else "xb", buffering=0)
         self._reused = reused
@@ -88,7 +88,7 @@ class MappedSink(DirSink):
     Same partial, same commit (cut to size, fsync, rename, fsync dir), same abort."""
 
     def __init__(self, final: Path, pool: "FilePool", maps: MapCache):
-        super().__init__(final, pool)
+        super().__init__(final, pool, prefer=maps.holds)
         self._maps = maps
         self._map, self._room = maps.mapping(self._file.fileno()) if self._reused else (None, 0)
         self.bytes_mapped = 0
@@ -130,9 +130,13 @@ class FilePool:
         except FileNotFoundError:
             return []
 
-    def take(self, dest: Path) -> bool:
-        """Rename a pooled file to ``dest`` (a partial); False when the pool is empty."""
-        for path in self.files():
+    def take(self, dest: Path, prefer=None) -> bool:
+        """Rename a pooled file to ``dest`` (a partial), those for which ``prefer(stat)`` is true
+        first (the files this process keeps mapped); False when the pool is empty."""
+        files = self.files()
+        if prefer is not None:
+            files.sort(key=lambda path: not prefer(_stat_or_none(path)))
+        for path in files:
             try:
                 os.rename(path, dest)
                 return True
@@ -159,6 +163,13 @@ class FilePool:
         if files:
             fsync_dir(self.folder)
         return len(files)
+
+
+def _stat_or_none(path: Path) -> Optional[os.stat_result]:
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
 
 
 def _size_or_zero(path: Path) -> int:

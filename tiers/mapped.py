@@ -5,7 +5,8 @@ kernel looks up and locks every 4 KiB page); a copy into a shared mapping whose
 page tables are already filled costs a memcpy, as DLRover's and Gemini's flash
 checkpoints copy into a persistent shared-memory buffer. A recycled file keeps
 its inode through the pool and the publishing rename, so its mapping is kept per
-inode: the first reuse fills the page tables, later ones copy straight in.
+inode: the first reuse fills the page tables, later ones copy straight in. The
+ranks of a node share one pool, so a rank takes a file it has mapped first.
 
 A kept mapping holds its file's pages even after the file is unlinked, so each
 lookup first lets go of mappings whose file no longer has a name (and a cap
@@ -53,6 +54,10 @@ class MapCache:
         while len(self._maps) > self.limit:
             _close(self._maps.popitem(last=False)[1])
         return entry[1], st.st_size
+
+    def holds(self, st: os.stat_result | None) -> bool:
+        """Whether the file ``st`` describes is mapped here (a pool prefers such files)."""
+        return st is not None and (st.st_dev, st.st_ino) in self._maps
 
     def forget(self, fd: int) -> None:
         """Let go of ``fd``'s mapping (its file is about to be unlinked)."""
