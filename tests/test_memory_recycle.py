@@ -310,3 +310,19 @@ def test_each_rank_takes_back_the_file_it_keeps_mapped(tmp_path):
             inodes[r] = ino
         for r in (1, 0) if step % 2 else (0, 1):  # retention: the node's old files into the pool
             asyncio.run(ranks[0].delete(f"step_{step}/rank{r}.pt"))
+
+
+def test_a_mapping_in_use_is_not_let_go_by_another_write(tier):
+    """Writes in other threads (a peer's copy arriving during a save) keep mappings too; the
+    limit on kept mappings must never close one a sink is still copying into."""
+    tier.maps.limit = 1
+    for key in ("a", "b"):
+        cycle(tier, key, os.urandom(1 << 20), delete=False)
+    for key in ("a", "b"):
+        asyncio.run(tier.delete(key))
+    first = os.urandom(1 << 20)
+    with ChecksumSink(tier.open_write("c")) as sink:
+        sink.write(first[: 1 << 19])
+        cycle(tier, "d", os.urandom(1 << 20), delete=False)  # maps the other pooled file, keeps it
+        sink.write(first[1 << 19:])
+    assert tier.local_path("c").read_bytes() == first

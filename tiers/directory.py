@@ -90,7 +90,7 @@ class MappedSink(DirSink):
     def __init__(self, final: Path, pool: "FilePool", maps: MapCache):
         super().__init__(final, pool, prefer=maps.holds)
         self._maps = maps
-        self._map, self._room = maps.mapping(self._file.fileno()) if self._reused else (None, 0)
+        self._map, self._room = maps.take(self._file.fileno()) if self._reused else (None, 0)
         self.bytes_mapped = 0
 
     def write(self, data) -> int:
@@ -98,7 +98,7 @@ class MappedSink(DirSink):
         pos, n = self.bytes_written, len(view)
         k = max(0, min(n, self._room - pos))
         if k:
-            self._map[pos:pos + k] = view[:k]  # a memcpy into pages already mapped
+            self._map.mm[pos:pos + k] = view[:k]  # a memcpy into pages already mapped
             self.bytes_mapped += k
         if k < n:
             os.lseek(self._file.fileno(), pos + k, os.SEEK_SET)
@@ -106,10 +106,24 @@ class MappedSink(DirSink):
         self.bytes_written += n
         return n
 
+    def commit(self) -> None:
+        try:
+            super().commit()
+        except BaseException:
+            self._let_go()
+            raise
+        if self._map is not None:  # published: kept for the file's next write
+            self._maps.give_back(self._map)
+            self._map = None
+
     def abort(self) -> None:
-        if not self._done:
-            self._maps.forget(self._file.fileno())  # its pages go with the file
         super().abort()
+        self._let_go()  # its pages go with the file
+
+    def _let_go(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
 
 
 POOL_DIR = ".recycle"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 from collections import OrderedDict
 
 POPULATE = getattr(mmap, "MAP_POPULATE", 0)
@@ -24,60 +25,68 @@ POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 MAX_MAPPINGS = 8
 
 
+class Mapping:
+    """A writable shared mapping of one whole file, with a descriptor of the file that tells
+    whether it still has a name (closed when the object is dropped, as after a crash)."""
+
+    def __init__(self, fd: int, size: int):
+        st = os.fstat(fd)
+        self.key = (st.st_dev, st.st_ino)
+        self.file = os.fdopen(os.dup(fd), "rb", buffering=0)
+        # filled at once: half the cost of faulting it in page by page
+        self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | POPULATE)
+
+    def linked(self) -> bool:
+        return os.fstat(self.file.fileno()).st_nlink > 0
+
+    def close(self) -> None:
+        self.mm.close()
+        self.file.close()
+
+
 class MapCache:
-    """This process's kept mappings of one tier's recycled files, by (st_dev, st_ino)."""
+    """This process's kept mappings of one tier's recycled files, by (st_dev, st_ino). A sink
+    takes its file's mapping out while it writes and gives it back once the file is published,
+    so no other thread can close a mapping in use."""
 
     def __init__(self, limit: int = MAX_MAPPINGS):
         self.limit = limit
-        self._maps: OrderedDict[tuple[int, int], tuple[int, mmap.mmap]] = OrderedDict()
+        self._maps: OrderedDict[tuple[int, int], Mapping] = OrderedDict()
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         self.prune()
         return len(self._maps)
 
-    def mapping(self, fd: int) -> tuple[mmap.mmap | None, int]:
-        """A writable shared mapping of the open file ``fd`` and how many bytes of it may be
-        written (the file's size: past it a mapping faults): (None, 0) for an empty file."""
+    def take(self, fd: int) -> tuple[Mapping | None, int]:
+        """The mapping of the open file ``fd`` (the kept one, or a new one) and how many bytes of
+        it may be written (the file's size: past it a mapping faults); (None, 0) for an empty file."""
         self.prune()
         st = os.fstat(fd)
-        key = (st.st_dev, st.st_ino)
-        entry = self._maps.pop(key, None)
-        if entry is not None and len(entry[1]) < st.st_size:  # the file grew since: map it whole
-            _close(entry)
-            entry = None
-        if entry is None:
-            if not st.st_size:
-                return None, 0
-            # shared, read and write; filled at once (half the cost of faulting page by page)
-            entry = (os.dup(fd), mmap.mmap(fd, st.st_size, flags=mmap.MAP_SHARED | POPULATE))
-        self._maps[key] = entry
-        while len(self._maps) > self.limit:
-            _close(self._maps.popitem(last=False)[1])
-        return entry[1], st.st_size
+        with self._lock:
+            kept = self._maps.pop((st.st_dev, st.st_ino), None)
+        if kept is not None and len(kept.mm) >= st.st_size:
+            return kept, st.st_size
+        if kept is not None:  # the file grew since: map it whole
+            kept.close()
+        return (Mapping(fd, st.st_size), st.st_size) if st.st_size else (None, 0)
+
+    def give_back(self, mapping: Mapping) -> None:
+        """Keep ``mapping`` for the file's next write (the oldest kept one goes past the limit)."""
+        with self._lock:
+            self._maps[mapping.key] = mapping
+            extra = [self._maps.popitem(last=False)[1] for _ in range(len(self._maps) - self.limit)]
+        for old in extra:
+            old.close()
 
     def holds(self, st: os.stat_result | None) -> bool:
         """Whether the file ``st`` describes is mapped here (a pool prefers such files)."""
         return st is not None and (st.st_dev, st.st_ino) in self._maps
 
-    def forget(self, fd: int) -> None:
-        """Let go of ``fd``'s mapping (its file is about to be unlinked)."""
-        st = os.fstat(fd)
-        entry = self._maps.pop((st.st_dev, st.st_ino), None)
-        if entry is not None:
-            _close(entry)
-
     def prune(self) -> None:
         """Let go of mappings whose file was unlinked, so its pages go back to the host."""
-        for key, entry in list(self._maps.items()):
-            if os.fstat(entry[0]).st_nlink == 0:
-                _close(self._maps.pop(key))
-
-    def close(self) -> None:
-        while self._maps:
-            _close(self._maps.popitem()[1])
-
-
-def _close(entry: tuple[int, mmap.mmap]) -> None:
-    fd, mm = entry
-    mm.close()
-    os.close(fd)
+        with self._lock:
+            gone = [key for key, m in self._maps.items() if not m.linked()]
+            dropped = [self._maps.pop(key) for key in gone]
+        for mapping in dropped:
+            mapping.close()
