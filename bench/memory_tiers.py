@@ -4,10 +4,10 @@
 (``save_rank_file``: torch.save through the CRC32C sink) into a DirTier on
 /dev/shm that recycles its files as the memory tier does (the file deleted by
 the previous round's retention is taken from the pool and copied into through
-the shared mapping the tier keeps of it; the warm-up rounds allocate the files
-and fill the mappings), against the floor of any save into host memory: one
-memcpy of the same staged tensors into a preallocated, already touched buffer
-(tensor ``copy_``). Ours also computes CRC32C over every byte (in the same
+the shared mapping the tier keeps of it; the warm-up round allocates the file,
+the first kept round maps it: that round is the max, about 3x), against the
+floor of any save into host memory: one memcpy of the same staged tensors into
+a preallocated, already touched buffer (tensor ``copy_``). Ours also computes CRC32C over every byte (in the same
 thread, each 512 KiB piece right after it is copied); the memcpy does not.
 Both run in one thread, so the CPU-time ratio (``cpu_ratio``, process CPU
 seconds) says the same as the wall one; it is reported to show no other
