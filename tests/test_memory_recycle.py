@@ -326,3 +326,16 @@ def test_a_mapping_in_use_is_not_let_go_by_another_write(tier):
         cycle(tier, "d", os.urandom(1 << 20), delete=False)  # maps the other pooled file, keeps it
         sink.write(first[1 << 19:])
     assert tier.local_path("c").read_bytes() == first
+
+
+def test_a_file_that_cannot_be_mapped_is_written_as_before(tier, monkeypatch):
+    import tiers.mapped
+
+    def refuse(*args, **kwargs):
+        raise OSError(12, "Cannot allocate memory")
+
+    cycle(tier, "a", os.urandom(1 << 20))
+    monkeypatch.setattr(tiers.mapped.mmap, "mmap", refuse)
+    data = os.urandom(1 << 20)
+    assert cycle(tier, "b", data, delete=False).bytes_mapped == 0  # cycle checks the bytes and CRC
+    assert len(tier.maps) == 0

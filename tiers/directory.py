@@ -32,8 +32,8 @@ import aiofiles
 import aiofiles.os
 
 from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
-from .fileops import (as_bytes, copy_file_durable, fs_type, fsync_dir, is_partial, make_dirs, partial_path, publish,
-                      remove_empty_dirs, remove_file, write_all)
+from .fileops import (as_bytes, copy_file_durable, fs_type, fsync_dir, is_partial, make_dirs, partial_path,
+                      publish, remove_empty_dirs, remove_file, write_all)
 from .locking import INTERNAL_FILES, claim_dir, join_dir
 from .mapped import MapCache
 
@@ -90,8 +90,14 @@ class MappedSink(DirSink):
     def __init__(self, final: Path, pool: "FilePool", maps: MapCache):
         super().__init__(final, pool, prefer=maps.holds)
         self._maps = maps
-        self._map, self._room = maps.take(self._file.fileno()) if self._reused else (None, 0)
+        self._map, self._room = self._mapping() if self._reused else (None, 0)
         self.bytes_mapped = 0
+
+    def _mapping(self):
+        try:
+            return self._maps.take(self._file.fileno())
+        except OSError:  # cannot map (address space, a limit): write() it all, as without
+            return None, 0
 
     def write(self, data) -> int:
         view = as_bytes(data)
