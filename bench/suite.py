@@ -170,6 +170,7 @@ def _notes(key: str, r: dict) -> list[str]:
     if key == "load":
         out.append(f"page cache: {r['cache']}; probe: {r['drop_cache']}")
     if key == "memory_save":
+        out.append(f"process CPU time ours / memcpy {r['cpu_ratio']:.2f} (both single-threaded)")
         out.append(f"the same save into a new file each time (no recycling): {r['fresh_save_s']:.3f} s, "
                    f"x{r['ratio_fresh_save']:.2f} the memcpy")
         out.append(f"bare write of the same tensors to a new file on /dev/shm: {r['tmpfs_write_s']:.3f} s; "

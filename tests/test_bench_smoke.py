@@ -87,6 +87,7 @@ def test_memory_tiers_pair_in_process(tmp_path):
     assert math.isclose(save["ratio"], save["ours"] / save["baseline"], rel_tol=1e-6)
     assert "/dev/shm" in save["ours_is"] and save["bytes"] >= save["memcpy_bytes"] > 0
     assert math.isclose(save["ratio_vs_tmpfs_write"], save["ours"] / save["tmpfs_write_s"], rel_tol=1e-6)
+    assert save["cpu_ratio"] > 0 and save["cpu_ratio_samples"] == [save["cpu_ratio"]]  # process CPU, same round
     send = res["peer_send"]
     assert "error" not in send and all(k in send for k in KEYS)
     assert send["pairs"] == 1 and send["unit"] == "GiB/s" and send["better"] == "higher"

@@ -11,7 +11,9 @@ bounded pool folder (``POOL_DIR``) and the next ``open_write`` takes one from
 it, overwriting it in place: on tmpfs a new file's pages must be allocated and
 zeroed at every checkpoint, a reused one's are already there (as DLRover's
 flash checkpoint and NVRx keep their shared memory). The taken file is renamed
-to a partial first, so publishing and crashes behave exactly as without. One
+to a partial first, so publishing and crashes behave exactly as without. The
+tier keeps each reused file mapped (``tiers.mapped``), so a rewrite is a memcpy
+into pages already in this process's page tables, not a write() per page. One
 difference: a reader still holding a deleted file open may see it overwritten
 (an unlinked file would stay intact); retention never deletes the checkpoint a
 drain reads, and a restore verifies size and CRC32C before it adopts anything.
@@ -30,19 +32,20 @@ import aiofiles
 import aiofiles.os
 
 from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
-from .fileops import (copy_file_durable, fs_type, fsync_dir, is_partial, make_dirs, partial_path, publish,
-                      remove_empty_dirs, remove_file, write_all)
+from .fileops import (as_bytes, copy_file_durable, fs_type, fsync_dir, is_partial, make_dirs, partial_path,
+                      publish, remove_empty_dirs, remove_file, write_all)
 from .locking import INTERNAL_FILES, claim_dir, join_dir
+from .mapped import MapCache
 
 
 class DirSink(Sink):
     """Writes straight to a hidden partial file (unbuffered: torch.save hands over whole tensors)."""
 
-    def __init__(self, final: Path, pool: Optional["FilePool"] = None):
+    def __init__(self, final: Path, pool: Optional["FilePool"] = None, prefer=None):
         make_dirs(final.parent)
         self._final = final
         self._tmp = partial_path(final)
-        reused = pool is not None and pool.take(self._tmp)
+        reused = pool is not None and pool.take(self._tmp, prefer)
         # a reused file is overwritten from offset 0, no O_TRUNC: its pages stay allocated
         self._file = open(self._tmp, "r+b" if reused else "xb", buffering=0)
         self._reused = reused
@@ -79,6 +82,56 @@ class DirSink(Sink):
         self._tmp.unlink(missing_ok=True)
 
 
+class MappedSink(DirSink):
+    """A recycling tier's sink: the bytes that fall inside a reused file's old size are copied into
+    a shared mapping of it that the tier keeps (``tiers.mapped``), the rest are written after them.
+    Same partial, same commit (cut to size, fsync, rename, fsync dir), same abort."""
+
+    def __init__(self, final: Path, pool: "FilePool", maps: MapCache):
+        super().__init__(final, pool, prefer=maps.holds)
+        self._maps = maps
+        self._map, self._room = self._mapping() if self._reused else (None, 0)
+        self.bytes_mapped = 0
+
+    def _mapping(self):
+        try:
+            return self._maps.take(self._file.fileno())
+        except OSError:  # cannot map (address space, a limit): write() it all, as without
+            return None, 0
+
+    def write(self, data) -> int:
+        view = as_bytes(data)
+        pos, n = self.bytes_written, len(view)
+        k = max(0, min(n, self._room - pos))
+        if k:
+            self._map.mm[pos:pos + k] = view[:k]  # a memcpy into pages already mapped
+            self.bytes_mapped += k
+        if k < n:
+            os.lseek(self._file.fileno(), pos + k, os.SEEK_SET)
+            write_all(self._file.fileno(), view[k:])
+        self.bytes_written += n
+        return n
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        except BaseException:
+            self._let_go()
+            raise
+        if self._map is not None:  # published: kept for the file's next write
+            self._maps.give_back(self._map)
+            self._map = None
+
+    def abort(self) -> None:
+        super().abort()
+        self._let_go()  # its pages go with the file
+
+    def _let_go(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+
 POOL_DIR = ".recycle"
 POOL_SUFFIX = ".pool"
 
@@ -97,9 +150,13 @@ class FilePool:
         except FileNotFoundError:
             return []
 
-    def take(self, dest: Path) -> bool:
-        """Rename a pooled file to ``dest`` (a partial); False when the pool is empty."""
-        for path in self.files():
+    def take(self, dest: Path, prefer=None) -> bool:
+        """Rename a pooled file to ``dest`` (a partial), those for which ``prefer(stat)`` is true
+        first (the files this process keeps mapped); False when the pool is empty."""
+        files = self.files()
+        if prefer is not None:
+            files.sort(key=lambda path: not prefer(_stat_or_none(path)))
+        for path in files:
             try:
                 os.rename(path, dest)
                 return True
@@ -126,6 +183,13 @@ class FilePool:
         if files:
             fsync_dir(self.folder)
         return len(files)
+
+
+def _stat_or_none(path: Path) -> Optional[os.stat_result]:
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
 
 
 def _size_or_zero(path: Path) -> int:
@@ -170,6 +234,7 @@ class DirTier(Tier):
         self.root = Path(root).expanduser().resolve()
         self.recycle, self.pool_files = recycle, pool_files
         self._pool = FilePool(self.root / POOL_DIR, pool_files) if recycle else None
+        self.maps = MapCache() if recycle else None  # this process's mappings of reused files
         try:
             make_dirs(self.root)
         except OSError as exc:
@@ -245,6 +310,8 @@ class DirTier(Tier):
         remove_file(path, stop_at=self.root)
 
     def open_write(self, key) -> Sink:
+        if self._pool is not None:
+            return MappedSink(self._path(key), self._pool, self.maps)
         return DirSink(self._path(key), self._pool)
 
     def open_read(self, key) -> BinaryIO:
@@ -264,6 +331,7 @@ class DirTier(Tier):
         # a crashed run's pool goes too (its pages back to the host, whether or not this run recycles)
         await asyncio.to_thread(FilePool(self.root / POOL_DIR, 0).empty)
         folders = await asyncio.to_thread(self._remove_empty_folders)
+        self._let_go_of_unlinked()
         return f"removed {partials} partial file(s), {folders} empty folder(s)" if partials or folders else ""
 
     async def clean_up_after_run(self) -> str:
@@ -272,7 +340,13 @@ class DirTier(Tier):
         if self._pool is None:
             return ""
         n = await asyncio.to_thread(self._pool.empty)
+        self._let_go_of_unlinked()
         return f"freed {n} recycled file(s)" if n else ""
+
+    def _let_go_of_unlinked(self) -> None:
+        """Unmap the files just removed: a kept mapping would hold their pages."""
+        if self.maps is not None:
+            self.maps.prune()
 
     def _remove_empty_folders(self) -> int:
         """Folders a crash left empty (deepest first, so emptied parents go too)."""
