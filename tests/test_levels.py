@@ -100,6 +100,11 @@ def test_each_tier_takes_its_checkpoints_and_restores_alone(tmp_path, shm):
     assert [v["step"] for v in by_tier.values()] == [8, 8, 8]
     report = (tmp_path / "out" / "report.txt").read_text()
     assert "memory  every   1" in report and "restore of the same state from each tier alone: memory" in report
+    # the memory tier's recycled files are rewritten through mappings: those pages are the tier's
+    # (tier_peak_bytes), so host memory takes them out of the ranks' peak RSS rather than count them twice
+    ranks = res["per_rank"]
+    assert all(r["mapped_tier_peak_bytes"] > 0 for r in ranks)
+    assert res["host_memory"]["peak_rss_bytes"] == sum(r["peak_rss_bytes"] - r["mapped_tier_peak_bytes"] for r in ranks)
 
 
 def test_process_crash_recovers_from_host_memory(tmp_path, shm):

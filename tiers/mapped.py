@@ -23,6 +23,20 @@ from collections import OrderedDict
 POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 #: mappings kept per tier object (a rank cycles through keep + 1 files)
 MAX_MAPPINGS = 8
+_held = {"now": 0, "peak": 0}  # bytes this process has mapped, over every tier
+_held_lock = threading.Lock()
+
+
+def _count(delta: int) -> None:
+    with _held_lock:
+        _held["now"] += delta
+        _held["peak"] = max(_held["peak"], _held["now"])
+
+
+def mapped_peak_bytes() -> int:
+    """The most bytes of tier files this process had mapped at once: pages its resident set
+    (VmHWM) counts that are the tier's copies, which a report counts as the tier's already."""
+    return _held["peak"]
 
 
 class Mapping:
@@ -35,11 +49,14 @@ class Mapping:
         self.file = os.fdopen(os.dup(fd), "rb", buffering=0)
         # filled at once: half the cost of faulting it in page by page
         self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | POPULATE)
+        _count(size)
 
     def linked(self) -> bool:
         return os.fstat(self.file.fileno()).st_nlink > 0
 
     def close(self) -> None:
+        if not self.mm.closed:
+            _count(-len(self.mm))
         self.mm.close()
         self.file.close()
 

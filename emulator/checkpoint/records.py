@@ -143,6 +143,9 @@ class RankResult(Record):
     recoveries: list = field(default_factory=list)
     #: node leaders: the most bytes the node's memory and peer tiers held at once (host memory)
     memory_tier_peak_bytes: int = 0
+    #: the most bytes of tier files this rank had mapped at once (tiers/mapped.py): in its peak RSS
+    #: too, though they are the memory tier's copies
+    mapped_tier_peak_bytes: int = 0
     #: per tier, tiers.emulated.device_waits(): seconds waited on the emulated device per phase
     device_waits: dict = field(default_factory=dict)
     #: every S3 request this rank's global tier made, by kind (lease and clean-up included); {} off S3

@@ -64,6 +64,7 @@ from emulator.workload.state import RankState
 from tiers import s3_limits
 from tiers.base import unwrap
 from tiers.emulated import counted_as, device_waits
+from tiers.mapped import mapped_peak_bytes
 from tiers.pacing import FileTokenBucket
 
 
@@ -422,7 +423,8 @@ class RankRun:
             earlier_attempts=self._earlier_attempts(), device=self.placement.describe(),
             staging=self.state.stager.describe(), s3_requests=_s3_requests(self.global_),
             device_waits={"local": device_waits(self.local), "global": device_waits(self.global_)},
-            tier_loads=tier_loads, recoveries=self.recoveries, memory_tier_peak_bytes=self.ckpt.memory_tier_peak)
+            tier_loads=tier_loads, recoveries=self.recoveries, memory_tier_peak_bytes=self.ckpt.memory_tier_peak,
+            mapped_tier_peak_bytes=mapped_peak_bytes())
 
     def _audit_content(self) -> dict | None:
         try:

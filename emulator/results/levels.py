@@ -116,6 +116,11 @@ def tier_load_summary(cfg, ranks: list[dict]) -> dict:
     return out
 
 
+def own_peak_rss(rank: dict) -> int:
+    """A rank's peak RSS less the memory tier's pages it had mapped (counted as the tier's)."""
+    return rank.get("peak_rss_bytes", 0) - rank.get("mapped_tier_peak_bytes", 0)
+
+
 def host_memory_summary(cfg, ranks: list[dict]) -> dict | None:
     """With a memory tier, the node that used the most host memory: its ranks' peak RSS plus the
     most its memory and peer tiers held at once, against what the design puts there: state and
@@ -127,7 +132,7 @@ def host_memory_summary(cfg, ranks: list[dict]) -> dict | None:
     nodes = {}
     for r in ranks:
         n = nodes.setdefault(r["node"], {"rss": 0, "tiers": 0, "state": 0, "file": 0})
-        n["rss"] += r.get("peak_rss_bytes", 0)
+        n["rss"] += own_peak_rss(r)
         n["tiers"] = max(n["tiers"], r.get("memory_tier_peak_bytes", 0))
         on_cpu = (r.get("device") or {"kind": "cpu"})["kind"] == "cpu"
         n["state"] += r["state_bytes"] * (2 if on_cpu else 1)
@@ -160,7 +165,8 @@ def level_lines(results: dict, fmt_s) -> list[str]:
                      f"work lost {x['lost_steps']} steps ({fmt_s(x['lost_work_s'])})" + ("" if x["ok"] else " FAILED"))
     hm = results.get("host_memory")
     if hm:
-        lines.append(f"host memory (node {hm['node']}): ranks' peak RSS {hm['peak_rss_bytes'] / GIB:.2f} GiB + memory "
+        lines.append(f"host memory (node {hm['node']}): ranks' peak RSS (less the tier pages they map) "
+                     f"{hm['peak_rss_bytes'] / GIB:.2f} GiB + memory "
                      f"tiers {hm['tier_peak_bytes'] / GIB:.2f} GiB at most = {hm['used_bytes'] / GIB:.2f} GiB, against "
                      f"state + staging + {hm['tier_copies']} tier copies = {hm['expected_bytes'] / GIB:.2f} GiB "
                      f"(x{hm['ratio']:.2f}; RSS includes each process's own footprint, ~0.3 GiB with torch)")

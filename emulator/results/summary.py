@@ -21,7 +21,8 @@ import math
 from collections import Counter, defaultdict
 
 from emulator.checkpoint.audit import summarize_audits
-from emulator.results.levels import host_memory_summary, level_summary, recovery_summary, tier_load_summary
+from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
+                                     tier_load_summary)
 from emulator.results.requests import s3_summary
 from emulator.results.scale_notes import latency_notes, rate_notes, raw_tier_notes, step_notes
 from emulator.sizing import checkpoint_size
@@ -188,14 +189,14 @@ def content_summary(ranks: list[dict]) -> dict:
 def memory_summary(ranks: list[dict]) -> dict:
     """Peak RSS of the worst rank against its host memory by design: the state (when it lives
     on the CPU), one staging copy, and any pinned bucket slots."""
-    worst = max(ranks, key=lambda r: r.get("peak_rss_bytes", 0))
+    worst = max(ranks, key=own_peak_rss)  # a mapped memory tier's pages are the tier's, not the rank's
     staging = worst.get("staging") or {}
     on_cpu = (worst.get("device") or {"kind": "cpu"})["kind"] == "cpu"
     slots = staging.get("pinned_bytes", 0) if staging.get("bucketed") else 0
     budget = worst["state_bytes"] * (2 if on_cpu else 1) + slots
-    return {"peak_rss_max_bytes": worst.get("peak_rss_bytes", 0), "rank": worst["rank"],
+    return {"peak_rss_max_bytes": own_peak_rss(worst), "rank": worst["rank"],
             "state_plus_staging_bytes": budget,
-            "ratio": worst.get("peak_rss_bytes", 0) / budget if budget else None}
+            "ratio": own_peak_rss(worst) / budget if budget else None}
 
 
 def device_wait_summary(ranks: list[dict]) -> dict:
@@ -248,7 +249,8 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "device_waits": device_wait_summary(ranks),
         "s3": s3_summary(cfg, ranks),
         "timeline": timeline(ranks, baseline["step_p99_s"] * SLOW_STEP_FACTOR if baseline else None),
-        "per_rank": [{k: r.get(k) for k in ("rank", "node", "records", "loads", "earlier_attempts")} for r in ranks],
+        "per_rank": [{k: r.get(k) for k in ("rank", "node", "records", "loads", "earlier_attempts", "peak_rss_bytes",
+                                           "mapped_tier_peak_bytes")} for r in ranks],
     }
     results["notes"] = host_notes(cfg, results)
     return results
