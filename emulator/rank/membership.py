@@ -28,6 +28,7 @@ import torch.distributed as dist
 
 from emulator.errors import UserError
 from emulator.job.ownership import FIXED_NODE_RANKS_ENV
+
 _KEYS = "ckpt-emu/membership"
 _TIMEOUT = timedelta(minutes=10)  # how long ranks wait for each other (a replacement node to start)
 

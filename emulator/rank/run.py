@@ -222,6 +222,11 @@ class RankRun:
         held = [("peer", self.peer.store)] if self.peer is not None else []
         return self.node_tiers + held
 
+    @property
+    def _holders(self):
+        """node -> the nodes holding its copies (None without a peer tier): what a loss's class needs."""
+        return self.peer.holders if self.peer is not None else None
+
     def _recover_tiers(self) -> None:
         """Node leaders clean up what a crashed run left on the tiers this run now owns.
 
@@ -286,8 +291,7 @@ class RankRun:
         trained = TrainedMark.read(self.out.trained(self.comm.rank))
         failed_at = self.comm.all_max(max([trained] + [a["last_step"] for a in self._earlier_attempts()]))
         lost = self._lost_nodes()
-        holders = self.peer.holders if self.peer is not None else None
-        failure = failure_class(lost, self.comm.nodes, holders) if lost else "process"
+        failure = failure_class(lost, self.comm.nodes, self._holders) if lost else "process"
         fetch_s, errors = self._fetch_from_peers(lost) if lost else (0.0, [])
         restorer = self._restorer(self._recovery_tiers(failure))
         rec = restorer.load()
@@ -320,9 +324,7 @@ class RankRun:
         loss, loop = self.node_loss, self.ckpt.loop
         if not loss.whole_node:
             return loss.lose_local(self.comm, self.local, loop)
-        held = [self.peer.store] if self.peer is not None else []
-        failure = loss.lose_nodes(self.comm, [t for _, t in self.node_tiers] + held, loop,
-                                  holders=self.peer.holders if self.peer is not None else None)
+        failure = loss.lose_nodes(self.comm, [t for _, t in self._host_folders], loop, holders=self._holders)
         fetch_s, errors = self._fetch_from_peers(loss.nodes)
         if self.peer is not None:
             failure["fetch_errors"] = errors[:5]
