@@ -30,6 +30,10 @@ def _modules() -> dict[str, Path]:
     return {_module_name(p): p for d in ("emulator", "tiers") for p in sorted((ROOT / d).rglob("*.py"))}
 
 
+#: C extensions built from the tree (tiers/_copycrc.c): imported as modules, they import nothing of ours
+COMPILED = {_module_name(p) for d in ("emulator", "tiers") for p in (ROOT / d).rglob("*.c")}
+
+
 def _imports(name: str, path: Path, known: set) -> list[tuple[str, int, bool]]:
     """(imported project module, line, inside a function or class) for every import in ``path``."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -47,6 +51,8 @@ def _imports(name: str, path: Path, known: set) -> list[tuple[str, int, bool]]:
         else:
             continue
         for t in targets:
+            if t in COMPILED:
+                continue
             while t and t not in known:  # `import tiers.base.x` -> the longest known prefix
                 t = t.rpartition(".")[0]
             if t and t != name:

@@ -351,3 +351,17 @@ def test_a_file_that_cannot_be_mapped_is_written_as_before(tier, monkeypatch):
     data = os.urandom(1 << 20)
     assert cycle(tier, "b", data, delete=False).bytes_mapped == 0  # cycle checks the bytes and CRC
     assert len(tier.maps) == 0
+
+
+def test_the_mapped_part_is_checksummed_in_its_copy_and_the_rest_as_written(tier, monkeypatch):
+    """A ChecksumSink hands a mapped sink its bytes whole (copy and CRC32C in one pass, fused where
+    built); bytes past the mapping go through write() in CRC_CHUNK pieces. One CRC over both."""
+    from tiers import directory
+    passes = []
+    real = directory.copy_crc32c
+    monkeypatch.setattr(directory, "copy_crc32c", lambda *a: passes.append(len(a[2])) or real(*a))
+    cycle(tier, "a", os.urandom(1 << 20))
+    data = os.urandom((3 << 20) + 17)
+    inner = cycle(tier, "b", data, delete=False)  # 1 MiB mapped, the rest written
+    assert passes == [1 << 20] and inner.bytes_mapped == 1 << 20
+    assert tier.local_path("b").read_bytes() == data

@@ -2,6 +2,7 @@
 top-level names such as ``configs`` or ``bench`` that could collide in a user's environment)."""
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
 import zipfile
@@ -20,3 +21,5 @@ def test_wheel_holds_the_product_and_the_presets(tmp_path):
     presets = {Path(n).name for n in names if n.startswith("emulator/presets/")}
     shipped = {p.name for p in (ROOT / "configs").glob("*.yaml")}
     assert shipped and shipped <= presets
+    if platform.machine() == "x86_64":  # the memory tier's fused copy, compiled (optional elsewhere)
+        assert any(n.startswith("tiers/_copycrc.") and n.endswith(".so") for n in names), names

@@ -32,6 +32,7 @@ import aiofiles
 import aiofiles.os
 
 from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
+from .copycrc import copy_crc32c
 from .fileops import (as_bytes, copy_file_durable, fs_type, fsync_dir, is_partial, make_dirs, partial_path,
                       publish, remove_empty_dirs, remove_file, write_all)
 from .locking import INTERNAL_FILES, claim_dir, join_dir
@@ -102,7 +103,7 @@ class MappedSink(DirSink):
     def write(self, data) -> int:
         view = as_bytes(data)
         pos, n = self.bytes_written, len(view)
-        k = max(0, min(n, self._room - pos))
+        k = self._mapped_part(n)
         if k:
             self._map.mm[pos:pos + k] = view[:k]  # a memcpy into pages already mapped
             self.bytes_mapped += k
@@ -111,6 +112,21 @@ class MappedSink(DirSink):
             write_all(self._file.fileno(), view[k:])
         self.bytes_written += n
         return n
+
+    def copy_with_crc(self, data, crc: int) -> tuple[int, int]:
+        """Copy the start of ``data`` that falls inside the mapping, computing its CRC32C
+        (continued from ``crc``) in the same pass: (bytes taken, CRC). The rest is for write()."""
+        view = as_bytes(data)
+        k = self._mapped_part(len(view))
+        if k:
+            crc = copy_crc32c(self._map.mm, self.bytes_written, view[:k], crc)
+            self.bytes_mapped += k
+            self.bytes_written += k
+        return k, crc
+
+    def _mapped_part(self, n: int) -> int:
+        """How many of the next ``n`` bytes fall inside the file's mapping."""
+        return max(0, min(n, self._room - self.bytes_written))
 
     def commit(self) -> None:
         try:
