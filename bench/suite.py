@@ -25,6 +25,7 @@ restore_s3_rgw                throughput Restorer.load from S3 (RGW) /    higher
                               download_fileobj into memory
 load                          throughput Restorer.load / dd read          higher  >= 0.9
 memory_save                   time save_rank_file to /dev/shm / memcpy    lower   <= 1.2
+                              (glibc's)
 peer_send                     throughput peer transport (gloo) / TCP      higher  >= 0.8
 memory_rss                    (rank peak RSS + memory tier's peak) /      lower   <= 1.1
                               (state + staging + tier copies), real run
@@ -170,7 +171,10 @@ def _notes(key: str, r: dict) -> list[str]:
     if key == "load":
         out.append(f"page cache: {r['cache']}; probe: {r['drop_cache']}")
     if key == "memory_save":
-        out.append(f"process CPU time ours / memcpy {r['cpu_ratio']:.2f} (both single-threaded)")
+        how = "fused with the copy (tiers._copycrc)" if r["fused_copy"] else "after each piece's copy (not fused)"
+        out.append(f"process CPU time ours / memcpy {r['cpu_ratio']:.2f} (both single-threaded); CRC32C {how}")
+        out.append(f"torch copy_ of the same tensors (stores through the cache): {r['torch_copy_s']:.3f} s; "
+                   f"ours / that {r['ratio_vs_torch_copy']:.2f}")
         out.append(f"the same save into a new file each time (no recycling): {r['fresh_save_s']:.3f} s, "
                    f"x{r['ratio_fresh_save']:.2f} the memcpy")
         out.append(f"bare write of the same tensors to a new file on /dev/shm: {r['tmpfs_write_s']:.3f} s; "

@@ -16,6 +16,7 @@ import pytest
 from bench.common import Params
 from bench.suite import BENCHMARKS, format_table, select
 from bench.worker import run as run_in_process
+from tiers import copycrc
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("ratio", "ours", "baseline", "unit", "min", "max", "pairs", "target", "met", "better", "ratio_is")
@@ -88,6 +89,8 @@ def test_memory_tiers_pair_in_process(tmp_path):
     assert "/dev/shm" in save["ours_is"] and save["bytes"] >= save["memcpy_bytes"] > 0
     assert math.isclose(save["ratio_vs_tmpfs_write"], save["ours"] / save["tmpfs_write_s"], rel_tol=1e-6)
     assert save["cpu_ratio"] > 0 and save["cpu_ratio_samples"] == [save["cpu_ratio"]]  # process CPU, same round
+    assert "glibc memmove" in save["baseline_is"] and save["torch_copy_s"] > 0  # the faster memcpy is the floor
+    assert save["fused_copy"] is copycrc.FUSED and ("tiers._copycrc" in save["ours_is"]) is copycrc.FUSED
     send = res["peer_send"]
     assert "error" not in send and all(k in send for k in KEYS)
     assert send["pairs"] == 1 and send["unit"] == "GiB/s" and send["better"] == "higher"
