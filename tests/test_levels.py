@@ -139,7 +139,7 @@ def test_lost_node_without_peers_restores_from_global_and_every_rank_agrees(tmp_
     (rec,) = res["recoveries"]
     # checkpoints at steps 2..10; global took the 4th (step 8); node 1's memory and NVMe are gone
     assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"memory": 4, "global": 4}
-    assert rec["lost_steps"] == 2
+    assert rec["lost_steps"] == 2 and rec["lost_nodes"] == [1]
     assert not any((shm / "node1").glob("step-*")) and not any((tmp_path / "local" / "node1").glob("step-*"))
     assert verify_dir_tier(shm / "node0")[-1] == 10
 
@@ -186,7 +186,7 @@ def test_lost_replica_group_restores_from_global(tmp_path, shm):
     res, _ = _peer_run(tmp_path, shm, "5:0,1")
     assert res["failure"]["class"] == "group"
     (rec,) = res["recoveries"]
-    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"global": 8}
+    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"global": 8} and rec["lost_nodes"] == [0, 1]
 
 
 def _agent(cfg: Path, out: Path, port: int, node_rank: int) -> subprocess.Popen:

@@ -329,7 +329,8 @@ class RankRun:
         if self.peer is not None:
             failure["fetch_errors"] = errors[:5]
         rec = self._restorer(self._recovery_tiers(failure["class"])).load()
-        self._add_recovery(_recovery(failure["class"], rec, self.last_step, fetch_s))
+        self._add_recovery({**_recovery(failure["class"], rec, self.last_step, fetch_s),
+                            "lost_nodes": list(loss.nodes)})
         return failure
 
     def _recovery_tiers(self, failure_class: str) -> list:
