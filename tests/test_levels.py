@@ -144,11 +144,11 @@ def test_lost_node_without_peers_restores_from_global_and_every_rank_agrees(tmp_
     assert verify_dir_tier(shm / "node0")[-1] == 10
 
 
-def _peer_run(tmp: Path, shm: Path, lose: str) -> dict:
+def _peer_run(tmp: Path, shm: Path, lose: str, *, saves=5, local_every=4, memory=None) -> dict:
     """2 agents x 4 ranks, replication factor 1: memory every checkpoint, a peer copy and NVMe
     every 2nd, global every 4th; nodes lost after checkpoint 5 (step 10; the peers hold step 8)."""
-    cfg_path = _levels(tmp, shm, ranks=8, local={"interval_steps": 4}, global_={"interval_steps": 8},
-                       checkpoint={"saves": 5, "loads": 1, "modes": ["sync"]})
+    cfg_path = _levels(tmp, shm, ranks=8, local={"interval_steps": local_every}, global_={"interval_steps": 8},
+                       memory=memory, checkpoint={"saves": saves, "loads": 1, "modes": ["sync"]})
     data = yaml.safe_load(cfg_path.read_text())
     data["tiers"]["peer"] = {"replicas": 1, "placement": "jump", "interval_steps": 4}
     cfg_path.write_text(yaml.safe_dump(data))
@@ -178,6 +178,19 @@ def test_lost_node_restores_from_its_peers_memory(tmp_path, shm):
     assert not list(shm.glob("node*/.recycle/*")) and not list(shm.glob("node*-peers/.recycle/*"))
     report = (_rank0_out([tmp_path / "out", tmp_path / "out1"]) / "report.txt").read_text()
     assert "fetching from a peer" in report.split("recovery from a node failure")[1]
+
+
+def test_the_others_keep_the_step_of_the_newest_peer_copy_so_a_lost_node_recovers_to_it(tmp_path, shm):
+    """Memory keeps 1, peer copies every 2nd checkpoint: node 1 lost after checkpoint 7 (step 14)
+    gets its step-12 copy back, and node 0 still has step 12 in memory (its own held copies' step
+    is kept past the tier's count), so every rank restores step 12, not global's step 8."""
+    res, cfg = _peer_run(tmp_path, shm, "7:1", saves=7, local_every=8, memory={"keep": 1})
+    (rec,) = res["recoveries"]
+    assert rec["ok"] and rec["step"] == 12 and rec["served_by"] == {"memory": 8}, rec
+    assert rec["lost_steps"] == 2
+    held = sorted(int(m.parent.name.split("_")[1]) for m in (shm / "node0-peers").glob("step_*/manifest.json"))
+    assert held == [8, 12]  # node 1's copies, the peer tier's keep (2)
+    assert verify_dir_tier(shm / "node0") == [8, 12, 14]  # memory's keep (1), and the steps held for the peer
 
 
 def test_lost_replica_group_restores_from_global(tmp_path, shm):

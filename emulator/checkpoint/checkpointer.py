@@ -561,13 +561,22 @@ class Checkpointer:
 
     async def _retain_node_tiers(self) -> None:
         """Node leaders: retention on the node's tiers (each keeps its own count), forgetting the
-        steps it deleted."""
+        steps it deleted. With peers, memory also keeps the steps of the copies this node holds
+        for its peers: a lost node gets its copy of such a step back, and every rank must restore
+        the same step."""
         for name in ("memory", "local"):
             tier = self.tier(name)
             if tier is None:
                 continue
 
             async def retain(name=name, tier=tier):
-                deleted = await layout.apply_retention(tier, self.schedule.keep[name])
+                protect = await self._held_peer_steps() if name == "memory" else set()
+                deleted = await layout.apply_retention(tier, self.schedule.keep[name], protect=protect)
                 self._node_steps.setdefault(name, set()).difference_update(deleted)
             await self._guarded(retain())
+
+    async def _held_peer_steps(self) -> set[int]:
+        """The steps of the copies this node holds for its peers (none without a peer tier)."""
+        if self.peer is None:
+            return set()
+        return set((await layout.valid_steps(self.peer.store))[0])

@@ -313,11 +313,16 @@ class TiersConfig:
 
     def host_memory_copies(self, keep: int) -> int:
         """Checkpoints the memory and peer tiers hold in host memory at most (``keep``: the config's
-        default keep): keep + 1 of the node's own, and keep + 1 of each node it holds copies for."""
+        default keep): keep + 1 of the node's own, and keep + 1 of each node it holds copies for.
+        With peers, memory also keeps its own copy of each step it holds peer copies of (the peer
+        tier's keep), where those are older than its newest."""
         if self.memory is None:
             return 0
-        held = self.peer.replicas * ((self.peer.keep or keep) + 1) if self.peer is not None else 0
-        return (self.memory.keep or keep) + 1 + held
+        own = (self.memory.keep or keep) + 1
+        if self.peer is None:
+            return own
+        peer_keep = self.peer.keep or keep
+        return own + peer_keep + self.peer.replicas * (peer_keep + 1)
 
 
 @dataclass(frozen=True)
