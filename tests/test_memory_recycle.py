@@ -365,3 +365,6 @@ def test_the_mapped_part_is_checksummed_in_its_copy_and_the_rest_as_written(tier
     inner = cycle(tier, "b", data, delete=False)  # 1 MiB mapped, the rest written
     assert passes == [1 << 20] and inner.bytes_mapped == 1 << 20
     assert tier.local_path("b").read_bytes() == data
+    asyncio.run(tier.delete("b"))
+    with ChecksumSink(tier.open_write("c")) as sink:  # a write says it took all it was given
+        assert sink.write(data) == len(data) and sink.bytes_written == len(data)

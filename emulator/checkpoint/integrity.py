@@ -39,6 +39,7 @@ class ChecksumSink(Sink):
 
     def write(self, data) -> int:
         view = as_bytes(data)
+        n = len(view)
         copy_with_crc = getattr(self._inner, "copy_with_crc", None)
         if copy_with_crc is not None:  # a sink that checksums what it copies (a mapped memory tier)
             taken, self.crc = copy_with_crc(view, self.crc)
@@ -46,7 +47,7 @@ class ChecksumSink(Sink):
             view = view[taken:]
         for start in range(0, len(view), CRC_CHUNK):
             self._write_piece(view[start:start + CRC_CHUNK])
-        return len(view)
+        return n
 
     def _write_piece(self, piece: memoryview) -> None:
         n = self._inner.write(piece)
