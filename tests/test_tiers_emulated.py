@@ -377,3 +377,28 @@ def test_a_failed_commit_gives_its_capacity_back():
     with tier.open_write("b") as sink:  # the whole capacity is free again
         sink.write(b"y" * (MIB - 10))
     assert run(tier.list()) == ["b"]
+
+
+def test_a_paced_memory_tier_copies_with_its_crc_and_books_every_byte(tmp_path, monkeypatch):
+    """An emulated recycling tier (the memory tier at a design's rate) hands the checksum sink
+    its inner sink's fused copy, and paces and claims capacity for those bytes as for a write."""
+    import crc32c
+
+    from emulator.checkpoint.integrity import ChecksumSink, format_crc
+    from tiers import directory
+    fused = []
+    real = directory.copy_crc32c
+    monkeypatch.setattr(directory, "copy_crc32c", lambda *a: fused.append(len(a[2])) or real(*a))
+    inner = DirTier(tmp_path / "mem", recycle=True)
+    tier, clock = fake_tier(inner, write_bps=RATE, capacity_bytes=64 * MIB)
+    first, second = os.urandom(4 * MIB), os.urandom(6 * MIB)
+    for key, data in (("a", first), ("b", second)):  # b reuses a's file: 4 MiB mapped, 2 written
+        t0 = clock()
+        with ChecksumSink(tier.open_write(key)) as sink:
+            assert sink.write(data) == len(data)
+        assert clock() - t0 == pytest.approx(len(data) / RATE, rel=0.02)
+        assert sink.hexdigest == format_crc(crc32c.crc32c(data)) and inner.local_path(key).read_bytes() == data
+        if key == "a":
+            run(tier.delete("a"))
+    assert fused == [4 * MIB]
+    assert tier._capacity._used == 6 * MIB  # b's bytes only: a's were freed by its delete

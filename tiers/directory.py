@@ -103,7 +103,7 @@ class MappedSink(DirSink):
     def write(self, data) -> int:
         view = as_bytes(data)
         pos, n = self.bytes_written, len(view)
-        k = self._mapped_part(n)
+        k = self.copy_room(n)
         if k:
             self._map.mm[pos:pos + k] = view[:k]  # a memcpy into pages already mapped
             self.bytes_mapped += k
@@ -117,15 +117,15 @@ class MappedSink(DirSink):
         """Copy the start of ``data`` that falls inside the mapping, computing its CRC32C
         (continued from ``crc``) in the same pass: (bytes taken, CRC). The rest is for write()."""
         view = as_bytes(data)
-        k = self._mapped_part(len(view))
+        k = self.copy_room(len(view))
         if k:
             crc = copy_crc32c(self._map.mm, self.bytes_written, view[:k], crc)
             self.bytes_mapped += k
             self.bytes_written += k
         return k, crc
 
-    def _mapped_part(self, n: int) -> int:
-        """How many of the next ``n`` bytes fall inside the file's mapping."""
+    def copy_room(self, n: int) -> int:
+        """How many of the next ``n`` bytes fall inside the file's mapping (``copy_with_crc`` takes them)."""
         return max(0, min(n, self._room - self.bytes_written))
 
     def commit(self) -> None:

@@ -58,6 +58,7 @@ from typing import BinaryIO, Callable, Optional
 
 from .base import OptionError, Sink, Tier, TierScope, TierWrapper, WrappedSink, validate_key
 from .capacity import Capacity, _run_sync
+from .fileops import as_bytes
 from .pacing import BothBuckets, FileTokenBucket, TokenBucket
 from .s3_limits import AWS_GET_PER_S, AWS_PUT_PER_S, RequestLimits, limit_requests
 
@@ -164,6 +165,26 @@ class _ThrottledSink(WrappedSink):
 
     def write(self, data) -> int:
         n = memoryview(data).nbytes
+        start = self._claim(n)
+        written = self._inner.write(data)
+        self._book(n, start)
+        return written
+
+    def copy_with_crc(self, data, crc: int) -> tuple[int, int]:
+        """The inner sink's copy with its CRC32C (a mapped memory tier: ``tiers.directory``), claimed
+        and booked as a write of the bytes it takes; (0, crc), taking none, where it has none."""
+        copy, room = getattr(self._inner, "copy_with_crc", None), getattr(self._inner, "copy_room", None)
+        view = as_bytes(data)
+        n = room(len(view)) if copy is not None and room is not None else 0
+        if not n:
+            return 0, crc
+        start = self._claim(n)
+        taken, crc = copy(view[:n], crc)
+        self._book(taken, start)
+        return taken, crc
+
+    def _claim(self, n: int) -> float:
+        """Claim capacity for ``n`` more bytes (ENOSPC: abort, nothing lingers); the bucket's now."""
         capacity = self._tier._capacity
         if capacity is not None:
             try:
@@ -172,10 +193,10 @@ class _ThrottledSink(WrappedSink):
                 self.abort()  # nothing half-written may linger, whatever the caller does next
                 raise
             self._reserved += n
-        start = self._tier._now(self._bucket)
-        written = self._inner.write(data)
+        return self._tier._now(self._bucket)
+
+    def _book(self, n: int, start: float) -> None:
         self._due = max(self._due, self._tier._writes.bytes_due(self._bucket, n, start))
-        return written
 
     def commit(self) -> None:
         if self._done:
