@@ -74,10 +74,11 @@ def test_missing_config_file_and_preset(capsys):
 def test_unwritable_directory_tier(tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")  # works as root too, unlike permission bits
-    rc = main(["run", "--quiet", "--out", str(tmp_path / "out"), "--set", f"tiers.global.path={blocker}/global"])
+    rc = main(["run", "--quiet", "--out", str(tmp_path / "out"), "--set", f"tiers.global.path={blocker}/global",
+               "--set", f"tiers.local.path={tmp_path}/nvme/node{{node}}"])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("ckpt-emu: error: tiers.global: cannot create directory tier"), err
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists() and not (tmp_path / "nvme").exists()  # nothing written
 
 
 def test_too_small_disk_is_refused(tmp_path, capsys):

@@ -241,10 +241,18 @@ class DirTier(Tier):
 
     @classmethod
     def preflight(cls, options: DirOptions, *, need_bytes: int) -> None:
-        tier = cls(options.for_node(0))
-        free = shutil.disk_usage(tier.root).free
+        """Whether node 0's folder can be made and has room, checked without making it: a later
+        tier's bad input must leave nothing written."""
+        root = Path(options.for_node(0)).expanduser().resolve()
+        there = next(p for p in (root, *root.parents) if os.path.lexists(p))
+        if not there.is_dir():
+            raise TierError(f"cannot create directory tier at {root}: {there} is not a directory")
+        if not os.access(there, os.W_OK | os.X_OK):
+            raise TierError(f"directory tier {root} is not writable" if there == root
+                            else f"cannot create directory tier at {root}: {there} is not writable")
+        free = shutil.disk_usage(there).free
         if free < need_bytes:
-            raise TierError(f"{tier.root} has {free / 2**30:.2f} GiB free, needs about {need_bytes / 2**30:.2f} GiB")
+            raise TierError(f"{root} has {free / 2**30:.2f} GiB free, needs about {need_bytes / 2**30:.2f} GiB")
 
     def __init__(self, root: str | Path, *, recycle: bool = False, pool_files: int = 1):
         self.root = Path(root).expanduser().resolve()
