@@ -545,14 +545,30 @@ def _with_design_emulation(data: dict, cfg: Config) -> dict:
 
 # --------------------------------------------------------------------------- loading
 
+#: preset folders below the presets' own: their presets are named folder/name (validation/dlrover-gpt-1.5b)
+PRESET_FOLDERS = ("validation",)
+
+
 def preset_names() -> list[str]:
-    return sorted(p.name[:-5] for p in resources.files(PRESETS_PACKAGE).iterdir() if p.name.endswith(".yaml"))
+    root = resources.files(PRESETS_PACKAGE)
+    names = [p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml")]
+    names += [f"{d}/{p.name[:-5]}" for d in PRESET_FOLDERS if root.joinpath(d).is_dir()
+              for p in root.joinpath(d).iterdir() if p.name.endswith(".yaml")]
+    return sorted(names)
+
+
+def _preset(source: str):
+    """The preset named ``source`` (a resource), or None."""
+    res = resources.files(PRESETS_PACKAGE).joinpath(f"{source}.yaml")
+    return res if res.is_file() else None
 
 
 def _load_source(source: str, seen: tuple = ()) -> dict:
     """Raw mapping for a path or preset name, with ``extends`` resolved."""
     path = Path(source)
-    if path.suffix in (".yaml", ".yml") or "/" in source or path.is_file():  # a folder is no config
+    file_name = path.suffix in (".yaml", ".yml") or path.is_file()
+    res = None if file_name else _preset(source)
+    if res is None and (file_name or "/" in source):  # a folder is no config
         if not path.is_file():
             raise ConfigError(f"config file not found: {source}")
         try:
@@ -561,8 +577,7 @@ def _load_source(source: str, seen: tuple = ()) -> dict:
             raise ConfigError(f"cannot read config {source}: {exc.strerror}") from None
         base_dir = path.parent
     else:
-        res = resources.files(PRESETS_PACKAGE).joinpath(f"{source}.yaml")
-        if not res.is_file():
+        if res is None:
             raise ConfigError(f"unknown preset {source!r} (presets: {', '.join(preset_names())})")
         text = res.read_text()
         base_dir = None
