@@ -187,3 +187,12 @@ def test_bad_numerics_and_layouts_are_one_line_and_exit_2(sets, key, capsys, tmp
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("ckpt-emu: error: ") and key in line for line in err)
     assert not out.exists()
+
+
+def test_mlperf_files_keep_learned_positions_with_the_embedding():
+    from emulator.mlperf.protocol import rank_files
+    cfg = load_config("validation/gpt2-1.5b", ["checkpoint.protocol=mlperf", "parallelism.zero_stage=1",
+                                               "parallelism.pp=2", "parallelism.dp=4", "run.scale=0.001"])
+    first = rank_files(cfg, 0)[0]
+    assert first.name == "layer_0-model_0_model_states.pt"
+    assert [s.name for s in first.specs] == ["embedding.weight", "position_embedding.weight"]
