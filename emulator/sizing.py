@@ -1,27 +1,252 @@
-"""Checkpoint sizing from model dimensions and parallelism (MLPerf Storage v2.0 / DLIO).
+"""Checkpoint bytes from a job's model, numerics and parallelism; the tensors each rank writes.
 
-Pure functions, no I/O. Rank layout follows DLIO: tensor-parallel rank varies
-fastest, then pipeline stage, then data-parallel replica
-(``tp = r % TP, pp = (r // TP) % PP, dp = r // (TP * PP)``).
+Pure functions, no I/O, no torch: ``ckpt-emu sizes``, ``plan``, ``simulate`` and the rank
+processes (``workload/state.py``) all size from here. The design is in docs/checkpoints.md
+("Sizing"); in short:
 
-Per transformer layer, P = 2H + H(H + 2*dkv) + H^2 + 3*H*F with
-dkv = (H // A) * KV; the whole model has N = 2*V*H + L*P + H parameters.
-Model state is 2-byte floats with matrix terms split by TP and layers split
-over PP stages (the first L % PP stages get one more layer); stage 0 adds the
-embedding V*H/TP, the last stage the lm_head V*H/TP and the final norm H.
-ZeRO-3 shards the model over DP as well; below ZeRO-3 only DP rank 0 writes
-it. Optimizer state is fp32 master weights and Adam's two moments:
-3 * (N // (DP*TP*PP) + 5H) * 4 bytes per rank (ZeRO-0: DP rank 0 writes
-N // (TP*PP)).
+- **Model** (:func:`shape`): ``llama`` (gated MLP, RMSNorm, rotary, untied head: MLPerf Storage's
+  formula), ``gpt2`` (two-matrix MLP, LayerNorm, biases, learned positions, tied head) or any mix
+  of those styles, or ``uniform``: a parameter count alone, split evenly over ``num_layers``.
+- **Numerics** (:func:`bytes_per_parameter`): the weights' dtype, a master copy or none, the
+  optimizer's states and their dtype; Megatron's distributed optimizer keeps an fp32 main copy.
+- **Layout**: DLIO's rank order (``tp = r % TP, pp = (r // TP) % PP, dp = r // (TP * PP)``);
+  layers split over PP stages (the first L % PP stages one more), matrices over TP, norms and
+  row-parallel biases replicated. ZeRO-3 shards the weights and ZeRO >= 1 the optimizer state
+  over the shard group (``shard_group``, HSDP; all DP ranks by default); state that several DP
+  ranks hold is written by the first of them (``writers: one_replica``) or by each.
+- **Optimizer elements per rank** (``optimizer_partition``): ``dlio``, MLPerf Storage's
+  N // (G * TP * PP) + 5H per state (N // (TP * PP) + 5H unsharded), or ``local``: the
+  parameters the rank holds (replicated ones included) // G, as Megatron and DeepSpeed keep them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
-MODEL_DTYPE_BYTES = 2
-OPTIMIZER_DTYPE_BYTES = 4
-OPTIMIZER_STATES = 3  # fp32 master, exp_avg, exp_avg_sq
+#: bytes per element of the dtypes a config may name
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+#: the optimizers a config may name: their per-parameter states (a factored one: see FACTORED)
+OPTIMIZER_STATES = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"),
+                    "sgd": ("momentum_buffer",), "adafactor": ("exp_avg_sq_factored",), "none": ()}
+#: optimizers whose state is factored: rows + columns of each matrix, a vector's own length
+FACTORED = frozenset({"adafactor"})
+#: what the per-parameter part of ``bytes_per_parameter`` calls each optimizer's states
+_STATE_WORDS = {"adam": "adam moments", "adamw": "adamw moments", "sgd": "sgd momentum",
+                "adafactor": "adafactor factored second moment"}
+ARCHITECTURES = ("llama", "gpt2", "uniform")
+#: each dimensioned architecture's style, and its defaults for the dimensions a config may leave out
+STYLES = {
+    "llama": {"mlp": "gated", "embeddings": "untied", "positions": "rotary", "norm": "rms", "bias": False},
+    "gpt2": {"mlp": "plain", "embeddings": "tied", "positions": "learned", "norm": "layer", "bias": True},
+}
+STYLE_CHOICES = {"mlp": ("gated", "plain"), "embeddings": ("untied", "tied"), "positions": ("rotary", "learned"),
+                 "norm": ("rms", "layer")}
+WRITERS = ("one_replica", "every_replica")
+PARTITIONS = ("dlio", "local")
+#: llama's defaults for the dimensions left out: Llama 3 8B's, as the other dimensions' defaults
+LLAMA_FFN, LLAMA_KV_HEADS = 14336, 8
+DEFAULT_MAX_POSITIONS = 1024
 
+
+# --------------------------------------------------------------------------- the model
+
+@dataclass(frozen=True)
+class Shape:
+    """A model's resolved dimensions and style (what every count below follows)."""
+
+    architecture: str
+    num_layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    kv_heads: int
+    kv_dim: int
+    vocab_size: int
+    mlp: str
+    embeddings: str
+    positions: str
+    max_positions: int
+    norm: str
+    bias: bool
+    params: int | None = None  # uniform: the parameter count it was given
+
+
+def architecture(model) -> str:
+    """The model's architecture: as given, else ``uniform`` when only ``params`` is, else ``llama``."""
+    if model.architecture is not None:
+        return model.architecture
+    return "uniform" if model.params is not None else "llama"
+
+
+@lru_cache(maxsize=256)
+def shape(model) -> Shape:
+    """``model`` (a ModelConfig) with every style key and left-out dimension resolved."""
+    arch = architecture(model)
+    style = dict(STYLES.get(arch, STYLES["llama"]))
+    for key in ("mlp", "embeddings", "positions", "norm", "bias"):
+        if getattr(model, key) is not None:
+            style[key] = getattr(model, key)
+    h, heads = model.hidden_size, model.num_attention_heads
+    ffn = model.ffn_hidden_size or (4 * h if arch == "gpt2" else LLAMA_FFN)
+    kv_heads = model.num_kv_heads or (heads if arch == "gpt2" else LLAMA_KV_HEADS)
+    params = None if model.params is None else int(round(model.params))
+    return Shape(arch, model.num_layers, h, ffn, kv_heads, (h // heads) * kv_heads, model.vocab_size,
+                 max_positions=model.max_positions or DEFAULT_MAX_POSITIONS, params=params, **style)
+
+
+def kv_dim(model) -> int:
+    return shape(model).kv_dim
+
+
+def _norm(s: Shape) -> int:
+    return (2 if s.norm == "layer" else 1) * s.hidden_size
+
+
+def layer_matrix_params(model) -> int:
+    """Matrix parameters of one transformer layer (split by TP): QKV, output, MLP."""
+    s = shape(model)
+    h, f = s.hidden_size, s.ffn_hidden_size
+    return h * (h + 2 * s.kv_dim) + h * h + (3 if s.mlp == "gated" else 2) * h * f
+
+
+def layer_params(model) -> int:
+    """P: one layer's parameters, its two norms and its biases included."""
+    s = shape(model)
+    if s.architecture == "uniform":
+        return s.params // s.num_layers
+    h, f = s.hidden_size, s.ffn_hidden_size
+    bias = (h + 2 * s.kv_dim) + h + ((2 if s.mlp == "gated" else 1) * f + h) if s.bias else 0
+    return 2 * _norm(s) + layer_matrix_params(model) + bias
+
+
+def total_params(model) -> int:
+    """N: the model's parameters, each once (a tied head counts with the embedding)."""
+    s = shape(model)
+    if s.architecture == "uniform":
+        return s.params
+    vh = s.vocab_size * s.hidden_size
+    n = vh + s.num_layers * layer_params(model) + _norm(s)
+    n += vh if s.embeddings == "untied" else 0
+    return n + (s.max_positions * s.hidden_size if s.positions == "learned" else 0)
+
+
+def layers_on_stage(num_layers: int, pp: int, stage: int) -> int:
+    return num_layers // pp + (1 if stage < num_layers % pp else 0)
+
+
+def _layer_tensors(s: Shape, tp: int, p: str) -> list:
+    h, f, kv, bias = s.hidden_size, s.ffn_hidden_size, s.kv_dim, s.bias
+
+    def norm(name):
+        return [(p + name + ".weight", (h,))] + ([(p + name + ".bias", (h,))] if s.norm == "layer" else [])
+
+    def linear(name, shape, bias_len):  # a bias split by TP (column-parallel) or replicated (row-parallel)
+        return [(p + name + ".weight", shape)] + ([(p + name + ".bias", (bias_len,))] if bias else [])
+
+    up, up_rows = ("mlp.gate_up", 2 * f // tp) if s.mlp == "gated" else ("mlp.up", f // tp)
+    return (norm("input_norm") + linear("attention.qkv", ((h + 2 * kv) // tp, h), (h + 2 * kv) // tp)
+            + linear("attention.dense", (h, h // tp), h) + norm("post_attention_norm")
+            + linear(up, (up_rows, h), up_rows) + linear("mlp.down", (h, f // tp), h))
+
+
+@lru_cache(maxsize=1024)
+def stage_tensors(model, tp: int, pp: int, stage: int) -> tuple:
+    """(name, shape) of every parameter tensor one TP rank of pipeline stage ``stage`` holds, unsharded.
+
+    Stage 0 holds the embedding (split by TP over the vocabulary) and learned positions; the last
+    stage the head (a tied head too when PP > 1: Megatron keeps a copy there) and the final norm.
+    A ``uniform`` model's layers are one flat tensor each: its ``params`` split evenly over the
+    layers (the first ``params % num_layers`` one more), each layer evenly over TP."""
+    s = shape(model)
+    first = sum(layers_on_stage(s.num_layers, pp, k) for k in range(stage))
+    layers = range(first, first + layers_on_stage(s.num_layers, pp, stage))
+    if s.architecture == "uniform":
+        per, extra = divmod(s.params, s.num_layers)
+        return tuple((f"layers.{i}.weight", ((per + (i < extra)) // tp,)) for i in layers)
+    h, v = s.hidden_size, s.vocab_size
+    out = []
+    if stage == 0:
+        out.append(("embedding.weight", (v // tp, h)))
+        if s.positions == "learned":
+            out.append(("position_embedding.weight", (s.max_positions, h)))
+    for i in layers:
+        out += _layer_tensors(s, tp, f"layers.{i}.")
+    if stage == pp - 1:
+        if s.embeddings == "untied" or pp > 1:
+            out.append(("lm_head.weight", (v // tp, h)))
+        out += [("final_norm.weight", (h,))] + ([("final_norm.bias", (h,))] if s.norm == "layer" else [])
+    return tuple(out)
+
+
+def _numel(shape_: tuple) -> int:
+    n = 1
+    for d in shape_:
+        n *= d
+    return n
+
+
+@lru_cache(maxsize=1024)
+def stage_params(model, tp: int, pp: int, stage: int) -> int:
+    """Parameters one TP rank of pipeline stage ``stage`` holds, before any sharding."""
+    return sum(_numel(sh) for _, sh in stage_tensors(model, tp, pp, stage))
+
+
+def stage_model_params(model, par, stage: int) -> int:
+    return stage_params(model, par.tp, par.pp, stage)
+
+
+@lru_cache(maxsize=1024)
+def _stage_factored(model, tp: int, pp: int, stage: int) -> int:
+    """Elements of a factored second moment for the stage's tensors: rows + columns of a matrix."""
+    return sum(sh[0] + sh[1] if len(sh) == 2 else _numel(sh) for _, sh in stage_tensors(model, tp, pp, stage))
+
+
+# --------------------------------------------------------------------------- numerics
+
+@dataclass(frozen=True)
+class Part:
+    """One component of a parameter's bytes: ``bytes`` per parameter of ``what``, in ``dtype``."""
+
+    bytes: float
+    what: str
+    dtype: str
+
+
+def master_dtype(model, par) -> str | None:
+    """The dtype of the optimizer's copy of the weights: the master copy, else the distributed
+    optimizer's fp32 main copy (Megatron keeps one even when the weights are fp32), else none."""
+    if model.master_dtype != "none":
+        return model.master_dtype
+    return "fp32" if par.distributed_optimizer else None
+
+
+def bytes_per_parameter(model, par) -> tuple:
+    """The checkpoint's bytes per model parameter, by component (a factored state: its mean)."""
+    parts = [Part(DTYPE_BYTES[model.params_dtype], "weights", model.params_dtype)]
+    master = master_dtype(model, par)
+    if master is not None:
+        what = "master" if model.master_dtype != "none" else "main copy (distributed optimizer)"
+        parts.append(Part(DTYPE_BYTES[master], what, master))
+    states = OPTIMIZER_STATES[model.optimizer]
+    if states:
+        per = DTYPE_BYTES[model.optimizer_dtype]
+        if model.optimizer in FACTORED:  # its mean over the stages' tensors
+            tp, pp = par.tp, par.pp
+            elems = sum(_stage_factored(model, tp, pp, k) for k in range(pp))
+            n = sum(stage_params(model, tp, pp, k) for k in range(pp))
+            parts.append(Part(per * elems / n, _STATE_WORDS[model.optimizer], model.optimizer_dtype))
+        else:
+            parts.append(Part(per * len(states), _STATE_WORDS[model.optimizer], model.optimizer_dtype))
+    return tuple(parts)
+
+
+def describe_bytes_per_parameter(parts) -> str:
+    """'2 weights bf16 + 4 master fp32 + 8 adam moments fp32 = 14'."""
+    num = lambda b: f"{b:g}" if b >= 0.1 or b == 0 else f"{b:.2g}"  # noqa: E731
+    total = sum(p.bytes for p in parts)
+    return " + ".join(f"{num(p.bytes)} {p.what} {p.dtype}" for p in parts) + f" = {num(total)}"
+
+
+# --------------------------------------------------------------------------- layout
 
 @dataclass(frozen=True)
 class RankCoords:
@@ -31,66 +256,83 @@ class RankCoords:
     dp: int
 
 
-
 def rank_coords(rank: int, tp: int, pp: int, dp: int) -> RankCoords:
     if not 0 <= rank < tp * pp * dp:
         raise ValueError(f"rank {rank} outside a world of {tp * pp * dp}")
     return RankCoords(rank=rank, tp=rank % tp, pp=(rank // tp) % pp, dp=rank // (tp * pp))
 
 
-def kv_dim(model) -> int:
-    return (model.hidden_size // model.num_attention_heads) * model.num_kv_heads
+def shard_group(par) -> int:
+    """G: how many DP ranks share a sharded part (HSDP's group; all DP ranks without one)."""
+    return par.shard_group or par.dp
 
 
-def layer_matrix_params(model) -> int:
-    """Matrix parameters of one transformer layer (split by TP): QKV, output, gated MLP."""
-    h, f = model.hidden_size, model.ffn_hidden_size
-    return h * (h + 2 * kv_dim(model)) + h * h + 3 * h * f
+def sharded(par, part: str) -> bool:
+    """Whether ``part`` ('model' or 'optimizer') is sharded over the shard group."""
+    return par.zero_stage == 3 if part == "model" else par.zero_stage >= 1
 
 
-def layer_params(model) -> int:
-    """P: one layer's parameters, its two norms (2H) included."""
-    return 2 * model.hidden_size + layer_matrix_params(model)
+def writes(par, part: str, dp_rank: int) -> bool:
+    """Whether DP rank ``dp_rank`` writes its copy of ``part``: every replica, or only the first holder
+    (of a sharded part: the first shard group's rank with that shard; of a replicated one: DP rank 0)."""
+    if par.writers == "every_replica":
+        return True
+    return dp_rank < shard_group(par) if sharded(par, part) else dp_rank == 0
 
 
-def total_params(model) -> int:
-    """N = 2VH (embedding + lm_head) + L*P + H (final norm)."""
-    return 2 * model.vocab_size * model.hidden_size + model.num_layers * layer_params(model) + model.hidden_size
+def replicated(par) -> bool:
+    """Whether some DP ranks hold a copy of state that another rank writes for them (ZeRO-0, or a
+    shard group smaller than DP, with one replica writing): a restore can read it once per group."""
+    return (par.writers == "one_replica" and par.dp > 1
+            and (par.zero_stage == 0 or shard_group(par) < par.dp))
 
 
-def layers_on_stage(num_layers: int, pp: int, stage: int) -> int:
-    return num_layers // pp + (1 if stage < num_layers % pp else 0)
+def state_holders(par, rank: int) -> list[int]:
+    """The job's ranks that hold the same state as ``rank`` (its writer, with one replica writing,
+    first): the same TP and PP coordinates and, where ZeRO shards, the same shard."""
+    if not replicated(par):
+        return [rank]
+    mp, c = par.tp * par.pp, rank_coords(rank, par.tp, par.pp, par.dp)
+    g = shard_group(par)
+    dps = range(par.dp) if par.zero_stage == 0 else range(c.dp % g, par.dp, g)
+    return [rank % mp + d * mp for d in dps]
 
 
-def stage_model_params(model, par, stage: int) -> int:
-    """Parameters one TP rank of pipeline stage ``stage`` holds, before any ZeRO-3 sharding."""
-    h, v, tp = model.hidden_size, model.vocab_size, par.tp
-    per_layer = 2 * h + layer_matrix_params(model) // tp
-    n = layers_on_stage(model.num_layers, par.pp, stage) * per_layer
-    if stage == 0:
-        n += v * h // tp
-    if stage == par.pp - 1:
-        n += v * h // tp + h
-    return n
+def optimizer_partition(model) -> str:
+    """How optimizer elements per rank are counted: as given, else ``dlio`` for llama (MLPerf
+    Storage's sizing, the presets'), ``local`` for every other architecture."""
+    if model.optimizer_partition is not None:
+        return model.optimizer_partition
+    return "dlio" if architecture(model) == "llama" else "local"
 
 
-def model_bytes_for_rank(model, par, c: RankCoords) -> int:
-    n = stage_model_params(model, par, c.pp)
-    if par.zero_stage == 3:
-        return n // par.dp * MODEL_DTYPE_BYTES
-    return n * MODEL_DTYPE_BYTES if c.dp == 0 else 0
+def _optimizer_elems(model, par, stage: int) -> tuple[int, int]:
+    """(elements of each elementwise state, elements of a factored state) one rank holds."""
+    g = shard_group(par) if sharded(par, "optimizer") else 1
+    if optimizer_partition(model) == "dlio":
+        elementwise = total_params(model) // (g * par.tp * par.pp) + 5 * model.hidden_size
+    else:
+        elementwise = stage_params(model, par.tp, par.pp, stage) // g
+    return elementwise, _stage_factored(model, par.tp, par.pp, stage) // g
+
+
+@lru_cache(maxsize=4096)
+def _held(model, par, stage: int) -> tuple[int, int]:
+    """(model bytes, optimizer bytes) a rank of pipeline stage ``stage`` holds."""
+    n = stage_params(model, par.tp, par.pp, stage)
+    model_bytes = (n // shard_group(par) if sharded(par, "model") else n) * DTYPE_BYTES[model.params_dtype]
+    elementwise, factored = _optimizer_elems(model, par, stage)
+    master = master_dtype(model, par)
+    optim = elementwise * DTYPE_BYTES[master] if master is not None else 0
+    states = OPTIMIZER_STATES[model.optimizer]
+    per_state = factored if model.optimizer in FACTORED else elementwise
+    optim += len(states) * per_state * DTYPE_BYTES[model.optimizer_dtype]
+    return model_bytes, optim
 
 
 def optimizer_elems_for_rank(model, par, c: RankCoords) -> int:
-    """Elements in each of the three fp32 optimizer states on this rank."""
-    n = total_params(model)
-    if par.zero_stage == 0:
-        return n // (par.tp * par.pp) + 5 * model.hidden_size if c.dp == 0 else 0
-    return n // (par.dp * par.tp * par.pp) + 5 * model.hidden_size
-
-
-def optimizer_bytes_for_rank(model, par, c: RankCoords) -> int:
-    return OPTIMIZER_STATES * optimizer_elems_for_rank(model, par, c) * OPTIMIZER_DTYPE_BYTES
+    """Elements in each elementwise optimizer state this rank writes (0 where it writes none)."""
+    return _optimizer_elems(model, par, c.pp)[0] if writes(par, "optimizer", c.dp) else 0
 
 
 @dataclass(frozen=True)
@@ -99,8 +341,9 @@ class RankSize:
     tp: int
     pp: int
     dp: int
-    model_bytes: int
-    optimizer_bytes: int
+    model_bytes: int       # what it writes of the weights
+    optimizer_bytes: int   # what it writes of the optimizer state
+    held_bytes: int = 0    # the state it holds (what it reads back when every rank restores its own)
 
     @property
     def total_bytes(self) -> int:
@@ -109,9 +352,64 @@ class RankSize:
 
 def rank_size(model, par, rank: int) -> RankSize:
     c = rank_coords(rank, par.tp, par.pp, par.dp)
-    return RankSize(rank, c.tp, c.pp, c.dp, model_bytes_for_rank(model, par, c),
-                    optimizer_bytes_for_rank(model, par, c))
+    m, o = _held(model, par, c.pp)
+    return RankSize(rank, c.tp, c.pp, c.dp, m if writes(par, "model", c.dp) else 0,
+                    o if writes(par, "optimizer", c.dp) else 0, m + o)
 
+
+def node_bytes(model, par, ranks_per_node: int) -> list[int]:
+    """Bytes each node of the full job writes, ``ranks_per_node`` consecutive ranks each (the last
+    node may have fewer): unequal where only some DP ranks write (ZeRO-0, one replica writing)."""
+    world = par.world_size
+    return [sum(rank_size(model, par, r).total_bytes for r in range(lo, min(world, lo + ranks_per_node)))
+            for lo in range(0, world, ranks_per_node)]
+
+
+# --------------------------------------------------------------------------- the tensors a rank writes
+
+@dataclass(frozen=True)
+class TensorLayout:
+    """One tensor a rank writes: its name, shape and dtype (a DTYPE_BYTES name)."""
+
+    name: str
+    shape: tuple
+    dtype: str
+
+
+def model_tensors(model, par, c: RankCoords) -> list[TensorLayout]:
+    """The weights rank ``c`` writes: its stage's tensors split by TP (flattened and sharded over the
+    shard group under ZeRO-3, as ZeRO keeps them), or none."""
+    if not writes(par, "model", c.dp):
+        return []
+    g, dtype = shard_group(par), model.params_dtype
+    out = []
+    for name, sh in stage_tensors(model, par.tp, par.pp, c.pp):
+        out.append(TensorLayout(name, (max(1, _numel(sh) // g),) if sharded(par, "model") else sh, dtype))
+    return out
+
+
+def optimizer_tensors(model, par, c: RankCoords) -> list[TensorLayout]:
+    """The optimizer state rank ``c`` writes, one flat partition per state (``dlio``: each with
+    DLIO's 5H tail apart), or none."""
+    if not writes(par, "optimizer", c.dp):
+        return []
+    elementwise, factored = _optimizer_elems(model, par, c.pp)
+    tail = 5 * model.hidden_size if optimizer_partition(model) == "dlio" else 0
+    master = master_dtype(model, par)
+    states = [] if master is None else [(f"{master}_master", master, False)]
+    states += [(name, model.optimizer_dtype, model.optimizer in FACTORED) for name in OPTIMIZER_STATES[model.optimizer]]
+    out = []
+    for name, dtype, is_factored in states:
+        if is_factored:
+            out.append(TensorLayout(f"{name}.partition", (factored,), dtype))
+            continue
+        out.append(TensorLayout(f"{name}.partition", (elementwise - tail,), dtype))
+        if tail:
+            out.append(TensorLayout(f"{name}.tail", (tail,), dtype))
+    return out
+
+
+# --------------------------------------------------------------------------- the whole job
 
 @dataclass(frozen=True)
 class CheckpointSize:
@@ -122,6 +420,8 @@ class CheckpointSize:
     model_bytes: int
     optimizer_bytes: int
     ranks: list  # RankSize for each rank this run starts
+    #: what the job reads when every rank restores the state it holds (every replica its own copy)
+    held_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -136,11 +436,11 @@ class CheckpointSize:
 def checkpoint_size(model, par) -> CheckpointSize:
     """Whole-job totals (every rank of the full layout) and the started ranks' sizes."""
     world = par.world_size
-    model_total = 0
-    optim_total = 0
+    model_total = optim_total = held = 0
     for r in range(world):
         s = rank_size(model, par, r)
         model_total += s.model_bytes
         optim_total += s.optimizer_bytes
+        held += s.held_bytes
     started = [rank_size(model, par, r) for r in range(par.active_ranks)]
-    return CheckpointSize(total_params(model), world, model_total, optim_total, started)
+    return CheckpointSize(total_params(model), world, model_total, optim_total, started, held)

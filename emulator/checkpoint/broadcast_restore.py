@@ -7,11 +7,13 @@ broadcast it to the others; torchtitan's RFC 4035 proposes striped reads plus a 
 broadcast for the same reason. ``checkpoint.restore_readers`` chooses: ``all`` or
 ``one_per_dp_group``.
 
-Replicas hold the same state here only under ZeRO-0 (``parallelism.zero_stage: 0``): every DP
-rank of a model-parallel shard (same tp and pp coordinates) holds its model and optimizer state,
-and, as DLIO writes it, only DP rank 0, the group's leader, writes it (sizing.py); the other
-ranks' files hold none. ZeRO >= 1 shards the optimizer state across DP ranks (ZeRO-3 the weights
-too), so there is nothing to share, and the config refuses ``one_per_dp_group``. A replicated
+Replicas hold the same state under ZeRO-0 (``parallelism.zero_stage: 0``): every DP rank of a
+model-parallel shard (same tp and pp coordinates) holds its model and optimizer state, and, as
+DLIO writes it, only DP rank 0, the group's leader, writes it (sizing.py); the other ranks' files
+hold none. So do the shard groups of HSDP (``parallelism.shard_group`` below dp): the ranks with
+the same shard in each group hold the same state, and the first group's writes it. Plain ZeRO >= 1
+shards the optimizer state across all DP ranks (ZeRO-3 the weights too), so there is nothing to
+share, and the config refuses ``one_per_dp_group``. A replicated
 job's restart gives every member the leader's bytes, so in a ZeRO-0 layout each member restores
 its leader's file into a replica of the leader's state (``restore_state``; training and
 checkpoints go on with the DLIO state, the members writing none): with ``all`` every member reads
@@ -33,23 +35,16 @@ import torch.distributed as dist
 
 from emulator.checkpoint.integrity import format_crc
 from emulator.checkpoint.restore import Restorer
+from emulator.sizing import state_holders
 from emulator.workload.state import RankState
 
 CHUNK = 64 << 20  # bytes per broadcast: what a member holds in flight, at most
 
 
-def replicated(par) -> bool:
-    """Whether DP replicas hold the same state (ZeRO-0)."""
-    return par.zero_stage == 0
-
-
 def dp_group(par, rank: int) -> list[int]:
-    """The running ranks that hold ``rank``'s state, its DP group's leader (DP rank 0) first;
-    ``[rank]`` where the state is sharded across DP ranks."""
-    if not replicated(par):
-        return [rank]
-    mp = par.tp * par.pp  # ranks are tp fastest, then pp, then dp
-    return list(range(rank % mp, par.active_ranks, mp))
+    """The running ranks that hold ``rank``'s state, its DP group's leader (the one that writes it)
+    first (sizing.state_holders); ``[rank]`` where no other rank holds it."""
+    return [r for r in state_holders(par, rank) if r < par.active_ranks]
 
 
 def new_dp_group(cfg, rank: int):

@@ -1,16 +1,22 @@
-"""``ckpt-emu sizes``: a preset's checkpoint sizes by the MLPerf Storage formulas."""
+"""``ckpt-emu sizes``: a config's checkpoint: bytes per parameter and where they come from, per rank
+and per node (emulator/sizing.py)."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from emulator.checkpoint.layout import key_layout
 from emulator.cli.common import add_config_args, load
-from emulator.sizing import checkpoint_size
+from emulator.sizing import (architecture, bytes_per_parameter, checkpoint_size, describe_bytes_per_parameter,
+                             node_bytes, replicated, shard_group)
 from emulator.units import GIB
+
+#: ranks per node where the config has no design (MLPerf Storage's subset mode: 8, one node)
+RANKS_PER_NODE = 8
 
 
 def add_sizes_parser(sub) -> None:
-    p = sub.add_parser("sizes", help="checkpoint sizes of a preset (MLPerf Storage formulas)")
+    p = sub.add_parser("sizes", help="checkpoint sizes of a config: bytes per parameter, per rank, per node")
     add_config_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=cmd_sizes)
@@ -18,12 +24,25 @@ def add_sizes_parser(sub) -> None:
 
 def cmd_sizes(args) -> int:
     cfg = load(args)
-    size = checkpoint_size(cfg.model, cfg.parallelism)
+    model, par = cfg.model, cfg.parallelism
+    size = checkpoint_size(model, par)
     scale = cfg.run.scale
     layout = _global_layout(cfg, size)
+    parts = bytes_per_parameter(model, par)
+    per_node = RANKS_PER_NODE if cfg.design is None else cfg.design.accelerators_per_node
+    nodes = node_bytes(model, par, per_node)
     obj = {
-        "preset": cfg.model.name,
+        "preset": model.name,
+        "architecture": architecture(model),
         "params": size.params,
+        "bytes_per_param": [{"bytes": p.bytes, "what": p.what, "dtype": p.dtype} for p in parts],
+        "bytes_per_param_total": sum(p.bytes for p in parts),
+        "checkpoint_bytes_per_param": size.total_bytes / size.params,
+        "shard_group": shard_group(par),
+        "writers": par.writers,
+        "held_bytes": size.held_bytes,
+        "ranks_per_node": per_node,
+        "per_node_bytes": nodes,
         "world_size": size.world_size,
         "model_bytes": size.model_bytes,
         "optimizer_bytes": size.optimizer_bytes,
@@ -42,11 +61,19 @@ def cmd_sizes(args) -> int:
     if args.json:
         print(json.dumps(obj, indent=1))
         return 0
-    print(f"{cfg.model.name}: {size.params / 1e9:.2f} B parameters, {size.world_size} ranks "
-          f"(TP{cfg.parallelism.tp} PP{cfg.parallelism.pp} DP{cfg.parallelism.dp}, ZeRO-{cfg.parallelism.zero_stage})")
+    print(f"{model.name}: {size.params / 1e9:.2f} B parameters, {size.world_size} ranks "
+          f"(TP{par.tp} PP{par.pp} DP{par.dp}, ZeRO-{par.zero_stage})")
+    print(f"  bytes per parameter: {describe_bytes_per_parameter(parts)}")
     print(f"  model state     {size.model_bytes / GIB:12.1f} GiB")
     print(f"  optimizer state {size.optimizer_bytes / GIB:12.1f} GiB")
-    print(f"  checkpoint      {size.total_bytes / GIB:12.1f} GiB")
+    print(f"  checkpoint      {size.total_bytes / GIB:12.1f} GiB  ({size.total_bytes / 1e9:,.1f} GB, "
+          f"{size.total_bytes / size.params:.2f} bytes per parameter)")
+    print(f"  {_writers_line(par)}")
+    if size.held_bytes != size.total_bytes:
+        once = "; checkpoint.restore_readers: one_per_dp_group reads it once" if replicated(par) else ""
+        print(f"  restore: every rank reads the state it holds, {size.held_bytes / GIB:.1f} GiB "
+              f"({size.held_bytes / size.total_bytes:.2f} x the checkpoint{once})")
+    print(f"  per node ({per_node} ranks): {_node_groups(nodes)}")
     what = "subset mode, " if cfg.parallelism.subset else ""
     print(f"  this run: {what}{len(size.ranks)} ranks write {size.run_bytes / GIB:.2f} GiB"
           + (f", {size.run_bytes * scale / GIB:.3f} GiB at scale {scale:g}" if scale < 1 else ""))
@@ -57,6 +84,28 @@ def cmd_sizes(args) -> int:
     if layout is not None:
         print(_layout_line(layout, cfg.tiers.global_.options.part_size_mib))
     return 0
+
+
+def _writers_line(par) -> str:
+    """Who holds and who writes the state: ZeRO's sharding, HSDP's groups, one replica or each."""
+    g = shard_group(par)
+    what = {1: "optimizer state", 2: "optimizer state", 3: "weights and optimizer state"}
+    over = f"groups of {g} (HSDP, {par.dp // g} replicas)" if g < par.dp else f"all {par.dp}"
+    text = ("DP ranks: each holds a whole replica" if par.zero_stage == 0
+            else f"DP ranks: {what[par.zero_stage]} sharded over {over}")
+    if par.distributed_optimizer:
+        text += " (Megatron's distributed optimizer)"
+    if par.dp == 1 or (par.zero_stage == 3 and g == par.dp):
+        return text  # no DP rank holds a copy of another's state
+    if par.writers == "every_replica":
+        return text + "; every replica writes its copy"
+    return text + "; the first replica writes, the others' copies deduplicated"
+
+
+def _node_groups(nodes: list) -> str:
+    """'1 x 17.6 GiB, 1 x 0.0 GiB': nodes of equal bytes, the heaviest first."""
+    counts = Counter(nodes)
+    return ", ".join(f"{k:,} x {b / GIB:.2f} GiB" for b, k in sorted(counts.items(), reverse=True))
 
 
 def _global_layout(cfg, size):

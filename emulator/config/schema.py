@@ -22,6 +22,8 @@ from emulator.config.mapping import (CUSTOM, apply_override, build, coerce, deep
 from emulator.design.spec import DesignSpec, parse_design
 from emulator.design.share import node_share
 from emulator.errors import ConfigError
+from emulator.sizing import (ARCHITECTURES, DTYPE_BYTES, FACTORED, OPTIMIZER_STATES, PARTITIONS, STYLE_CHOICES,
+                             WRITERS, architecture, replicated, shape)
 from emulator.units import GIB
 from tiers import backend_class
 from tiers.directory import DirOptions
@@ -39,21 +41,76 @@ def _check(cond: bool, key: str, msg: str) -> None:
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """What is checkpointed: the model's dimensions and style, and the job's numerics (emulator/sizing.py)."""
+
     name: str = "llama3-8b"
+    #: llama, gpt2 or uniform (a parameter count alone); None: uniform when params is set, else llama
+    architecture: Optional[str] = None
     num_layers: int = 32
     hidden_size: int = 4096
-    ffn_hidden_size: int = 14336
+    #: None: 4 x hidden_size for gpt2, 14336 for llama (Llama 3 8B's, as the other defaults)
+    ffn_hidden_size: Optional[int] = None
     num_attention_heads: int = 32
-    num_kv_heads: int = 8
+    #: None: num_attention_heads for gpt2, 8 for llama
+    num_kv_heads: Optional[int] = None
     vocab_size: int = 128256
+    #: style keys, each None for the architecture's: gated (3 matrices) or plain (2) MLP,
+    #: untied or tied head, rotary or learned positions, rms or layer norm, linear biases
+    mlp: Optional[str] = None
+    embeddings: Optional[str] = None
+    positions: Optional[str] = None
+    #: learned positions' table length (None: 1024)
+    max_positions: Optional[int] = None
+    norm: Optional[str] = None
+    bias: Optional[bool] = None
+    #: a model given by its parameter count alone (architecture uniform): split evenly over num_layers
+    params: Optional[float] = None
+    #: the numerics: weights' dtype, master copy's ("none": the optimizer updates the weights
+    #: themselves), optimizer (adam, adamw, sgd with momentum, adafactor, none) and its states' dtype
+    params_dtype: str = "bf16"
+    master_dtype: str = "fp32"
+    optimizer: str = "adam"
+    optimizer_dtype: str = "fp32"
+    #: optimizer elements per rank: dlio (MLPerf Storage's N / shards + 5H) or local (the parameters
+    #: the rank holds / shards); None: dlio for llama, local otherwise
+    optimizer_partition: Optional[str] = None
 
     def __post_init__(self):
-        for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads", "vocab_size"):
+        dtypes = ", ".join(DTYPE_BYTES)
+        for f in ("params_dtype", "optimizer_dtype"):
+            _check(getattr(self, f) in DTYPE_BYTES, f, f"unknown dtype {getattr(self, f)!r} (use {dtypes})")
+        _check(self.master_dtype == "none" or self.master_dtype in DTYPE_BYTES, "master_dtype",
+               f"unknown dtype {self.master_dtype!r} (use {dtypes} or none)")
+        _check(self.optimizer in OPTIMIZER_STATES, "optimizer",
+               f"unknown optimizer {self.optimizer!r} (use {', '.join(OPTIMIZER_STATES)})")
+        _check(self.optimizer_partition in (None, *PARTITIONS), "optimizer_partition",
+               f"must be {' or '.join(PARTITIONS)}")
+        _check(self.architecture in (None, *ARCHITECTURES), "architecture",
+               f"unknown architecture {self.architecture!r} (use {', '.join(ARCHITECTURES)})")
+        for key, choices in STYLE_CHOICES.items():
+            _check(getattr(self, key) in (None, *choices), key, f"must be {' or '.join(choices)}")
+        for f in ("num_layers", "hidden_size", "num_attention_heads", "vocab_size"):
             _check(getattr(self, f) > 0, f"{f}", "must be > 0")
+        for f in ("ffn_hidden_size", "num_kv_heads", "max_positions"):
+            _check(getattr(self, f) is None or getattr(self, f) > 0, f, "must be > 0")
+        if architecture(self) == "uniform":
+            self._check_uniform()
+            return
+        _check(self.params is None, "params", f"a model given by its parameter count alone is architecture "
+               f"uniform; {self.architecture} counts its parameters from its dimensions")
         _check(self.num_attention_heads <= self.hidden_size, "num_attention_heads",
                "must be <= model.hidden_size (head size is hidden_size // heads)")
-        _check(self.num_kv_heads <= self.num_attention_heads, "num_kv_heads",
+        _check(shape(self).kv_heads <= self.num_attention_heads, "num_kv_heads",
                "must be <= model.num_attention_heads")
+
+    def _check_uniform(self):
+        _check(self.params is not None and self.params >= self.num_layers, "params",
+               f"architecture uniform needs params: the parameter count, at least one per layer "
+               f"({self.num_layers} layers)")
+        _check(self.optimizer not in FACTORED, "optimizer",
+               f"{self.optimizer} factors each matrix: give the model by its dimensions, not by params alone")
+        _check(self.optimizer_partition != "dlio", "optimizer_partition",
+               "dlio counts from hidden_size: give the model by its dimensions, or use local")
 
 
 @dataclass(frozen=True)
@@ -62,6 +119,15 @@ class ParallelismConfig:
     pp: int = 1
     dp: int = 8
     zero_stage: int = 3
+    #: HSDP: shard (what zero_stage shards) within groups of this many DP ranks and replicate
+    #: across the groups; None: over all DP ranks
+    shard_group: Optional[int] = None
+    #: who writes state several DP ranks hold: one_replica (its first holder; the others' copies
+    #: deduplicated, as DLIO, Megatron and DCP write) or every_replica (each its own copy)
+    writers: str = "one_replica"
+    #: Megatron's distributed optimizer: the optimizer state sharded over DP (zero_stage 1 or 2),
+    #: with an fp32 main copy of the weights even when they are fp32
+    distributed_optimizer: bool = False
     #: subset mode: only the first 8 ranks (one node) write, as in MLPerf Storage
     subset: bool = False
     #: run only the first N ranks of the full job (None: all, or 8 in subset mode)
@@ -73,6 +139,14 @@ class ParallelismConfig:
         _check(self.zero_stage in (0, 1, 2, 3), "zero_stage", "must be 0, 1, 2 or 3")
         _check(not (self.zero_stage == 3 and self.pp > 1), "zero_stage",
                "ZeRO-3 with pipeline parallelism (pp > 1) is not a supported layout")
+        _check(self.writers in WRITERS, "writers", f"must be {' or '.join(WRITERS)}")
+        if self.shard_group is not None:
+            _check(self.shard_group >= 1, "shard_group", "must be >= 1")
+            _check(self.dp % self.shard_group == 0, "shard_group",
+                   f"{self.shard_group} does not divide the data-parallel size {self.dp} (dp)")
+            _check(self.zero_stage >= 1, "shard_group", "ZeRO-0 shards nothing: a shard group needs zero_stage >= 1")
+        _check(not self.distributed_optimizer or self.zero_stage in (1, 2), "distributed_optimizer",
+               f"shards the optimizer state over DP: zero_stage 1 or 2, not {self.zero_stage}")
         world = self.world_size
         if self.ranks is not None:
             _check(self.ranks >= 1, "ranks", "must be >= 1")
@@ -140,7 +214,8 @@ class CheckpointConfig:
     async_waits_for: str = "complete"
     #: who reads a restore's files: "all" (every rank reads its file: a restart's read storm) or
     #: "one_per_dp_group" (one rank of each data-parallel group reads, then broadcasts the bytes over
-    #: gloo to the group; needs replicated DP ranks, parallelism.zero_stage 0; docs/checkpoints.md)
+    #: gloo to the group; needs replicated DP ranks: parallelism.zero_stage 0, or a shard_group below
+    #: dp; docs/checkpoints.md)
     restore_readers: str = "all"
 
     def __post_init__(self):
@@ -443,9 +518,13 @@ class Config:
     def __post_init__(self):
         _check_tiers(self)
         _check_failures(self)
-        _check(self.checkpoint.restore_readers == "all" or self.parallelism.zero_stage == 0,
+        par = self.parallelism
+        _check(self.checkpoint.restore_readers == "all" or replicated(par),
                "checkpoint.restore_readers", f"one_per_dp_group needs data-parallel replicas that hold the same "
-               f"state (parallelism.zero_stage 0); ZeRO-{self.parallelism.zero_stage} shards it across DP ranks")
+               f"state (parallelism.zero_stage 0, or a shard_group below dp, with writers one_replica); "
+               f"ZeRO-{par.zero_stage} shards it across DP ranks")
+        _check(self.checkpoint.protocol != "mlperf" or (par.writers == "one_replica" and par.shard_group is None),
+               "parallelism", "checkpoint.protocol mlperf writes DLIO's files: one replica writes, no shard_group")
 
     @property
     def wall_step_seconds(self) -> float:
@@ -545,14 +624,30 @@ def _with_design_emulation(data: dict, cfg: Config) -> dict:
 
 # --------------------------------------------------------------------------- loading
 
+#: preset folders below the presets' own: their presets are named folder/name (validation/dlrover-gpt-1.5b)
+PRESET_FOLDERS = ("validation",)
+
+
 def preset_names() -> list[str]:
-    return sorted(p.name[:-5] for p in resources.files(PRESETS_PACKAGE).iterdir() if p.name.endswith(".yaml"))
+    root = resources.files(PRESETS_PACKAGE)
+    names = [p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml")]
+    names += [f"{d}/{p.name[:-5]}" for d in PRESET_FOLDERS if root.joinpath(d).is_dir()
+              for p in root.joinpath(d).iterdir() if p.name.endswith(".yaml")]
+    return sorted(names)
+
+
+def _preset(source: str):
+    """The preset named ``source`` (a resource), or None."""
+    res = resources.files(PRESETS_PACKAGE).joinpath(f"{source}.yaml")
+    return res if res.is_file() else None
 
 
 def _load_source(source: str, seen: tuple = ()) -> dict:
     """Raw mapping for a path or preset name, with ``extends`` resolved."""
     path = Path(source)
-    if path.suffix in (".yaml", ".yml") or "/" in source or path.is_file():  # a folder is no config
+    file_name = path.suffix in (".yaml", ".yml") or path.is_file()
+    res = None if file_name else _preset(source)
+    if res is None and (file_name or "/" in source):  # a folder is no config
         if not path.is_file():
             raise ConfigError(f"config file not found: {source}")
         try:
@@ -561,8 +656,7 @@ def _load_source(source: str, seen: tuple = ()) -> dict:
             raise ConfigError(f"cannot read config {source}: {exc.strerror}") from None
         base_dir = path.parent
     else:
-        res = resources.files(PRESETS_PACKAGE).joinpath(f"{source}.yaml")
-        if not res.is_file():
+        if res is None:
             raise ConfigError(f"unknown preset {source!r} (presets: {', '.join(preset_names())})")
         text = res.read_text()
         base_dir = None

@@ -54,8 +54,9 @@ class RankFile:
 
 
 def _layer_index(name: str, num_layers: int) -> int:
-    """DLIO's layer numbering: 0 embedding, 1..L transformer layers, L+1 lm_head, L+2 final norm."""
-    if name.startswith("embedding."):
+    """DLIO's layer numbering: 0 embedding (and learned positions), 1..L transformer layers, L+1 lm_head,
+    L+2 final norm."""
+    if name.startswith(("embedding.", "position_embedding.")):
         return 0
     if name.startswith("layers."):
         return int(name.split(".")[1]) + 1

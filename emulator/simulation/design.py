@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from emulator.config import ParallelismConfig
 from emulator.design.spec import DEFAULT_NIC
 from emulator.errors import ConfigError, UserError
 from emulator.simulation.inputs import Calibration, retention_requests, tier_latency, tier_sharing
 from emulator.simulation.sharing import LinkLimits, as_emulated, limits, node_load
-from emulator.sizing import rank_coords, rank_size
+from emulator.sizing import rank_coords, rank_size, writes
 from emulator.units import GIB, parse_rate
 
 #: GPU-to-host snapshot rate per accelerator without a calibration: device-to-host into
@@ -114,20 +113,22 @@ def full_size_groups(cfg, nodes: int, per_node: int) -> tuple:
         raise UserError(f"--nodes x --accelerators-per-node = {world:,} is not a multiple of "
                         f"tp x pp = {p.tp * p.pp} (parallelism.tp, parallelism.pp)")
     try:
-        par = ParallelismConfig(tp=p.tp, pp=p.pp, dp=world // (p.tp * p.pp), zero_stage=p.zero_stage)
+        par = replace(p, dp=world // (p.tp * p.pp), subset=False, ranks=None)
     except ConfigError as exc:
         raise ConfigError(f"parallelism.{exc}") from None
 
     @lru_cache(maxsize=None)
-    def by_coords(stage: int, first_replica: bool) -> int:  # bytes depend on the stage and DP rank 0 only
-        return rank_size(cfg.model, par, stage * p.tp + (0 if first_replica else p.tp * p.pp)).total_bytes
+    def by_coords(stage: int, model_writer: bool, optimizer_writer: bool) -> int:
+        dp = next(d for d in range(par.dp) if (writes(par, "model", d), writes(par, "optimizer", d))
+                  == (model_writer, optimizer_writer))  # bytes depend on the stage and what the rank writes
+        return rank_size(cfg.model, par, stage * p.tp + dp * p.tp * p.pp).total_bytes
 
     counts: Counter = Counter()
     for n in range(nodes):
         sizes = []
         for r in range(n * per_node, (n + 1) * per_node):
             c = rank_coords(r, par.tp, par.pp, par.dp)
-            sizes.append(by_coords(c.pp, c.dp == 0))
+            sizes.append(by_coords(c.pp, writes(par, "model", c.dp), writes(par, "optimizer", c.dp)))
         counts[(sum(sizes), max(sizes), len(sizes))] += 1
     return tuple(NodeGroup(k, b, f, n) for (b, f, n), k in sorted(counts.items()))
 

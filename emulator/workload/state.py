@@ -1,10 +1,10 @@
 """Synthetic model + optimizer state for one rank, and its reusable staging buffers.
 
-Shapes follow the rank's share of the model (sizing.py): bf16 per-layer
-weights for its pipeline stage, split by TP (and flattened over DP under
-ZeRO-3, as ZeRO stores them), and ZeRO-style flat fp32 partitions for the
-optimizer (master weights, exp_avg, exp_avg_sq, each plus a 5H tail as in
-DLIO). ``scale`` shrinks every tensor by the same factor.
+Shapes and dtypes are the rank's share of the model as sizing.py lays it out: per-layer
+weights of its pipeline stage in the weights' dtype, split by TP (flattened and sharded
+under ZeRO-3, as ZeRO stores them), and ZeRO-style flat partitions for the optimizer (a
+master copy and each optimizer state in their dtypes; with DLIO's sizing, each plus a 5H
+tail). ``scale`` shrinks every tensor by the same factor.
 
 Content (``emulator/workload/content.py``) is made once, before any timing, from a
 per-rank random pool keyed per 4 KiB block, so storage cannot dedup or
@@ -49,51 +49,22 @@ def _scaled(shape: tuple, scale: float) -> tuple:
     return (lead,) + tuple(shape[1:])
 
 
+#: torch's dtype for each dtype name a config may use (emulator/sizing.py DTYPE_BYTES)
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn}
+
+
+def _specs(layouts: list, scale: float) -> list[TensorSpec]:
+    return [TensorSpec(t.name, _scaled(t.shape, scale), TORCH_DTYPES[t.dtype]) for t in layouts]
+
+
 def model_specs(model, par, coords: sizing.RankCoords, scale: float = 1.0) -> list[TensorSpec]:
-    """bf16 weights this rank writes: per-layer tensors of its stage, or none (ZeRO<3, DP>0)."""
-    if par.zero_stage < 3 and coords.dp != 0:
-        return []
-    h, f, v, tp = model.hidden_size, model.ffn_hidden_size, model.vocab_size, par.tp
-    kv = sizing.kv_dim(model)
-    first = sum(sizing.layers_on_stage(model.num_layers, par.pp, s) for s in range(coords.pp))
-    count = sizing.layers_on_stage(model.num_layers, par.pp, coords.pp)
-    shapes: list[tuple[str, tuple]] = []
-    if coords.pp == 0:
-        shapes.append(("embedding.weight", (v // tp, h)))
-    for layer in range(first, first + count):
-        p = f"layers.{layer}."
-        shapes += [
-            (p + "input_norm.weight", (h,)),
-            (p + "attention.qkv.weight", ((h + 2 * kv) // tp, h)),
-            (p + "attention.dense.weight", (h, h // tp)),
-            (p + "post_attention_norm.weight", (h,)),
-            (p + "mlp.gate_up.weight", (2 * f // tp, h)),
-            (p + "mlp.down.weight", (h, f // tp)),
-        ]
-    if coords.pp == par.pp - 1:
-        shapes += [("lm_head.weight", (v // tp, h)), ("final_norm.weight", (h,))]
-    specs = []
-    for name, shape in shapes:
-        if par.zero_stage == 3:  # ZeRO-3 keeps a flat 1/DP partition of every parameter
-            numel = 1
-            for d in shape:
-                numel *= d
-            shape = (max(1, numel // par.dp),)
-        specs.append(TensorSpec(name, _scaled(shape, scale), torch.bfloat16))
-    return specs
+    """The weights this rank writes (sizing.model_tensors): its stage's tensors, or none."""
+    return _specs(sizing.model_tensors(model, par, coords), scale)
 
 
 def optimizer_specs(model, par, coords: sizing.RankCoords, scale: float = 1.0) -> list[TensorSpec]:
-    """fp32 flat partitions: master weights and Adam's two moments, each with a 5H tail."""
-    elems = sizing.optimizer_elems_for_rank(model, par, coords)
-    if elems == 0:
-        return []
-    tail = 5 * model.hidden_size
-    specs = []
-    for state in ("fp32_master", "exp_avg", "exp_avg_sq"):
-        specs.append(TensorSpec(f"{state}.partition", _scaled((elems - tail,), scale), torch.float32))
-        specs.append(TensorSpec(f"{state}.tail", _scaled((tail,), scale), torch.float32))
-    return specs
+    """The optimizer state this rank writes (sizing.optimizer_tensors): flat partitions, one per state."""
+    return _specs(sizing.optimizer_tensors(model, par, coords), scale)
 
 
 def _allocate(specs: list[TensorSpec], device) -> dict[str, torch.Tensor]:
