@@ -104,9 +104,10 @@ class EmulateOptions:
     shared_by: str = "node"
     #: emulated capacity; writes past it fail with ENOSPC
     capacity_gib: Optional[float] = None
-    #: reads and writes on separate paths (true), or one device that both share (false): a drain
-    #: reading the device then slows the next checkpoint's write on it, and the other way round
-    duplex: bool = True
+    #: reads and writes on separate paths (true), or one device that both share (false, as
+    #: ``design.node.local.duplex``): a drain reading the device then slows the next checkpoint's
+    #: write on it, and the other way round
+    duplex: bool = False
     #: the node's NIC these writes leave through (a design's ``node.nic``), shared with the node's
     #: other sends through it (the peer tier's copies): writes take their bytes out of both
     nic_gib_s: Optional[float] = None

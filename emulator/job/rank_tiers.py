@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from emulator.job.outdir import OutDir
-from emulator.simulation.sharing import lone_reader_emulation, node_emulation
+from emulator.design import run_emulation
 from tiers import make_tier
 from tiers.base import TierScope
 
@@ -27,14 +27,15 @@ def build_tiers(cfg, comm, out) -> tuple:
     out = OutDir(out)
     local = None
     if cfg.tiers.local is not None:
-        local = make_tier(_node_tier(cfg, "local", comm.nodes), scope=tier_scope(comm, out, "local"))
-    return local, make_tier(_node_tier(cfg, "global", comm.nodes), scope=tier_scope(comm, out, "global"))
+        local = make_tier(_node_tier(cfg, "local", comm), scope=tier_scope(comm, out, "local"))
+    return local, make_tier(_node_tier(cfg, "global", comm), scope=tier_scope(comm, out, "global"))
 
 
 def build_lone_global(cfg, comm, out):
-    """The global tier as this node alone reads it (``lone_reader_emulation``): what a lost node
-    restores through while the others restore from their memory or peers."""
-    tier = replace(cfg.tiers.global_, emulate=lone_reader_emulation(cfg))
+    """The global tier as this node alone reads it: what a lost node restores through while the
+    others restore from their memory or peers."""
+    tier = replace(cfg.tiers.global_, emulate=run_emulation(cfg, "global", run_node=comm.node,
+                                                            run_nodes=comm.nodes, alone_read=True))
     return make_tier(tier, scope=tier_scope(comm, OutDir(out), "global-alone"))
 
 
@@ -42,19 +43,21 @@ def build_memory_tier(cfg, comm, out):
     """This node's host-memory tier (a folder such as /dev/shm/...), or None without one."""
     if cfg.tiers.memory is None:
         return None
-    return make_tier(memory_tier_config(cfg), scope=tier_scope(comm, OutDir(out), "memory"))
+    return make_tier(memory_tier_config(cfg, comm), scope=tier_scope(comm, OutDir(out), "memory"))
 
 
-def memory_tier_config(cfg):
+def memory_tier_config(cfg, comm=None):
     """The memory tier's config, recycling its files' pages unless ``recycle: false`` says not to:
     a new tmpfs file's pages are allocated and zeroed at every write, a recycled one's are not."""
     tier = cfg.tiers.memory
+    if comm is not None:
+        tier = _node_tier(cfg, "memory", comm)
     if tier.options.recycle is not None:
         return tier
     return replace(tier, options=replace(tier.options, recycle=True))
 
 
-def _node_tier(cfg, name: str, nodes: int):
-    """Tier ``name``'s config with its emulation as one of this run's ``nodes`` gets it."""
+def _node_tier(cfg, name: str, comm):
+    """Tier ``name``'s config with its emulation as this node of the run gets it."""
     tier = cfg.tiers.entry(name)
-    return replace(tier, emulate=node_emulation(cfg, name, nodes))
+    return replace(tier, emulate=run_emulation(cfg, name, run_node=comm.node, run_nodes=comm.nodes))

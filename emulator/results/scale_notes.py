@@ -14,7 +14,7 @@ not shrink or is not the design's at all:
 """
 from __future__ import annotations
 
-from emulator.simulation.sharing import node_emulation
+from emulator.design import run_emulation
 from emulator.units import GIB
 
 #: a per-request latency at least this share of a phase's mean is "a large share"
@@ -32,7 +32,7 @@ def _modes(results: dict):
 def latency_notes(cfg, results: dict) -> list[str]:
     notes = []
     for name, tcfg in (("local", cfg.tiers.local), ("global", cfg.tiers.global_)):
-        em = tcfg.emulate if tcfg is not None else None
+        em = run_emulation(cfg, name) if tcfg is not None else None
         if em is None or not em.latency_ms:
             continue
         phase = "local_write_mean_s" if name == "local" or cfg.tiers.local is None else "drain_mean_s"
@@ -52,7 +52,7 @@ def rate_notes(cfg, results: dict) -> list[str]:
     the host."""
     notes, nodes = [], max(1, results["nodes"])
     for name, phase in (("local", "local_write_mean_s"), ("global", "drain_mean_s")):
-        em = node_emulation(cfg, name, nodes)  # a job's rate as each node was paced
+        em = run_emulation(cfg, name, run_nodes=nodes) if cfg.tiers.entry(name) is not None else None
         if em is None or not em.write_gib_s or em.shared_by != "node" or \
                 (name == "global" and cfg.tiers.local is None):
             continue
@@ -82,7 +82,7 @@ def raw_tier_notes(cfg, results: dict) -> list[str]:
     """Tiers without emulation measure this host at this run's size; a host's throughput is not
     proportional to the bytes (caches, writeback), so those durations are not the design's."""
     raw = [name for name, t in (("local", cfg.tiers.local), ("global", cfg.tiers.global_))
-           if t is not None and t.emulate is None]
+           if t is not None and run_emulation(cfg, name) is None]
     if not raw or cfg.run.scale >= 1:
         return []
     return [f"{' and '.join(raw)} tier{'s' if len(raw) > 1 else ''} not emulated: {'their' if len(raw) > 1 else 'its'} "
