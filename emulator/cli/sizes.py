@@ -5,6 +5,7 @@ import json
 
 from emulator.checkpoint.layout import key_layout
 from emulator.cli.common import add_config_args, load
+from emulator.design.job import job_of
 from emulator.sizing import checkpoint_size
 from emulator.units import GIB
 
@@ -21,6 +22,7 @@ def cmd_sizes(args) -> int:
     size = checkpoint_size(cfg.model, cfg.parallelism)
     scale = cfg.run.scale
     layout = _global_layout(cfg, size)
+    job = job_of(cfg)
     obj = {
         "preset": cfg.model.name,
         "params": size.params,
@@ -38,6 +40,10 @@ def cmd_sizes(args) -> int:
         "scale": scale,
         "run_bytes_scaled": int(size.run_bytes * scale),
         "key_layout": None if layout is None else layout.to_dict(),
+        "job": {"nodes": job.nodes, "accelerators_per_node": job.accelerators_per_node,
+                "node_groups": [{"nodes": g.nodes, "node_bytes": g.node_bytes, "ranks": g.files}
+                                for g in job.groups],
+                "emulated_node_bytes": [g.node_bytes for g in job.emulated]},
     }
     if args.json:
         print(json.dumps(obj, indent=1))
@@ -47,6 +53,7 @@ def cmd_sizes(args) -> int:
     print(f"  model state     {size.model_bytes / GIB:12.1f} GiB")
     print(f"  optimizer state {size.optimizer_bytes / GIB:12.1f} GiB")
     print(f"  checkpoint      {size.total_bytes / GIB:12.1f} GiB")
+    print(_job_lines(job))
     what = "subset mode, " if cfg.parallelism.subset else ""
     print(f"  this run: {what}{len(size.ranks)} ranks write {size.run_bytes / GIB:.2f} GiB"
           + (f", {size.run_bytes * scale / GIB:.3f} GiB at scale {scale:g}" if scale < 1 else ""))
@@ -57,6 +64,18 @@ def cmd_sizes(args) -> int:
     if layout is not None:
         print(_layout_line(layout, cfg.tiers.global_.options.part_size_mib))
     return 0
+
+
+def _job_lines(job) -> str:
+    """The job's nodes and what each holds (alike nodes in one line), and which node this run is."""
+    lines = [f"  the job: {job.nodes:,} node(s) x {job.accelerators_per_node} accelerators "
+             f"({job.accelerators:,} ranks)"]
+    groups = sorted(job.groups, key=lambda g: -g.node_bytes)
+    for g in groups[:6]:
+        lines.append(f"    {g.nodes:6,} node(s) of {g.files} ranks hold {g.node_bytes / GIB:10.2f} GiB each")
+    if len(groups) > 6:
+        lines.append(f"    ... {len(groups) - 6} more kinds of node")
+    return "\n".join(lines)
 
 
 def _global_layout(cfg, size):
