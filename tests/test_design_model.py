@@ -211,3 +211,16 @@ def test_rates_as_datasheets_write_them(text, bps):
 def test_a_rate_without_a_unit_is_refused(text):
     with pytest.raises(UserError, match="^--bandwidth: "):
         parse_rate(text, "--bandwidth")
+
+
+def test_sizes_shows_the_job_and_that_the_emulated_node_is_one_of_its_nodes(capsys):
+    import json
+
+    from emulator.cli import main
+    assert main(["sizes", "llama3-70b-subset", "--set", "design.job.nodes=128", "--json"]) == 0
+    job = json.loads(capsys.readouterr().out)["job"]
+    assert job["nodes"] == 128 and job["node_groups"] == [{"nodes": 128, "node_bytes": 7647487744, "ranks": 8}]
+    assert job["emulated_node_bytes"] == [7647487744]
+    assert main(["sizes", "llama3-70b-subset", "--set", "design.job.nodes=128"]) == 0
+    out = capsys.readouterr().out
+    assert "the job: 128 node(s) x 8 accelerators (1,024 ranks)" in out and "8 ranks write 7.12 GiB" in out
