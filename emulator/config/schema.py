@@ -20,9 +20,10 @@ from emulator.config.failures import FailuresConfig
 from emulator.config.mapping import (CUSTOM, apply_override, build, coerce, deep_merge, read_yaml_text,
                                      to_plain)
 from emulator.config.design import DesignSpec, parse_design
-from emulator.errors import ConfigError
+from emulator.errors import ConfigError, UserError
 from tiers import backend_class
 from tiers.directory import DirOptions
+from emulator.units import parse_duration
 from tiers.emulated import EmulateOptions as EmulateConfig
 
 DEFAULT_PRESET = "default"
@@ -324,6 +325,29 @@ class TiersConfig:
 
 
 @dataclass(frozen=True)
+class Dilation:
+    """Time dilation (docs/time-dilation.md): ``factor`` D >= 1, or None for ``auto`` (a probe at the
+    start of a run picks the smallest D at which this host keeps every phase at its design rate)."""
+
+    factor: Optional[float] = None
+
+    @property
+    def auto(self) -> bool:
+        return self.factor is None
+
+
+def _build_dilation(value, key: str) -> Dilation:
+    if value == {} or value == "auto":
+        return Dilation()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value < float("inf"):
+        raise ConfigError(f"{key}: must be auto or a factor >= 1 (1: no dilation), got {value!r}")
+    return Dilation(float(value))
+
+
+CUSTOM[Dilation] = (_build_dilation, lambda d: "auto" if d.factor is None else d.factor)
+
+
+@dataclass(frozen=True)
 class RunConfig:
     #: shrink every tensor by this factor so a preset fits the machine (0 < scale <= 1)
     scale: float = 1.0
@@ -333,10 +357,24 @@ class RunConfig:
     seed: int = 0
     #: CPU threads per rank for torch (1 keeps 8 ranks on 2 cores from thrashing)
     threads_per_rank: int = 1
+    #: time dilation: every device the design describes runs at its rate / D and the run waits D x
+    #: longer for everything paced, so a host with 1/D of the design's speed keeps up; "auto": a
+    #: probe at start picks D; every figure is reported in the design's time (docs/time-dilation.md)
+    dilation: Dilation = field(default_factory=Dilation)
+    #: the longest a run may take here (its full-size time x scale x dilation): a longer one is refused
+    wall_limit: str = "1h"
 
     def __post_init__(self):
         _check(0 < self.scale <= 1, "scale", f"must be in (0, 1], got {self.scale}")
         _check(self.threads_per_rank >= 1, "threads_per_rank", "must be >= 1")
+        try:
+            parse_duration(self.wall_limit, "wall_limit")
+        except UserError as exc:
+            raise ConfigError(str(exc)) from None
+
+    @property
+    def wall_limit_s(self) -> float:
+        return parse_duration(self.wall_limit, "run.wall_limit")
 
 
 @dataclass(frozen=True)
@@ -441,14 +479,22 @@ class Config:
     def __post_init__(self):
         _check_tiers(self)
         _check_failures(self)
+        _check(self.checkpoint.protocol != "mlperf" or self.run.dilation.factor in (None, 1.0), "run.dilation",
+               "MLPerf's protocol measures the storage as it is: no time dilation (use 1 or auto)")
         _check(self.checkpoint.restore_readers == "all" or self.parallelism.zero_stage == 0,
                "checkpoint.restore_readers", f"one_per_dp_group needs data-parallel replicas that hold the same "
                f"state (parallelism.zero_stage 0); ZeRO-{self.parallelism.zero_stage} shards it across DP ranks")
 
     @property
+    def time_factor(self) -> float:
+        """Wall seconds here per second of the full-size design: run.scale x the dilation (1 while
+        ``auto`` is not yet resolved by a run's probe)."""
+        return self.run.scale * (self.run.dilation.factor or 1.0)
+
+    @property
     def wall_step_seconds(self) -> float:
-        """What a run really waits per step: the full-size step time compressed by run.scale."""
-        return self.training.step_seconds * self.run.scale
+        """What a run really waits per step: the full-size step time x the time factor."""
+        return self.training.step_seconds * self.time_factor
 
     @property
     def run_modes(self) -> tuple:
