@@ -507,6 +507,17 @@ class Config:
         base = self.checkpoint.interval_steps
         return {n: (self.tiers.entry(n).interval_steps or base) // base for n in self.tiers.configured()}
 
+    def check_wall(self, factor: float, why: str = "", duration: float | None = None) -> None:
+        """Refuse a dilation ``factor`` that makes the run longer here than ``run.wall_limit``: its
+        modes' steps at full size x scale x factor (a soak's ``duration`` is its own limit)."""
+        if duration is not None:
+            return
+        wall = self.steps_per_mode * self.training.step_seconds * len(self.run_modes) * self.run.scale * factor
+        if wall > self.run.wall_limit_s:
+            raise UserError(f"run.dilation: x{factor:g}{why} makes this run take about {wall / 60:,.1f} min here, "
+                            f"over run.wall_limit ({self.run.wall_limit}): lower run.scale (--scale) or raise "
+                            "run.wall_limit")
+
     @property
     def steps_per_mode(self) -> int:
         if self.training.steps is not None:

@@ -132,6 +132,8 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
     _check_node_rank(node_rank, nnodes, rdzv_endpoint)
     _check_nodes(cfg, nnodes, duration)
+    if not cfg.run.dilation.auto:  # auto: the ranks' probe decides, and checks, once it has measured
+        cfg.check_wall(cfg.run.dilation.factor, duration=duration)
     preflight(cfg, nnodes, duration)
     if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
         from emulator.mlperf.protocol import check_read_phase

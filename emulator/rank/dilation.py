@@ -21,8 +21,7 @@ from emulator.checkpoint.drainer import Drainer
 from emulator.checkpoint.layout import FileEntry
 from emulator.config.schema import Dilation
 from emulator.design import run_emulation
-from emulator.errors import UserError
-from emulator.units import GIB, fmt_duration
+from emulator.units import GIB
 
 #: the host must manage this many times the paced rate: pacing, not the host, then sets each phase
 HEADROOM = 2.0
@@ -170,23 +169,6 @@ def choose(phases: list[PhaseProbe], comm) -> tuple[float, PhaseProbe | None]:
     return nice(need), worst
 
 
-def full_size_seconds(cfg) -> float | None:
-    """The run's training time at full size (its modes' steps), None for a soak (``--duration``)."""
-    return cfg.steps_per_mode * cfg.training.step_seconds * len(cfg.run_modes)
-
-
-def check_wall(cfg, factor: float, why: str = "", duration: float | None = None) -> None:
-    """Refuse a dilation that makes the run longer here than ``run.wall_limit`` (UserError)."""
-    if duration is not None:
-        return
-    wall = (full_size_seconds(cfg) or 0.0) * cfg.run.scale * factor
-    limit = cfg.run.wall_limit_s
-    if wall > limit:
-        raise UserError(f"run.dilation: x{factor:g}{why} makes this run take about {fmt_duration(wall)} here, "
-                        f"over run.wall_limit ({cfg.run.wall_limit}): lower run.scale (--scale) or raise "
-                        "run.wall_limit")
-
-
 def resolve(cfg, comm, state, tiers: dict, loop, duration: float | None = None):
     """``cfg`` with its dilation decided (a probe where it is ``auto``), and what the probe found."""
     if cfg.checkpoint.protocol == "mlperf" or not cfg.run.dilation.auto:
@@ -196,7 +178,7 @@ def resolve(cfg, comm, state, tiers: dict, loop, duration: float | None = None):
     phases = Probe(cfg, comm, state, tiers, loop).run()
     factor, worst = choose(phases, comm)
     why = f" (set by the {worst.phase} on the {worst.tier} tier)" if worst is not None and factor > 1 else ""
-    check_wall(cfg, factor, why, duration)
+    cfg.check_wall(factor, why, duration)
     return _with(cfg, factor), phases
 
 

@@ -156,7 +156,8 @@ def _load_lines(results: dict) -> list[str]:
     served = ", ".join(f"{k}: {v}" for k, v in sorted(ld["served_by"].items()))
     cache = "page cache dropped before each load" if ld["page_cache_dropped"] else \
         "page cache NOT dropped (not permitted): loads may be served from memory"
-    lines = ["", f"loads: {ld['loads']}, {ld['load_gib_s']:.2f} GiB/s (worst {_fmt_s(ld['load_worst_s'])}), "
+    full = f", {_fmt_s(ld['load_worst_full_size_s'])} at full size" if "load_worst_full_size_s" in ld else ""
+    lines = ["", f"loads: {ld['loads']}, {ld['load_gib_s']:.2f} GiB/s (worst {_fmt_s(ld['load_worst_s'])}{full}), "
                  f"rank-loads served by {served}; {cache}"]
     if ld.get("h2d_gib_s"):
         lines.append(f"  host-to-device into the live tensors (after verification): "

@@ -50,7 +50,7 @@ def _mean(values) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def summarize_loads(ranks: list[dict]) -> dict:
+def summarize_loads(ranks: list[dict], time_factor: float = 1.0) -> dict:
     n = min((len(r["loads"]) for r in ranks), default=0)
     per_load, tiers, fallbacks = [], Counter(), []
     secs_by_tier = defaultdict(list)
@@ -67,6 +67,8 @@ def summarize_loads(ranks: list[dict]) -> dict:
         "loads": n,
         "load_gib_s": _mean(per_load) / GIB,
         "load_worst_s": max((max(r["loads"][i]["seconds"] for r in ranks) for i in range(n)), default=0.0),
+        "load_worst_full_size_s": max((max(full_load(r["loads"][i], time_factor)["seconds"] for r in ranks)
+                                       for i in range(n)), default=0.0),
         "ok": all(r["loads"][i]["ok"] for r in ranks for i in range(n)),
         "served_by": dict(tiers),
         "recovery_mean_s_by_tier": {k: _mean(v) for k, v in secs_by_tier.items()},
@@ -237,7 +239,7 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "time_factor": cfg.time_factor,
         "dilation": ranks[0].get("dilation") or {"factor": cfg.run.dilation.factor or 1.0, "auto": False},
         "modes": {m: summarize_mode(m, ranks, baseline, cfg.time_factor) for m in cfg.checkpoint.modes},
-        "load": summarize_loads(ranks),
+        "load": summarize_loads(ranks, cfg.time_factor),
         "stopped_early": any(r["stopped_early"] for r in ranks),
         "failure": ranks[0].get("failure"),
         "levels": level_summary(cfg, ranks),

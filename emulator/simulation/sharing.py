@@ -21,13 +21,11 @@ transfers at once, whichever machine (``--nnodes``) the node runs on.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 from emulator.config.design import parse_design
 from emulator.design import run_emulation
-from emulator.design.links import LinkLimits, node_share
-from emulator.units import GIB
+from emulator.design.links import LinkLimits
 
 SHARINGS = ("none", "rank", "node", "job")
 
