@@ -57,13 +57,6 @@ def fmt_bytes(b: float) -> str:
     return f"{b:,.0f} bytes"
 
 
-def fmt_rate(bps: float) -> str:
-    """Bytes per second in decimal units, as vendors quote them."""
-    if bps >= 1e9:
-        return f"{bps / 1e9:,.1f} GB/s"
-    return f"{bps / 1e6:,.1f} MB/s"
-
-
 def fmt_pct(x: float) -> str:
     """A fraction as a percentage."""
     return f"{x * 100:.2f}%"
@@ -89,52 +82,102 @@ def table(rows: list, header: list | None = None, indent: str = "  ", left: tupl
 
 
 # --------------------------------------------------------------------------- sizes and rates as vendors quote them
+# One grammar for YAML and flags alike. A size is bytes with a decimal (KB .. PB) or binary (KiB ..
+# PiB) prefix; a rate is bytes or bits per second as datasheets write it: 7GB/s, 6.5GiB/s, 2TB/s,
+# 400Gb/s, 200Gbps, 100Gbit/s, 800MBps. A unit is always required: a bare number is ambiguous
+# between GB/s, GiB/s and Gb/s. Each parsed rate also has a *family* (decimal bytes, binary bytes,
+# bits) so output can speak the units the design was written in.
 
-_SIZE_UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "pb": 1e15,
-               "kib": KIB, "mib": MIB, "gib": GIB, "tib": TIB, "pib": 1 << 50}
-_BIT_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12}
-_AMOUNT = re.compile(r"^\s*(-?(?:\d+(?:\.\d*)?|\.\d+))\s*([A-Za-z]+)\s*$")
+DECIMAL, BINARY, BITS = "decimal", "binary", "bits"
+_PREFIXES = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_QUANTITY = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-z/]+)\s*$")
+_SIZE_UNITS_SAID = "B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB"
+_RATE_UNITS_SAID = "MB/s, GB/s, TB/s, MiB/s, GiB/s, TiB/s, Mb/s, Gb/s, Gbps, Gbit/s"
 
 
-def _amount(text, where: str, what: str, example: str, shown=None) -> tuple[float, str]:
-    match = _AMOUNT.match(str(text))
+def _byte_unit(unit: str) -> tuple[float, str] | None:
+    """'GB' -> (1e9, decimal), 'GiB'/'gib' -> (2**30, binary), 'B' -> (1, decimal); None otherwise.
+    A lower-case 'b' alone is a bit, never a byte."""
+    if unit.lower().endswith("ib") and len(unit) == 3 and unit[0].lower() in "kmgtp":
+        return 1024.0 ** _PREFIXES[unit[0].lower()], BINARY
+    if unit.endswith("B") and len(unit) <= 2 and unit[:-1].lower() in _PREFIXES:
+        return 1000.0 ** _PREFIXES[unit[:-1].lower()], DECIMAL
+    return None
+
+
+def _bit_unit(unit: str) -> float | None:
+    """'Gb', 'Gbit' -> 1e9 / 8 bytes; None otherwise."""
+    for tail in ("bit", "b"):
+        if unit.endswith(tail) and unit[: -len(tail)].lower() in _PREFIXES and unit[: -len(tail)] != "":
+            return 1000.0 ** _PREFIXES[unit[: -len(tail)].lower()] / 8
+    return None
+
+
+def _split(text, where: str, what: str, example: str) -> tuple[float, str]:
+    if isinstance(text, bool) or text is None:
+        raise UserError(f"{where}: {text!r} is not a {what} with a unit (e.g. {example})")
+    if isinstance(text, (int, float)):
+        raise UserError(f"{where}: {text!r} has no unit: a bare number is ambiguous (write e.g. {example})")
+    match = _QUANTITY.match(str(text))
     if match is None:
-        raise UserError(f"{where}: {shown or repr(text)} is not a {what} with a unit (e.g. {example})")
-    return float(match.group(1)), match.group(2)
+        raise UserError(f"{where}: {_quoted(text)} is not a {what} with a unit (e.g. {example})")
+    value = float(match.group(1))
+    if not math.isfinite(value) or value <= 0:
+        raise UserError(f"{where}: {_quoted(text)} must be a finite {what} > 0")
+    return value, match.group(2)
+
+
+def _quoted(text, limit: int = 60) -> str:
+    s = repr(str(text))
+    return s if len(s) <= limit else s[: limit - 4] + "...'"
 
 
 def parse_size(text, where: str) -> int:
-    """'3.84TB', '7.68 TiB', '512GiB' -> bytes. Decimal (TB) and binary (TiB) units; a unit is required."""
-    value, unit = _amount(text, where, "size", "3.84TB, 512GiB")
-    scale = _SIZE_UNITS.get(unit.lower()) if unit[-1] in "Bb" and not unit.endswith("bit") else None
-    if scale is None or (unit[-1] == "b" and len(unit) > 1):  # 'Gb' is bits: a size is in bytes
-        raise UserError(f"{where}: {text!r}: unknown size unit {unit!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
-    if value <= 0:
-        raise UserError(f"{where}: {text!r} must be > 0")
-    return int(value * scale)
+    """'3.84TB', '7.68 TiB', '512GiB', '123456B' -> bytes (decimal or binary prefixes; a unit is required)."""
+    value, unit = _split(text, where, "size", "3.84TB, 512GiB")
+    byte = _byte_unit(unit)
+    if byte is None:
+        hint = " ('b' is a bit: a size is in bytes, B)" if _bit_unit(unit) else ""
+        raise UserError(f"{where}: {_quoted(text)}: unknown size unit {unit!r}{hint} (use {_SIZE_UNITS_SAID})")
+    return int(round(value * byte[0]))
+
+
+def rate_and_family(text, where: str) -> tuple[float, str]:
+    """A rate as datasheets write it -> (bytes/s, family): ('400Gb/s') -> (5e10, 'bits')."""
+    value, unit = _split(text, where, "rate", "7GB/s, 6.5GiB/s, 400Gb/s, 200Gbps")
+    per = next((unit[: -len(s)] for s in ("/sec", "/s", "ps") if unit.endswith(s) and len(unit) > len(s)), None)
+    if per is not None:
+        byte = _byte_unit(per)
+        if byte is not None:
+            return value * byte[0], byte[1]
+        bit = _bit_unit(per)
+        if bit is not None:
+            return value * bit, BITS
+    raise UserError(f"{where}: {_quoted(text)}: unknown rate unit {unit!r} (use {_RATE_UNITS_SAID})")
 
 
 def parse_rate(text, where: str) -> float:
-    """'7GB/s', '6.5GiB/s', '400Gb/s', '400Gbit/s' -> bytes/s.
+    """'7GB/s', '6.5GiB/s', '400Gb/s', '200Gbps', '100Gbit/s' -> bytes/s (a unit is required)."""
+    return rate_and_family(text, where)[0]
 
-    Bytes (B) or bits (b, bit) per second, decimal or binary prefixes, as vendors
-    quote devices (GB/s) and links (Gb/s). A unit is required: a bare number is
-    ambiguous between GB/s, GiB/s and Gb/s.
-    """
-    t = str(text).strip()
-    if not t.endswith("/s"):
-        raise UserError(f"{where}: {text!r} is not a rate with a unit (e.g. 7GB/s, 6.5GiB/s, 400Gb/s)")
-    value, unit = _amount(t[:-2], where, "rate", "7GB/s, 6.5GiB/s, 400Gb/s", shown=repr(text))
-    if unit.endswith("bit") or (unit.endswith("b") and not unit.lower().endswith("ib")):
-        scale = _BIT_UNITS.get(unit.lower())
-        scale = scale / 8 if scale else None
-    elif unit.endswith("B"):
-        scale = _SIZE_UNITS.get(unit.lower())
+
+def rate_family(text) -> str:
+    """The family a rate was written in (decimal GB/s, binary GiB/s, bits Gb/s); decimal if unknown."""
+    try:
+        return rate_and_family(text, "")[1]
+    except UserError:
+        return DECIMAL
+
+
+def fmt_rate(bps: float, family: str = DECIMAL) -> str:
+    """Bytes per second in the family a design was written in: GB/s (decimal, as vendors quote
+    devices), GiB/s (binary) or Gb/s (bits, as links are quoted); one decimal."""
+    if family == BITS:
+        steps, value = (("Tb/s", 1e12), ("Gb/s", 1e9), ("Mb/s", 1e6)), bps * 8
+    elif family == BINARY:
+        steps, value = (("TiB/s", 2 ** 40), ("GiB/s", 2 ** 30), ("MiB/s", 2 ** 20)), bps
     else:
-        scale = None
-    if scale is None:
-        raise UserError(f"{where}: {text!r}: unknown rate unit {unit + '/s'!r} "
-                        "(use MB/s, GB/s, GiB/s, TB/s, Gb/s, Gbit/s)")
-    if value <= 0:
-        raise UserError(f"{where}: {text!r} must be > 0")
-    return value * scale
+        steps, value = (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6)), bps
+    unit, scale = next(((u, k) for u, k in steps if value >= k), steps[-1])
+    return f"{value / scale:,.1f} {unit}"

@@ -135,7 +135,7 @@ def test_sizes_shows_where_the_bytes_per_parameter_come_from(capsys):
     assert main(["sizes", "validation/dlrover-gpt-1.5b-distopt"]) == 0
     out = capsys.readouterr().out
     assert "bytes per parameter: 4 weights fp32 + 4 main copy (distributed optimizer) fp32 + 8 adam moments fp32 = 16" in out
-    assert "per node (8 ranks): 1 x 14.66 GiB, 1 x 8.79 GiB" in out
+    assert "1 node(s) of 8 ranks hold      14.66 GiB each" in out and "1 node(s) of 8 ranks hold       8.79 GiB each" in out
     assert main(["sizes", "validation/dlrover-gpt-1.5b", "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["bytes_per_param_total"] == 12 and obj["per_node_bytes"][1] == 0

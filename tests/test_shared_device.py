@@ -69,10 +69,11 @@ def test_the_design_makes_the_local_device_shared_unless_duplex(tmp_path):
     import yaml
 
     from emulator.config import load_config
+    from emulator.design import run_emulation
     cfg = {"extends": "llama3-8b", "tiers": {"local": {"backend": "dir", "path": str(tmp_path / "l")},
                                              "global": {"backend": "dir", "path": str(tmp_path / "g")}},
            "design": {"node": {"local": {"write": "2GB/s", "read": "2GB/s"}}, "global": {"write": "1GB/s"}}}
     path = tmp_path / "d.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    assert load_config(str(path)).tiers.local.emulate.duplex is False
-    assert load_config(str(path), ["design.node.local.duplex=true"]).tiers.local.emulate.duplex is True
+    assert run_emulation(load_config(str(path)), "local").duplex is False
+    assert run_emulation(load_config(str(path), ["design.node.local.duplex=true"]), "local").duplex is True

@@ -19,7 +19,7 @@ from importlib import metadata
 from .base import InvalidKey, OptionError, Sink, Tier, TierError, TierScope, TierWrapper, unwrap, validate_key
 
 __all__ = ["InvalidKey", "OptionError", "Sink", "Tier", "TierError", "TierScope", "TierWrapper",
-           "backend_class", "backend_names", "make_tier", "unwrap", "validate_key"]
+           "backend_class", "backend_names", "make_tier", "pace", "unwrap", "validate_key"]
 
 #: name -> "module:Class" of the backends that ship with ckpt-emu
 BUILTIN = {
@@ -57,8 +57,12 @@ def backend_class(name: str) -> type[Tier]:
 def make_tier(cfg, *, scope: TierScope | None = None) -> Tier:
     """Build the tier ``cfg`` describes (an ``emulator.config.TierConfig``) for ``scope``."""
     scope = scope or TierScope()
-    tier = backend_class(cfg.backend).from_options(cfg.options, scope=scope)
-    if cfg.emulate is not None:
-        from .emulated import EmulatedTier
-        tier = EmulatedTier.from_config(tier, cfg.emulate, scope=scope)
-    return tier
+    return pace(backend_class(cfg.backend).from_options(cfg.options, scope=scope), cfg.emulate, scope=scope)
+
+
+def pace(tier: Tier, emulate, *, scope: TierScope | None = None) -> Tier:
+    """``tier`` wrapped in emulation as ``emulate`` (EmulateOptions) says; as it is without one."""
+    if emulate is None:
+        return tier
+    from .emulated import EmulatedTier
+    return EmulatedTier.from_config(tier, emulate, scope=scope or TierScope())

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Optional
 
+from . import paced
 from .base import OptionError, Sink, Tier, TierScope, TierWrapper, WrappedSink, validate_key
 from .capacity import Capacity, _run_sync
 from .fileops import as_bytes
@@ -104,9 +105,10 @@ class EmulateOptions:
     shared_by: str = "node"
     #: emulated capacity; writes past it fail with ENOSPC
     capacity_gib: Optional[float] = None
-    #: reads and writes on separate paths (true), or one device that both share (false): a drain
-    #: reading the device then slows the next checkpoint's write on it, and the other way round
-    duplex: bool = True
+    #: reads and writes on separate paths (true), or one device that both share (false, as
+    #: ``design.node.local.duplex``): a drain reading the device then slows the next checkpoint's
+    #: write on it, and the other way round
+    duplex: bool = False
     #: the node's NIC these writes leave through (a design's ``node.nic``), shared with the node's
     #: other sends through it (the peer tier's copies): writes take their bytes out of both
     nic_gib_s: Optional[float] = None
@@ -140,9 +142,11 @@ class _Pacer:
                  weight: float = 1.0):
         self.tier, self.direction, self.bucket, self.weight = tier, direction, bucket, weight
 
-    def finish_sync(self, bucket: TokenBucket | None, n: int, start: float) -> None:
+    def finish_sync(self, bucket: TokenBucket | None, n: int, start: float, start_wall: float) -> None:
         if bucket is not None and n:
-            self.tier._count(self.direction, bucket.wait_until(bucket.reserve(n * self.weight, start)))
+            due = bucket.reserve(n * self.weight, start)
+            paced.record_due(_PHASE.get(), start_wall, due - bucket.clock())
+            self.tier._count(self.direction, bucket.wait_until(due))
 
     def bytes_due(self, bucket: TokenBucket | None, n: int, start: float) -> float:
         """Book ``n`` bytes moved from ``start`` on; when the emulated device has them (no wait)."""
@@ -162,6 +166,7 @@ class _ThrottledSink(WrappedSink):
         self._bucket = tier._writes.bucket() if tier._writes.bucket else None
         self._reserved = 0
         self._due = -math.inf  # when the emulated device has every byte booked so far
+        self._opened, self._phase = time.time(), _PHASE.get()
 
     def write(self, data) -> int:
         n = memoryview(data).nbytes
@@ -211,6 +216,7 @@ class _ThrottledSink(WrappedSink):
             raise
         self._done = True
         answered = self._tier._answered(max(self._due, issued), f"commit {self._key}")
+        paced.record_due(self._phase, self._opened, answered - self._tier._now(self._bucket))
         self._tier._count("write", self._tier._wait_sync(self._bucket, answered))
         if capacity is not None:
             capacity.free(replaced)
@@ -234,15 +240,15 @@ class _ThrottledReader:
         return self._bucket.clock() if self._bucket else 0.0
 
     def read(self, size: int = -1) -> bytes:
-        start = self._clock()
+        start, wall = self._clock(), time.time()
         data = self._inner.read(size)
-        self._pacer.finish_sync(self._bucket, len(data), start)
+        self._pacer.finish_sync(self._bucket, len(data), start, wall)
         return data
 
     def readinto(self, buf) -> int:
-        start = self._clock()
+        start, wall = self._clock(), time.time()
         n = self._inner.readinto(buf) or 0
-        self._pacer.finish_sync(self._bucket, n, start)
+        self._pacer.finish_sync(self._bucket, n, start, wall)
         return n
 
     def readable(self) -> bool:
@@ -397,10 +403,12 @@ class EmulatedTier(TierWrapper):
         ``nbytes`` is a count, or a function of op's result (for reads).
         """
         bucket = pacer.bucket() if pacer.bucket else None
-        start = self._now(bucket)
+        start, wall = self._now(bucket), time.time()
         result = await op()
         n = nbytes(result) if callable(nbytes) else nbytes
-        waited = await self._wait(bucket, self._answered(pacer.bytes_due(bucket, n, start), what))
+        answered = self._answered(pacer.bytes_due(bucket, n, start), what)
+        paced.record_due(_PHASE.get(), wall, answered - self._now(bucket))
+        waited = await self._wait(bucket, answered)
         self._count(pacer.direction, waited)
         return result
 

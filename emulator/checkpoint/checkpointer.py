@@ -76,6 +76,7 @@ from emulator.checkpoint.schedule import Schedule
 from emulator.checkpoint.tally import Tally
 from emulator.errors import UserError
 from emulator.metrics import NULL_METRICS
+from tiers import paced
 from tiers.base import unwrap
 from tiers.emulated import counted_as
 from tiers.s3_requests import Bill, charge_task_to
@@ -150,6 +151,9 @@ class Checkpointer:
     schedule: Schedule = None
     #: the peer tier (emulator/checkpoint/replicas.py PeerReplicas), None without one
     peer: object = None
+    #: seconds the snapshot of this rank's state takes in the design, at the run's time factor
+    #: (emulator/rank/dilation.py); None: the snapshot is this host's copy, unpaced
+    snapshot_seconds: float | None = None
     _inflight: concurrent.futures.Future = None
     _written: concurrent.futures.Future = None  # the in-flight checkpoint's write stage
     _older: concurrent.futures.Future = None  # the checkpoint before it, still draining (overlap)
@@ -209,6 +213,7 @@ class Checkpointer:
         rec.wait_s = time.time() - start
         t = time.time()
         staged = self.state.snapshot()
+        self._pace_snapshot(rec, t)
         rec.snapshot_s = time.time() - t
         if staged.device_s > 0:  # a device's copy to host: the part of the stall the report calls d2h
             rec.d2h_s, rec.d2h_bytes = staged.device_s, staged.bytes
@@ -225,6 +230,16 @@ class Checkpointer:
         self.events.append(Event(self.comm.rank, "stall", start, start + rec.stall_s))
         self._observe_stall(rec)
         return rec
+
+    def _pace_snapshot(self, rec: CkptRecord, start: float) -> None:
+        """Hold the snapshot to the design's copy rate (and fixed cost), as the time factor says."""
+        if self.snapshot_seconds is None:
+            return
+        paced.record("snapshot", start, start + self.snapshot_seconds)
+        rec.paced["snapshot"] = self.snapshot_seconds
+        left = start + self.snapshot_seconds - time.time()
+        if left > 0:
+            time.sleep(left)
 
     def _wait_for_previous(self) -> None:
         """Async: wait for what the next checkpoint needs of the one in flight (``async_waits_for``)."""
@@ -285,7 +300,9 @@ class Checkpointer:
         finally:
             written.set_result(None)  # the loop may stage the next checkpoint
         if previous is not None:
+            t = time.time()
             await asyncio.wait({previous})  # drains in checkpoint order; its outcome is the loop's
+            rec.queue_s = time.time() - t
         # the previous checkpoint's housekeeping (global retention), before this drain adds a step
         await self._settle()
         await self._drain_stage(rec, receipts, bill)
@@ -335,10 +352,12 @@ class Checkpointer:
         rec.tiers[name] = next(v for node, leader, v in views if leader and node == comm.node)
         return rec.tiers[name]
 
-    def _tier_done(self, rec: CkptRecord, name: str, complete: bool, seconds: float) -> None:
+    def _tier_done(self, rec: CkptRecord, name: str, complete: bool, seconds: float,
+                   paced_s: float | None = None) -> None:
         """Note the checkpoint's outcome on tier ``name``: the record's per-tier view and its lag."""
         lag = time.time() - (rec.start + rec.wait_s) if complete else 0.0
-        rec.tiers[name] = {"complete": bool(complete), "lag_s": lag, "seconds": seconds}
+        rec.tiers[name] = {"complete": bool(complete), "lag_s": lag, "seconds": seconds,
+                           "paced": rec.paced.get("local_write", 0.0) if paced_s is None else paced_s}
         if complete and self.comm.is_node_leader:  # one observation per node
             self.metrics.observe_tier_lag(name, lag)
 
@@ -358,7 +377,8 @@ class Checkpointer:
                 errors += await self._drain_node(rec, receipts, written=not errors, source=source, where=first)
             rec.global_complete, rec.error = await self.commit_global(
                 rec.step, rec.mode, [r.entry for r in receipts], errors, seq=rec.seq)
-            self._tier_done(rec, "global", rec.global_complete, rec.drain_s)
+            self._tier_done(rec, "global", rec.global_complete, rec.drain_s,
+                            rec.paced.get("drain", 0.0) if first != "global" else rec.paced.get("local_write", 0.0))
         else:
             rec.error = " ".join("; ".join(errors).split())[:500]
         now = time.time()
@@ -379,6 +399,7 @@ class Checkpointer:
         await self._write_file(receipt, rec)
         t1 = time.time()
         receipt.write_s = rec.local_write_s = t1 - t0
+        rec.paced["local_write"] = paced.seconds("local_write", t0, t1)
         rec.file_bytes, rec.written_to, rec.local_full = receipt.size, receipt.where, receipt.local_full
         self.events.append(Event(comm.rank, "local_write", t0, t1))
         if receipt.where:
@@ -429,10 +450,11 @@ class Checkpointer:
         learns whether its node's copies arrived whole at every holder (collective)."""
         mine = next(r for r in receipts if r.rank == self.comm.rank)
         entry = mine.entry if written and rec.local_complete and mine.where == "memory" else None
+        t0 = time.time()
         with counted_as("replicate"):
             ok, seconds = await self.peer.replicate(self.drain_comm, self.memory, rec.step, entry,
                                                      self.manifest_meta(rec.step))
-        self._tier_done(rec, "peer", ok, seconds)
+        self._tier_done(rec, "peer", ok, seconds, paced.seconds("replicate", t0, time.time()))
         if ok and self.comm.is_node_leader:
             self.metrics.observe_phase("replicate", "peer", seconds, backend="gloo")
             self.metrics.checkpoint_complete("peer", rec.step, time.time())
@@ -440,11 +462,12 @@ class Checkpointer:
     async def _persist(self, rec: CkptRecord, receipts: list[Receipt], *, written: bool) -> None:
         """Node leaders copy the node's files from memory to the local tier (verified), then write
         its manifest there; every rank learns its node's outcome."""
-        comm, ok, seconds = self.drain_comm, False, 0.0
+        comm, ok, seconds, paced_s = self.drain_comm, False, 0.0, 0.0
         if comm.is_node_leader and written and rec.local_complete:
             files = [r.entry for r in receipts if r.node == comm.node and r.where == "memory"]
             with counted_as("persist"):
                 copy = await self._drainer("memory", "local").drain(files)
+            paced_s = paced.seconds("persist", copy.start, copy.end)
             ok = copy.ok and await self._guarded(
                 self._write_manifest(self.local, "local", rec.step, rec.mode, files, self._node_meta(rec)))
             seconds = copy.seconds
@@ -452,7 +475,7 @@ class Checkpointer:
                 self._node_steps.setdefault("local", set()).add(rec.step)
                 self.metrics.observe_phase("persist", "local", seconds, backend=self.local.backend)
         if comm.is_node_leader:
-            self._tier_done(rec, "local", ok, seconds)
+            self._tier_done(rec, "local", ok, seconds, paced_s)
         await self._from_node_leader(rec, "local")
 
     async def _drain_node(self, rec: CkptRecord, receipts: list[Receipt], *, written: bool,
@@ -468,6 +491,7 @@ class Checkpointer:
                     drain = await self._drainer(source, "global").drain(
                         [r.entry for r in mine if r.where == where],
                         after_file=lambda: self.faults.hit("drain", rec.seq))
+                drain.paced_s = paced.seconds("drain", drain.start, drain.end)
                 self._record_drain(drain)
         else:
             self.faults.hit("drain", rec.seq)
@@ -477,6 +501,7 @@ class Checkpointer:
                 continue
             if d.node == comm.node:
                 rec.drain_s, rec.drain_retries = d.seconds, rec.drain_retries + d.retries
+                rec.paced["drain"] = d.paced_s
                 rec.abandoned, rec.local_complete = d.abandoned, local_ok
             if not d.ok:
                 errors.append(f"node {d.node} drain: {d.error}")

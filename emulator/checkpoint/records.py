@@ -73,8 +73,13 @@ class CkptRecord(Record):
     #: the tiers that take this checkpoint (emulator/checkpoint/schedule.py), nearest first
     due: list = field(default_factory=lambda: ["local", "global"])
     #: per tier it was due on: {"complete": bool, "lag_s": snapshot to complete there (0: never),
-    #: "seconds": that tier's stage (write, copy, send or drain)}
+    #: "seconds": that tier's stage (write, copy, send or drain), "paced": of it, the paced seconds}
     tiers: dict = field(default_factory=dict)
+    #: of each paced phase (snapshot, local_write, drain), the seconds its paced transfers covered
+    #: (tiers/paced.py): the design's part, which a dilated run maps back; the rest is this host's
+    paced: dict = field(default_factory=dict)
+    #: of the lag, the seconds waiting for the previous checkpoint's pipeline (drains run in order)
+    queue_s: float = 0.0
 
     @property
     def global_due(self) -> bool:
@@ -100,6 +105,8 @@ class LoadRecord(Record):
     source_rank: int = -1
     read_bytes: int = 0
     broadcast_bytes: int = 0
+    #: of ``seconds``, the paced reads' (tiers/paced.py): the design's part
+    paced_s: float = 0.0
 
 
 @dataclass
@@ -150,6 +157,8 @@ class RankResult(Record):
     device_waits: dict = field(default_factory=dict)
     #: every S3 request this rank's global tier made, by kind (lease and clean-up included); {} off S3
     s3_requests: dict = field(default_factory=dict)
+    #: the run's time dilation (emulator/rank/dilation.py ``describe``): its factor and the probe
+    dilation: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = asdict(self)

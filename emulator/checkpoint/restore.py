@@ -43,6 +43,7 @@ from emulator.checkpoint.records import LoadRecord
 from emulator.checkpoint.retry import RetryPolicy, describe_error, retrying
 from emulator.checkpoint.tally import Tally
 from emulator.metrics import NULL_METRICS
+from tiers import paced
 from tiers.base import TierError
 from tiers.emulated import counted_as
 from tiers.s3_requests import Bill, charged_to
@@ -126,7 +127,7 @@ class Restorer:
 
     def _load(self) -> LoadRecord:
         rec = LoadRecord(self.comm.rank, self.comm.node, source_rank=self.source)
-        start = time.perf_counter()
+        start, wall = time.perf_counter(), time.time()
         candidates = self.candidate_steps()
         for step in candidates:
             ok = self._try_step(step, rec)
@@ -140,6 +141,7 @@ class Restorer:
             rec.error = (f"no checkpoint is loadable on every rank ({len(candidates)} candidate step(s) tried); "
                          "the live state is unchanged on every rank")
         rec.seconds = time.perf_counter() - start
+        rec.paced_s = paced.seconds(("restore", "fetch"), wall, wall + rec.seconds)
         everyone = self.comm.all_gather((rec.seconds, rec.bytes))
         if rec.ok:
             backend = dict(self.tiers)[rec.tier].backend

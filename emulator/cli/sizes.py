@@ -3,12 +3,12 @@ and per node (emulator/sizing.py)."""
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 from emulator.checkpoint.layout import key_layout
 from emulator.cli.common import add_config_args, load
 from emulator.sizing import (architecture, bytes_per_parameter, checkpoint_size, describe_bytes_per_parameter,
                              node_bytes, replicated, shard_group)
+from emulator.design.job import job_of
 from emulator.units import GIB
 
 #: ranks per node where the config has no design (MLPerf Storage's subset mode: 8, one node)
@@ -31,6 +31,7 @@ def cmd_sizes(args) -> int:
     parts = bytes_per_parameter(model, par)
     per_node = RANKS_PER_NODE if cfg.design is None else cfg.design.accelerators_per_node
     nodes = node_bytes(model, par, per_node)
+    job = job_of(cfg)
     obj = {
         "preset": model.name,
         "architecture": architecture(model),
@@ -57,6 +58,10 @@ def cmd_sizes(args) -> int:
         "scale": scale,
         "run_bytes_scaled": int(size.run_bytes * scale),
         "key_layout": None if layout is None else layout.to_dict(),
+        "job": {"nodes": job.nodes, "accelerators_per_node": job.accelerators_per_node,
+                "node_groups": [{"nodes": g.nodes, "node_bytes": g.node_bytes, "ranks": g.files}
+                                for g in job.groups],
+                "emulated_node_bytes": [g.node_bytes for g in job.emulated]},
     }
     if args.json:
         print(json.dumps(obj, indent=1))
@@ -73,7 +78,7 @@ def cmd_sizes(args) -> int:
         once = "; checkpoint.restore_readers: one_per_dp_group reads it once" if replicated(par) else ""
         print(f"  restore: every rank reads the state it holds, {size.held_bytes / GIB:.1f} GiB "
               f"({size.held_bytes / size.total_bytes:.2f} x the checkpoint{once})")
-    print(f"  per node ({per_node} ranks): {_node_groups(nodes)}")
+    print(_job_lines(job))
     what = "subset mode, " if cfg.parallelism.subset else ""
     print(f"  this run: {what}{len(size.ranks)} ranks write {size.run_bytes / GIB:.2f} GiB"
           + (f", {size.run_bytes * scale / GIB:.3f} GiB at scale {scale:g}" if scale < 1 else ""))
@@ -102,10 +107,16 @@ def _writers_line(par) -> str:
     return text + "; the first replica writes, the others' copies deduplicated"
 
 
-def _node_groups(nodes: list) -> str:
-    """'1 x 17.6 GiB, 1 x 0.0 GiB': nodes of equal bytes, the heaviest first."""
-    counts = Counter(nodes)
-    return ", ".join(f"{k:,} x {b / GIB:.2f} GiB" for b, k in sorted(counts.items(), reverse=True))
+def _job_lines(job) -> str:
+    """The job's nodes and what each holds (alike nodes in one line), and which node this run is."""
+    lines = [f"  the job: {job.nodes:,} node(s) x {job.accelerators_per_node} accelerators "
+             f"({job.accelerators:,} ranks)"]
+    groups = sorted(job.groups, key=lambda g: -g.node_bytes)
+    for g in groups[:6]:
+        lines.append(f"    {g.nodes:6,} node(s) of {g.files} ranks hold {g.node_bytes / GIB:10.2f} GiB each")
+    if len(groups) > 6:
+        lines.append(f"    ... {len(groups) - 6} more kinds of node")
+    return "\n".join(lines)
 
 
 def _global_layout(cfg, size):

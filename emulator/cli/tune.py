@@ -198,10 +198,11 @@ def _confirm(cfg, out: Path, inputs, mode: str, interval_s: float, checks: int, 
     }
 
 
-def _each_node_own_link(tier_cfg) -> bool:
-    """Whether the emulated tier paces every node at its own rate: a node's link, or its share of a
-    job-wide rate (``shared_by: job``: rate / the job's nodes), so all nodes drain alongside it."""
-    e = tier_cfg.emulate
+def _each_node_own_link(cfg) -> bool:
+    """Whether the emulated global tier paces every node at its own rate: a node's link, or its share
+    of the job's aggregate, so all nodes drain alongside it."""
+    from emulator.design import run_emulation
+    e = run_emulation(cfg, "global")
     return e is not None and e.write_gib_s is not None
 
 
@@ -211,7 +212,7 @@ def _bandwidth(cfg, m: dict, job_bytes: int, interval_s: float, overlap_target: 
     paces every node (its own link, or its share of the job's aggregate), all nodes drain alongside
     it (the job's bytes in the measured drain time); a real store seen from one node shows only the
     measured node's rate."""
-    per_node = _each_node_own_link(cfg.tiers.global_)
+    per_node = _each_node_own_link(cfg)
     drained = job_bytes if per_node else m["full_size_bytes"]
     drain_bw = drained / m["drain_s"] if m["drain_s"] > 0 else math.inf
     needed = job_bytes / (overlap_target * interval_s)

@@ -19,12 +19,11 @@ from typing import Optional
 from emulator.config.failures import FailuresConfig
 from emulator.config.mapping import (CUSTOM, apply_override, build, coerce, deep_merge, read_yaml_text,
                                      to_plain)
-from emulator.design.spec import DesignSpec, parse_design
-from emulator.design.share import node_share
-from emulator.errors import ConfigError
+from emulator.config.design import DesignSpec, parse_design
+from emulator.errors import ConfigError, UserError
 from emulator.sizing import (ARCHITECTURES, DTYPE_BYTES, FACTORED, OPTIMIZER_STATES, PARTITIONS, STYLE_CHOICES,
                              WRITERS, architecture, replicated, shape)
-from emulator.units import GIB
+from emulator.units import parse_duration
 from tiers import backend_class
 from tiers.directory import DirOptions
 from tiers.emulated import EmulateOptions as EmulateConfig
@@ -401,6 +400,29 @@ class TiersConfig:
 
 
 @dataclass(frozen=True)
+class Dilation:
+    """Time dilation (docs/time-dilation.md): ``factor`` D >= 1, or None for ``auto`` (a probe at the
+    start of a run picks the smallest D at which this host keeps every phase at its design rate)."""
+
+    factor: Optional[float] = None
+
+    @property
+    def auto(self) -> bool:
+        return self.factor is None
+
+
+def _build_dilation(value, key: str) -> Dilation:
+    if value == {} or value == "auto":
+        return Dilation()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value < float("inf"):
+        raise ConfigError(f"{key}: must be auto or a factor >= 1 (1: no dilation), got {value!r}")
+    return Dilation(float(value))
+
+
+CUSTOM[Dilation] = (_build_dilation, lambda d: "auto" if d.factor is None else d.factor)
+
+
+@dataclass(frozen=True)
 class RunConfig:
     #: shrink every tensor by this factor so a preset fits the machine (0 < scale <= 1)
     scale: float = 1.0
@@ -410,10 +432,24 @@ class RunConfig:
     seed: int = 0
     #: CPU threads per rank for torch (1 keeps 8 ranks on 2 cores from thrashing)
     threads_per_rank: int = 1
+    #: time dilation: every device the design describes runs at its rate / D and the run waits D x
+    #: longer for everything paced, so a host with 1/D of the design's speed keeps up; "auto": a
+    #: probe at start picks D; every figure is reported in the design's time (docs/time-dilation.md)
+    dilation: Dilation = field(default_factory=Dilation)
+    #: the longest a run may take here (its full-size time x scale x dilation): a longer one is refused
+    wall_limit: str = "1h"
 
     def __post_init__(self):
         _check(0 < self.scale <= 1, "scale", f"must be in (0, 1], got {self.scale}")
         _check(self.threads_per_rank >= 1, "threads_per_rank", "must be >= 1")
+        try:
+            parse_duration(self.wall_limit, "wall_limit")
+        except UserError as exc:
+            raise ConfigError(str(exc)) from None
+
+    @property
+    def wall_limit_s(self) -> float:
+        return parse_duration(self.wall_limit, "run.wall_limit")
 
 
 @dataclass(frozen=True)
@@ -512,12 +548,14 @@ class Config:
     failures: FailuresConfig = field(default_factory=FailuresConfig)
     #: the global tier's price table (requests, storage, transfer out)
     cost: CostConfig = field(default_factory=CostConfig)
-    #: the storage design in an architect's terms (emulator/design/spec.py); sets the tiers' emulation
+    #: the storage design in an architect's terms (emulator/config/design.py); sets the tiers' emulation
     design: Optional[DesignSpec] = None
 
     def __post_init__(self):
         _check_tiers(self)
         _check_failures(self)
+        _check(self.checkpoint.protocol != "mlperf" or self.run.dilation.factor in (None, 1.0), "run.dilation",
+               "MLPerf's protocol measures the storage as it is: no time dilation (use 1 or auto)")
         par = self.parallelism
         _check(self.checkpoint.restore_readers == "all" or replicated(par),
                "checkpoint.restore_readers", f"one_per_dp_group needs data-parallel replicas that hold the same "
@@ -527,9 +565,15 @@ class Config:
                "parallelism", "checkpoint.protocol mlperf writes DLIO's files: one replica writes, no shard_group")
 
     @property
+    def time_factor(self) -> float:
+        """Wall seconds here per second of the full-size design: run.scale x the dilation (1 while
+        ``auto`` is not yet resolved by a run's probe)."""
+        return self.run.scale * (self.run.dilation.factor or 1.0)
+
+    @property
     def wall_step_seconds(self) -> float:
-        """What a run really waits per step: the full-size step time compressed by run.scale."""
-        return self.training.step_seconds * self.run.scale
+        """What a run really waits per step: the full-size step time x the time factor."""
+        return self.training.step_seconds * self.time_factor
 
     @property
     def run_modes(self) -> tuple:
@@ -541,6 +585,17 @@ class Config:
         """{tier: N}: each configured tier takes every N-th checkpoint (its interval over the base)."""
         base = self.checkpoint.interval_steps
         return {n: (self.tiers.entry(n).interval_steps or base) // base for n in self.tiers.configured()}
+
+    def check_wall(self, factor: float, why: str = "", duration: float | None = None) -> None:
+        """Refuse a dilation ``factor`` that makes the run longer here than ``run.wall_limit``: its
+        modes' steps at full size x scale x factor (a soak's ``duration`` is its own limit)."""
+        if duration is not None:
+            return
+        wall = self.steps_per_mode * self.training.step_seconds * len(self.run_modes) * self.run.scale * factor
+        if wall > self.run.wall_limit_s:
+            raise UserError(f"run.dilation: x{factor:g}{why} makes this run take about {wall / 60:,.1f} min here, "
+                            f"over run.wall_limit ({self.run.wall_limit}): lower run.scale (--scale) or raise "
+                            "run.wall_limit")
 
     @property
     def steps_per_mode(self) -> int:
@@ -567,59 +622,54 @@ def from_mapping(data: dict) -> Config:
     cfg = build(Config, data, "")
     if cfg.design is None:
         return cfg
-    return build(Config, _with_design_emulation(data, cfg), "")
+    _check_described_once(cfg)
+    return _job_filled(data, cfg)
 
 
 CUSTOM[DesignSpec] = (parse_design, lambda d: d.text)
 
 
-def design_emulation(cfg: Config) -> dict:
-    """``{tier: emulate mapping}`` that makes a run behave as one node of ``cfg.design``.
-
-    The local tier is the node's device, shared by its ranks. The global tier is
-    this node's share of the aggregate when every node of the modelled job drains
-    at once (a synchronous job checkpoints everywhere at the same step), behind the
-    node's NIC: min(NIC, aggregate / nodes), the share the simulator gives a node.
-    With a peer tier the drain's writes also take their bytes out of the NIC the peer
-    copies cross, so the two together never exceed it.
-    Capacity is counted in the bytes a run moves (x run.scale), as the tier counts.
-    """
-    d, out = cfg.design, {}
-    if d.memory is not None:
-        out["memory"] = {"write_gib_s": d.memory.write_bps / GIB, "read_gib_s": d.memory.read_bps / GIB,
-                         "shared_by": "node", "capacity_gib": d.memory.capacity_bytes * cfg.run.scale / GIB}
-    if d.local is not None:
-        out["local"] = {"write_gib_s": d.local.write_bps / GIB, "read_gib_s": d.local.read_bps / GIB,
-                        "latency_ms": d.local.latency_s * 1000, "shared_by": "node", "duplex": d.local.duplex}
-        if d.local.capacity_bytes is not None:
-            out["local"]["capacity_gib"] = d.local.capacity_bytes * cfg.run.scale / GIB
-    if d.global_ is not None:
-        nodes = d.job_nodes(cfg.parallelism.world_size)
-        out["global"] = {"write_gib_s": node_share(d.global_.write_bps, d.nic_bps, nodes) / GIB,
-                         "read_gib_s": node_share(d.global_.read_bps, d.nic_bps, nodes) / GIB,
-                         "latency_ms": d.global_.latency_s * 1000, "shared_by": "node"}
-        if d.nic_stated and cfg.tiers.peer is not None:  # the drain leaves through the NIC the peer copies use
-            out["global"]["nic_gib_s"] = d.nic_bps / GIB
-    return out
-
-
-def _with_design_emulation(data: dict, cfg: Config) -> dict:
-    """``data`` with the tiers' ``emulate`` set from the design; a different one set by hand is an error."""
-    data = copy.deepcopy(data)
-    tiers = data.setdefault("tiers", {})
-    for name, emulate in design_emulation(cfg).items():
+def _check_described_once(cfg: Config) -> None:
+    """A tier is described by the design or by its emulate: knobs, not both; a design's part needs its tier."""
+    d = cfg.design
+    for name, part in (("memory", d.memory), ("local", d.local), ("global", d.global_)):
+        if part is None:
+            continue
         section = "design.global" if name == "global" else f"design.node.{name}"
-        built = cfg.tiers.entry(name)
-        if built is None:
+        tier = cfg.tiers.entry(name)
+        if tier is None:
             raise ConfigError(f"{section}: the config has no tiers.{name} to emulate it on")
-        tier = dict(tiers[name]) if isinstance(tiers.get(name), dict) else _plain_tier(built)
-        given = tier.get("emulate")
-        same = given is not None and coerce(given, EmulateConfig, "") == coerce(emulate, EmulateConfig, "")
-        if given is not None and not same:
-            raise ConfigError(f"tiers.{name}.emulate: set by {section}; keep one of the two")
-        tier["emulate"] = emulate
-        tiers[name] = tier
-    return data
+        if tier.emulate is not None and (tier.emulate.write_gib_s or tier.emulate.read_gib_s):
+            raise ConfigError(f"tiers.{name}.emulate: its rates are set by {section}; keep one of the two")
+
+
+def _job_filled(data: dict, cfg: Config) -> Config:
+    """With ``design.job.nodes`` the job's data parallelism is what its GPUs give: world / (tp x pp)."""
+    d, p = cfg.design, cfg.parallelism
+    if d.nodes is None:
+        return cfg
+    world = d.nodes * d.accelerators_per_node
+    if world % (p.tp * p.pp):
+        raise ConfigError(f"design.job.nodes: {d.nodes:,} nodes x {d.accelerators_per_node} accelerators = "
+                          f"{world:,} ranks is not a multiple of tp x pp = {p.tp * p.pp} "
+                          "(parallelism.tp, parallelism.pp): no layout fills the job")
+    dp = world // (p.tp * p.pp)
+    if dp == p.dp:
+        return cfg
+    data = copy.deepcopy(data)
+    data.setdefault("parallelism", {})["dp"] = dp
+    return build(Config, data, "")
+
+
+def check_explicit_dp(cfg: Config, given_dp) -> None:
+    """A ``parallelism.dp`` the user wrote (their file or --set) must be the one the design's job gives."""
+    if given_dp is None or cfg.design is None or cfg.design.nodes is None or given_dp == cfg.parallelism.dp:
+        return
+    d, p = cfg.design, cfg.parallelism
+    raise ConfigError(f"parallelism.dp: {given_dp} does not fill the design's job: {d.nodes:,} nodes x "
+                      f"{d.accelerators_per_node} accelerators = {d.nodes * d.accelerators_per_node:,} ranks "
+                      f"= tp {p.tp} x pp {p.pp} x dp {p.dp}; drop parallelism.dp (it follows from the job) "
+                      "or change design.job.nodes")
 
 
 # --------------------------------------------------------------------------- loading
@@ -676,6 +726,24 @@ def _load_source(source: str, seen: tuple = ()) -> dict:
 def load_config(source: str | None = None, overrides: list[str] | tuple = ()) -> Config:
     """Load a preset name or YAML path (None: the embedded default) and apply overrides."""
     data = _load_source(source or DEFAULT_PRESET)
+    given_dp = _own_dp(source or DEFAULT_PRESET)
     for assignment in overrides:
         data = apply_override(data, assignment)
-    return from_mapping(data)
+        if str(assignment).replace(" ", "").startswith("parallelism.dp="):
+            given_dp = (data.get("parallelism") or {}).get("dp")
+    cfg = from_mapping(data)
+    check_explicit_dp(cfg, given_dp)
+    return cfg
+
+
+def _own_dp(source: str):
+    """The ``parallelism.dp`` a config file itself writes (not one it extends), if any."""
+    path = Path(source)
+    if not path.is_file():
+        return None
+    try:
+        own = read_yaml_text(path.read_text(), source)
+    except (OSError, ConfigError):
+        return None
+    par = own.get("parallelism") if isinstance(own, dict) else None
+    return par.get("dp") if isinstance(par, dict) else None

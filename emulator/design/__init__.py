@@ -1,7 +1,14 @@
-"""A storage design as an architect describes it, read once by ``run``, ``simulate`` and ``tune``.
+"""The design: one model of the job and its storage that every command reads (no torch, no I/O).
 
-- ``spec``   the ``design:`` config section: the modelled job, each node's local device and
-             link, the global storage all nodes share, in vendors' units (7GB/s, 400Gb/s, 3.84TB)
-- ``share``  what one node gets of a shared link when k nodes transfer at once, and the tier
-             emulation a run needs to behave as one node of the design
+- ``job``       the job's nodes, the layout that fills them, every node's checkpoint bytes
+- ``links``     every link and who shares it: the one place a node's rate is decided
+- ``failures``  the failure classes (process, node, group), their rates and recovery costs
+- ``model``     :func:`resolve`: a config, a calibration and overrides -> :class:`Design`
+- ``costs``     each phase's and each recovery's closed form, what ``plan`` computes with
+
+The three engines read it: the emulator (``rank/``, ``checkpoint/``, ``tiers/``) paces its nodes
+by it, ``simulation/`` shares its links event by event, ``planner/`` optimises its intervals.
 """
+from emulator.design.model import Calibration, Design, Snapshot, Tier, resolve, run_emulation
+
+__all__ = ["Calibration", "Design", "Snapshot", "Tier", "resolve", "run_emulation"]

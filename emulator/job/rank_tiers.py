@@ -1,4 +1,4 @@
-"""A rank's tiers, built from the config's registry entries with the rank's scope.
+"""A rank's tiers, built from the config's registry entries with the rank's scope, then paced.
 
 Both protocols (the emulator's and MLPerf's) build their tiers here, so the
 scope a backend sees (rank, node, shared and spool folders) is the same. A
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from emulator.job.outdir import OutDir
-from emulator.simulation.sharing import lone_reader_emulation, node_emulation
-from tiers import make_tier
+from emulator.design import run_emulation
+from tiers import make_tier, pace
 from tiers.base import TierScope
 
 
@@ -22,27 +22,45 @@ def tier_scope(comm, out: OutDir, name: str) -> TierScope:
                      spool_dir=str(out.spool(comm.node)), nic_path=str(out.nic(comm.node)))
 
 
-def build_tiers(cfg, comm, out) -> tuple:
-    """(local tier or None, global tier) for this rank, from the config's registry entries."""
+def build_tiers(cfg, comm, out) -> dict:
+    """{name: bare tier} of this rank's memory (if any), local (if any) and global tiers."""
     out = OutDir(out)
-    local = None
-    if cfg.tiers.local is not None:
-        local = make_tier(_node_tier(cfg, "local", comm.nodes), scope=tier_scope(comm, out, "local"))
-    return local, make_tier(_node_tier(cfg, "global", comm.nodes), scope=tier_scope(comm, out, "global"))
+    built = {}
+    for name in ("memory", "local", "global"):
+        if cfg.tiers.entry(name) is None:
+            continue
+        tier = memory_tier_config(cfg) if name == "memory" else cfg.tiers.entry(name)
+        built[name] = make_tier(replace(tier, emulate=None), scope=tier_scope(comm, out, name))
+    return built
+
+
+def pace_tier(cfg, comm, out, name: str, bare, *, dilated: bool = True):
+    """Tier ``name`` (``bare``) paced as this node of the run gets it, at the run's dilation (or, not
+    ``dilated``, at the design's rates and latencies as they are: MLPerf's protocol)."""
+    emulate = run_emulation(cfg, name, run_node=comm.node, run_nodes=comm.nodes)
+    return pace(bare, paced(cfg, emulate) if dilated else emulate, scope=tier_scope(comm, OutDir(out), name))
 
 
 def build_lone_global(cfg, comm, out):
-    """The global tier as this node alone reads it (``lone_reader_emulation``): what a lost node
-    restores through while the others restore from their memory or peers."""
-    tier = replace(cfg.tiers.global_, emulate=lone_reader_emulation(cfg))
+    """The global tier as this node alone reads it: what a lost node restores through while the
+    others restore from their memory or peers."""
+    emulate = run_emulation(cfg, "global", run_node=comm.node, run_nodes=comm.nodes, alone_read=True)
+    tier = replace(cfg.tiers.global_, emulate=paced(cfg, emulate))
     return make_tier(tier, scope=tier_scope(comm, OutDir(out), "global-alone"))
 
 
-def build_memory_tier(cfg, comm, out):
-    """This node's host-memory tier (a folder such as /dev/shm/...), or None without one."""
-    if cfg.tiers.memory is None:
+def paced(cfg, emulate):
+    """``emulate`` as this run paces it: every rate / D, every latency x the time factor (scale x D),
+    so each paced second here is a design second x the time factor (docs/time-dilation.md)."""
+    if emulate is None:
         return None
-    return make_tier(memory_tier_config(cfg), scope=tier_scope(comm, OutDir(out), "memory"))
+    d, k = cfg.run.dilation.factor or 1.0, cfg.time_factor
+    rate = lambda v: None if v is None else v / d  # noqa: E731
+    per_s = lambda v: None if v is None else v / k  # noqa: E731 - requests per second, in this run's time
+    return replace(emulate, write_gib_s=rate(emulate.write_gib_s), read_gib_s=rate(emulate.read_gib_s),
+                   nic_gib_s=rate(emulate.nic_gib_s), latency_ms=emulate.latency_ms * k,
+                   jitter_ms=emulate.jitter_ms * k, put_per_s_per_prefix=per_s(emulate.put_per_s_per_prefix),
+                   get_per_s_per_prefix=per_s(emulate.get_per_s_per_prefix))
 
 
 def memory_tier_config(cfg):
@@ -52,9 +70,3 @@ def memory_tier_config(cfg):
     if tier.options.recycle is not None:
         return tier
     return replace(tier, options=replace(tier.options, recycle=True))
-
-
-def _node_tier(cfg, name: str, nodes: int):
-    """Tier ``name``'s config with its emulation as one of this run's ``nodes`` gets it."""
-    tier = cfg.tiers.entry(name)
-    return replace(tier, emulate=node_emulation(cfg, name, nodes))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from emulator.design import run_emulation
 from emulator.errors import ConfigError, UserError
 from emulator.host import proc_bytes
 from emulator.job.ownership import FIXED_NODE_RANKS_ENV, claim_results_folder, new_job_id
@@ -53,7 +54,7 @@ def _check_host_memory(cfg, node_bytes: float) -> None:
     free = proc_bytes("/proc/meminfo", "MemAvailable")
     if free is None:
         return
-    emulate = cfg.tiers.memory.emulate
+    emulate = run_emulation(cfg, "memory")
     capacity = emulate.capacity_gib * GIB if emulate is not None and emulate.capacity_gib else None
     processes = 2 * node_bytes  # every rank's live state and its staging copy
     if capacity is not None and capacity + processes > free:
@@ -131,6 +132,8 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
     _check_node_rank(node_rank, nnodes, rdzv_endpoint)
     _check_nodes(cfg, nnodes, duration)
+    if not cfg.run.dilation.auto:  # auto: the ranks' probe decides, and checks, once it has measured
+        cfg.check_wall(cfg.run.dilation.factor, duration=duration)
     preflight(cfg, nnodes, duration)
     if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
         from emulator.mlperf.protocol import check_read_phase

@@ -30,7 +30,7 @@ from emulator.checkpoint.restore import drop_page_cache
 from emulator.errors import UserError
 from emulator.host import proc_bytes, proc_fields
 from emulator.job.ownership import claim_tiers, release
-from emulator.job.rank_tiers import build_tiers
+from emulator.job.rank_tiers import build_tiers, pace_tier
 from emulator.workload.content import Content
 from emulator.workload.state import model_specs, optimizer_specs
 from tiers.base import Sink, unwrap
@@ -219,7 +219,9 @@ class MlperfRank:
 
     def __init__(self, cfg, out: Path, comm):
         self.cfg, self.out, self.comm = cfg, Path(out), comm
-        self.local, self.global_ = build_tiers(cfg, comm, out)
+        tiers = {name: pace_tier(cfg, comm, out, name, bare, dilated=False)  # the storage as it is
+                 for name, bare in build_tiers(cfg, comm, out).items()}
+        self.local, self.global_ = tiers.get("local"), tiers["global"]
         self.claims = claim_tiers(comm, self.out, self.local, self.global_)
         self._recover_tiers()
         self.files = rank_files(cfg, comm.rank)

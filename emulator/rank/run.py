@@ -38,6 +38,7 @@ from emulator.checkpoint.broadcast_restore import make_restorer, new_dp_group, r
 from emulator.checkpoint.checkpointer import Checkpointer
 from emulator.checkpoint.injection import Faults
 from emulator.checkpoint.layout import list_steps
+from emulator.checkpoint.loop import LoopThread
 from emulator.checkpoint.node_loss import NodeLoss, failure_class
 from emulator.checkpoint.records import RankResult
 from emulator.checkpoint.restore import drop_page_cache, lists_tier
@@ -52,7 +53,8 @@ from emulator.job.lifeline import watch_parent
 from emulator.job.outdir import OutDir
 from emulator.job.ownership import claim_tiers, release
 from emulator.checkpoint.replicas import PeerReplicas
-from emulator.job.rank_tiers import build_lone_global, build_memory_tier, build_tiers, tier_scope
+from emulator.job.rank_tiers import build_lone_global, build_tiers, pace_tier, tier_scope
+from emulator.rank import dilation
 from emulator.mlperf.protocol import run_rank
 from emulator.mlperf.report import write_outputs as write_mlperf_outputs
 from emulator.rank.comm import DistComm
@@ -82,20 +84,24 @@ class RankRun:
         # the peer tier's transport: its own group, so its streams never mix with other collectives
         self.peer_group = dist.new_group(backend="gloo") if cfg.tiers.peer is not None else None
         self.dp_group = new_dp_group(cfg, self.comm.rank)  # restores' broadcasts (one_per_dp_group)
-        self._build_tiers()
+        self.bare = build_tiers(cfg, self.comm, self.out.root)  # paced once the dilation is known
+        self.local, self.global_, self.memory = self.bare.get("local"), self.bare["global"], self.bare.get("memory")
+        self.peer = PeerReplicas.build(cfg, self.comm, self.peer_group, tier_scope(self.comm, self.out, "peer")) \
+            if cfg.tiers.peer is not None else None  # its NIC is paced once the dilation is known
         self.claims = claim_tiers(self.comm, self.out.root, self.local, self.global_,  # before any write
                                   memory=self.memory)
         self.metrics = self._setup_metrics()
         self.attempt = membership.attempt
         self.tally = Tally(self.metrics)
         self.faults = Faults.from_config(cfg.failures, self.comm.rank, self.attempt, self.tally)
-        self.global_ = self.faults.wrap_global(self.global_)
         self.node_loss = NodeLoss(cfg.failures)
         self._setup_spool()
         self._recover_tiers()
         self.placement = place(cfg.state.device, self.comm.local_rank, self.comm.local_world_size)
         self.state = RankState.from_config(cfg, self.comm.rank, self.placement.device)
         self._say_staging()
+        self._dilate(duration)
+        self.global_ = self.faults.wrap_global(self.global_)
         p = cfg.parallelism
         self.meta = {"preset": cfg.model.name, "scale": cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
                      "zero_stage": p.zero_stage}
@@ -121,7 +127,8 @@ class RankRun:
             policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally,
             spool_dir=str(self.out.spool(self.comm.node)), on_record=self._keep_record,
             async_waits_for=cfg.checkpoint.async_waits_for, drain_comm=self.drain_comm,
-            memory=self.memory, schedule=Schedule.from_config(cfg), peer=self.peer)
+            memory=self.memory, schedule=Schedule.from_config(cfg), peer=self.peer,
+            snapshot_seconds=dilation.snapshot_seconds(cfg, self.state.nbytes))
 
     def _keep_record(self, rec, event: str) -> None:
         """Append a checkpoint's record, as it starts and once it is over, to this attempt's file:
@@ -160,12 +167,14 @@ class RankRun:
         m.set_info(preset=self.cfg.model.name, scale=self.cfg.run.scale, ranks=p.active_ranks,
                    nodes=self.comm.nodes, modes=list(self.cfg.checkpoint.modes), version=_version())
         m.set_tiers(local=self.local.backend if self.local is not None else None, global_=self.global_.backend)
+        return m
+
+    def _set_tier_intervals(self) -> None:
         schedule, base = Schedule.from_config(self.cfg), self.cfg.checkpoint.interval_steps
         for name in schedule.every:  # each tier's own interval: its age alerts count in it
             seconds = schedule.interval_steps(name, base) * self.cfg.wall_step_seconds
             if seconds > 0:
-                m.set_tier_interval(name, seconds)
-        return m
+                self.metrics.set_tier_interval(name, seconds)
 
     def hold_metrics(self, since: float) -> None:
         """The node leader serves on until a scrape begun at ``since`` or later has been answered, or
@@ -196,20 +205,28 @@ class RankRun:
             spool.mkdir(parents=True, exist_ok=True)
         self.comm.barrier()
 
-    def _build_tiers(self) -> None:
-        self.local, self.global_ = build_tiers(self.cfg, self.comm, self.out.root)
-        self.memory = build_memory_tier(self.cfg, self.comm, self.out.root)
-        self.peer = None
-        if self.cfg.tiers.peer is not None:
-            self.peer = PeerReplicas.build(self.cfg, self.comm, self.peer_group,
-                                           tier_scope(self.comm, self.out, "peer"), pacer=self._nic())
+    def _dilate(self, duration: float | None) -> None:
+        """Decide the time dilation (a probe of this host on the bare tiers where it is ``auto``), then
+        pace every tier at it (docs/time-dilation.md)."""
+        loop = LoopThread()
+        try:
+            self.cfg, self.probe = dilation.resolve(self.cfg, self.comm, self.state, self.bare, loop, duration)
+        finally:
+            loop.close()
+        paced = {name: pace_tier(self.cfg, self.comm, self.out.root, name, bare) for name, bare in self.bare.items()}
+        self.local, self.global_, self.memory = paced.get("local"), paced["global"], paced.get("memory")
+        self._set_tier_intervals()
+        if self.peer is not None:
+            self.peer.transport.pacer = self._nic()
 
     def _nic(self):
-        """The node's NIC as a rate shared by its ranks' peer sends (the design's; none without one)."""
+        """The node's NIC as a rate shared by its ranks' peer sends (the design's, / the dilation;
+        none without one)."""
         design = self.cfg.design
         if design is None or not design.nic_stated:
             return None
-        return FileTokenBucket(design.nic_bps, self.out.nic(self.comm.node))  # the global tier's writes too
+        rate = design.nic_bps / (self.cfg.run.dilation.factor or 1.0)
+        return FileTokenBucket(rate, self.out.nic(self.comm.node))  # the global tier's writes too
 
     @property
     def node_tiers(self) -> list[tuple[str, object]]:
@@ -427,7 +444,8 @@ class RankRun:
             staging=self.state.stager.describe(), s3_requests=_s3_requests(self.global_),
             device_waits={"local": device_waits(self.local), "global": device_waits(self.global_)},
             tier_loads=tier_loads, recoveries=self.recoveries, memory_tier_peak_bytes=self.ckpt.memory_tier_peak,
-            mapped_tier_peak_bytes=mapped_peak_bytes())
+            mapped_tier_peak_bytes=mapped_peak_bytes(),
+            dilation=dilation.describe(self.probe, self.cfg.run.dilation.factor or 1.0))
 
     def _audit_content(self) -> dict | None:
         try:
@@ -472,7 +490,7 @@ def _run_emulator(cfg, out: Path, duration: float | None, membership: Membership
     gathered = run.comm.all_gather(result.to_dict())
     final = time.monotonic()  # every rank is past its last metric: a scrape from now on sees them all
     if run.comm.rank == 0:
-        write_run_outputs(cfg, gathered, out)
+        write_run_outputs(run.cfg, gathered, out)
     run.comm.barrier()
     if not result.stopped_early:  # Ctrl-C: the user wants the run over
         run.hold_metrics(final)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from emulator.results.design_time import full_load, tier_lag
 from emulator.units import GIB
 
 
@@ -26,16 +27,18 @@ def level_summary(cfg, ranks: list[dict]) -> dict:
     base, wall, node_bytes = cfg.checkpoint.interval_steps, _wall(ranks), _node_bytes(ranks)
     out = {}
     for name in cfg.tiers.configured():
-        steps = _per_checkpoint(ranks, name)
+        steps = _per_checkpoint(ranks, name, cfg.time_factor)
         if not steps:
             continue
         complete = [views for views in steps.values() if views is not None]
         lags = [max(v["lag_s"] for v in x) for x in complete]
+        lags_full = [max(v["lag_full_s"] for v in x) for x in complete]
         stages = [max(v["seconds"] for v in x) for x in complete]
         every = cfg.tier_every[name]
         out[name] = {"every": every, "interval_s": every * base * cfg.training.step_seconds,
                      "due": len(steps), "complete": len(complete), "at_risk": len(steps) - len(complete),
                      "lag_mean_s": _mean(lags), "lag_max_s": max(lags, default=0.0),
+                     "lag_full_size_mean_s": _mean(lags_full),
                      "seconds_mean": _mean(stages), "node_bytes": node_bytes,
                      "overlap": sum(stages) / wall if wall else 0.0}
     return out
@@ -59,9 +62,9 @@ def _node_bytes(ranks: list[dict]) -> int:
     return max(per_node.values(), default=0)
 
 
-def _per_checkpoint(ranks: list[dict], name: str) -> dict:
-    """(mode, step) -> every rank's view of tier ``name`` there, or None where some rank's copy is
-    not complete."""
+def _per_checkpoint(ranks: list[dict], name: str, k: float = 1.0) -> dict:
+    """(mode, step) -> every rank's view of tier ``name`` there (with its lag at full size), or None
+    where some rank's copy is not complete."""
     out = {}
     for r in ranks:
         for x in r["records"]:
@@ -71,6 +74,8 @@ def _per_checkpoint(ranks: list[dict], name: str) -> dict:
             ok = view is not None and view["complete"]
             if ok and x.get("written_to") == name:  # the tier it is written to: each rank's own write
                 view = {**view, "seconds": x["local_write_s"]}
+            if ok:
+                view = {**view, "lag_full_s": tier_lag(x, name, k)}
             if key not in out:
                 out[key] = []
             if out[key] is not None:
@@ -89,9 +94,11 @@ def recovery_summary(cfg, ranks: list[dict]) -> list[dict]:
     for name, recs in by_class.items():
         loads = [x["load"] for x in recs]
         seconds = max(x.get("seconds", x["load"]["seconds"]) for x in recs)  # a peer fetch, then the restore
+        k = cfg.time_factor
+        full = max(x.get("fetch_s", 0.0) / k + full_load(x["load"], k)["seconds"] for x in recs)
         lost = max(x["lost_steps"] for x in recs)
         out.append({"class": name, "ok": all(x["ok"] for x in loads), "step": loads[0]["step"],
-                    "seconds": seconds, "seconds_full_size": seconds / cfg.run.scale,
+                    "seconds": seconds, "seconds_full_size": full,
                     "fetch_s": max(x.get("fetch_s", 0.0) for x in recs),
                     "lost_nodes": sorted({n for x in recs for n in x.get("lost_nodes", [])}),
                     "fetch_errors": [e for x in recs for e in x.get("fetch_errors", [])][:5],
@@ -110,8 +117,9 @@ def tier_load_summary(cfg, ranks: list[dict]) -> dict:
         loads = [r["tier_loads"][i] for r in ranks]
         tier = loads[0]["from"]
         seconds = max(x["seconds"] for x in loads)
+        full = max(full_load(x, cfg.time_factor)["seconds"] for x in loads)
         out[tier] = {"ok": all(x["ok"] for x in loads), "step": loads[0]["step"], "seconds": seconds,
-                     "seconds_full_size": seconds / cfg.run.scale, "node_bytes": node_bytes,
+                     "seconds_full_size": full, "node_bytes": node_bytes,
                      "gib_s": sum(x["bytes"] for x in loads) / max(seconds, 1e-9) / GIB}
     return out
 

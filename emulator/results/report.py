@@ -88,11 +88,28 @@ def _header_lines(results: dict) -> list[str]:
         f"  local tier: {results['tiers']['local'] or 'none (direct to global)'}",
         f"  global tier: {results['tiers']['global']}",
         *_device_lines(results),
-        f"  time: a step of {results['step_seconds']['full_size']:g} s at full size, "
-        f"{results['step_seconds']['here'] * 1000:.4g} ms here (x{results['scale']:g}); durations below are "
-        "measured (at full size: measured / scale)",
+        *_time_lines(results),
         "",
     ]
+
+
+def _time_lines(results: dict) -> list[str]:
+    """The time factor: scale x dilation, why the dilation, and how durations read."""
+    d = results.get("dilation") or {"factor": 1.0}
+    k = results.get("time_factor", results["scale"])
+    why = ""
+    if d.get("set_by"):
+        probe = next(p for p in d["phases"] if (p["phase"], p["tier"]) == (d["set_by"]["phase"], d["set_by"]["tier"]))
+        why = (f"; auto: set by the {probe['phase']} ({probe['tier']}): this host moved "
+               f"{probe['host_bytes_per_s'] / GIB:.3g} GiB/s of the {probe['design_bytes_per_s'] / GIB:.3g} GiB/s "
+               "the design's node needs")
+    elif d.get("auto"):
+        why = "; auto: this host keeps every phase at its design rate undilated"
+    return [f"  time: dilation x{d['factor']:g}{why}",
+            f"        scale {results['scale']:g} x dilation {d['factor']:g}: a second at full size takes "
+            f"{k * 1000:.4g} ms here (a step of {results['step_seconds']['full_size']:g} s, "
+            f"{results['step_seconds']['here'] * 1000:.4g} ms here); durations below are measured (in brackets "
+            "the full-size design's: paced time / the factor, this host's own once)"]
 
 
 def _device_lines(results: dict) -> list[str]:
@@ -139,7 +156,8 @@ def _load_lines(results: dict) -> list[str]:
     served = ", ".join(f"{k}: {v}" for k, v in sorted(ld["served_by"].items()))
     cache = "page cache dropped before each load" if ld["page_cache_dropped"] else \
         "page cache NOT dropped (not permitted): loads may be served from memory"
-    lines = ["", f"loads: {ld['loads']}, {ld['load_gib_s']:.2f} GiB/s (worst {_fmt_s(ld['load_worst_s'])}), "
+    full = f", {_fmt_s(ld['load_worst_full_size_s'])} at full size" if "load_worst_full_size_s" in ld else ""
+    lines = ["", f"loads: {ld['loads']}, {ld['load_gib_s']:.2f} GiB/s (worst {_fmt_s(ld['load_worst_s'])}{full}), "
                  f"rank-loads served by {served}; {cache}"]
     if ld.get("h2d_gib_s"):
         lines.append(f"  host-to-device into the live tensors (after verification): "

@@ -21,10 +21,11 @@ import math
 from collections import Counter, defaultdict
 
 from emulator.checkpoint.audit import summarize_audits
+from emulator.results.design_time import full_load, full_record, host_shares
 from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
                                      tier_load_summary)
 from emulator.results.requests import s3_summary
-from emulator.results.scale_notes import latency_notes, rate_notes, raw_tier_notes, step_notes
+from emulator.results.scale_notes import rate_notes, raw_tier_notes, step_notes
 from emulator.sizing import checkpoint_size
 from emulator.units import GIB
 
@@ -49,7 +50,7 @@ def _mean(values) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def summarize_loads(ranks: list[dict]) -> dict:
+def summarize_loads(ranks: list[dict], time_factor: float = 1.0) -> dict:
     n = min((len(r["loads"]) for r in ranks), default=0)
     per_load, tiers, fallbacks = [], Counter(), []
     secs_by_tier = defaultdict(list)
@@ -66,6 +67,8 @@ def summarize_loads(ranks: list[dict]) -> dict:
         "loads": n,
         "load_gib_s": _mean(per_load) / GIB,
         "load_worst_s": max((max(r["loads"][i]["seconds"] for r in ranks) for i in range(n)), default=0.0),
+        "load_worst_full_size_s": max((max(full_load(r["loads"][i], time_factor)["seconds"] for r in ranks)
+                                       for i in range(n)), default=0.0),
         "ok": all(r["loads"][i]["ok"] for r in ranks for i in range(n)),
         "served_by": dict(tiers),
         "recovery_mean_s_by_tier": {k: _mean(v) for k, v in secs_by_tier.items()},
@@ -233,8 +236,10 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         },
         "step_seconds": {"full_size": cfg.training.step_seconds, "here": cfg.wall_step_seconds},
         "baseline": baseline,
-        "modes": {m: summarize_mode(m, ranks, baseline, cfg.run.scale) for m in cfg.checkpoint.modes},
-        "load": summarize_loads(ranks),
+        "time_factor": cfg.time_factor,
+        "dilation": ranks[0].get("dilation") or {"factor": cfg.run.dilation.factor or 1.0, "auto": False},
+        "modes": {m: summarize_mode(m, ranks, baseline, cfg.time_factor) for m in cfg.checkpoint.modes},
+        "load": summarize_loads(ranks, cfg.time_factor),
         "stopped_early": any(r["stopped_early"] for r in ranks),
         "failure": ranks[0].get("failure"),
         "levels": level_summary(cfg, ranks),
@@ -258,8 +263,7 @@ def build_results(cfg, ranks: list[dict]) -> dict:
 
 def host_notes(cfg, results: dict) -> list[str]:
     """Where a figure is this host's or the scale's rather than the full-size design's."""
-    return step_notes(cfg, results) + raw_tier_notes(cfg, results) + rate_notes(cfg, results) + \
-        latency_notes(cfg, results)
+    return step_notes(cfg, results) + raw_tier_notes(cfg, results) + rate_notes(cfg, results)
 
 
 def _by_step(mode: str, ranks: list[dict]) -> dict:
@@ -293,12 +297,17 @@ def summarize_baseline(ranks: list[dict]) -> dict | None:
             "update_cpu_per_step_s": _update_cpu_per_step(walls)}
 
 
-def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, scale: float = 1.0) -> dict:
+def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, time_factor: float = 1.0) -> dict:
+    """A mode's figures as measured, and ``full_size``: as the full-size design's
+    (emulator/results/design_time.py: paced time / the time factor, this host's own once)."""
     out = {**_checkpoint_figures(mode, ranks), **_loop_figures(mode, ranks, baseline)}
     out["overhead_ratio"] = out["stall_total_s"] / out["training_wall_s"] if out["training_wall_s"] else 0.0
     if baseline is not None:
         out.update(_against_baseline(out, baseline))
-    out["full_size"] = {k: out[k] / scale for k in DURATIONS if k in out}
+    design = [{**r, "records": [full_record(x, time_factor) for x in r["records"]]} for r in ranks]
+    full = _checkpoint_figures(mode, design)
+    out["full_size"] = {k: full[k] if k in full else out[k] / time_factor for k in DURATIONS if k in out}
+    out["host_share"] = host_shares([x for r in ranks for x in r["records"] if x["mode"] == mode])
     return out
 
 

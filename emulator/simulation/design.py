@@ -25,10 +25,10 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-from emulator.design.spec import DEFAULT_NIC
+from emulator.config.design import DEFAULT_NIC
 from emulator.errors import ConfigError, UserError
 from emulator.simulation.inputs import Calibration, retention_requests, tier_latency, tier_sharing
-from emulator.simulation.sharing import LinkLimits, as_emulated, limits, node_load
+from emulator.simulation.sharing import LinkLimits, as_emulated, limits, node_load, with_design_rates
 from emulator.sizing import rank_coords, rank_size, writes
 from emulator.units import GIB, parse_rate
 
@@ -335,6 +335,7 @@ def build_design(cfg, opts: Options, cal=None) -> Design:
     if opts.accelerators_per_node < 1:
         raise UserError(f"--accelerators-per-node: must be >= 1, got {opts.accelerators_per_node}")
     sources, notes = {}, list(cal.notes) if cal is not None else []
+    cfg = with_design_rates(cfg)
     as_run = opts.as_run or opts.run_at_full_size
     if as_run and cal is None:  # the run's nodes at the rates the run paced them at (a share of a
         cfg = as_emulated(cfg, opts.nodes)  # job-wide rate); a calibration's rates are the job's already

@@ -37,14 +37,15 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from emulator.design.share import node_share
+from emulator.design.links import node_share
 from emulator.errors import UserError
 from emulator.multilevel import FailureClass, Grid, Level, LevelInputs, breakdown, optimize, recovery_levels
 from emulator.simulation import levels as level_model
 from emulator.simulation.arrivals import GROUP, HOUR, NODE, RESTART
 from emulator.simulation.calibrate import interference_share, read_results
-from emulator.design.spec import DEFAULT_NIC
+from emulator.config.design import DEFAULT_NIC
 from emulator.simulation.design import DEFAULT_SNAPSHOT_GIB_S, full_size_groups
+from emulator.simulation.sharing import with_design_rates
 from emulator.units import GIB, parse_rate
 
 CLASSES = ("process", "node", "group")
@@ -210,6 +211,7 @@ def describe_design(cfg, *, nodes: int, class_rates: dict, calibration: LevelCal
     its step times and the calibrating lag shrink by the scale, as its bytes did. A calibration's
     measured recoveries replace the model's unless ``measured_recoveries`` is false."""
     per_node = accelerators_per_node or (cfg.design.accelerators_per_node if cfg.design else 8)
+    cfg = with_design_rates(cfg)
     if node_bytes is None:  # the heaviest node: a checkpoint is complete, a restore over, when its slowest node is
         groups = full_size_groups(cfg, nodes, per_node)
         node_bytes, job_bytes = max(g.node_bytes for g in groups), sum(g.nodes * g.node_bytes for g in groups)

@@ -21,12 +21,11 @@ transfers at once, whichever machine (``--nnodes``) the node runs on.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
-from emulator.design.share import LinkLimits, node_share
-from emulator.design.spec import parse_design
-from emulator.units import GIB
+from emulator.config.design import parse_design
+from emulator.design import run_emulation
+from emulator.design.links import LinkLimits
 
 SHARINGS = ("none", "rank", "node", "job")
 
@@ -43,36 +42,23 @@ def modelled_nodes(cfg, emulated_nodes: int = 1) -> int:
 
 
 def node_emulation(cfg, name: str, emulated_nodes: int = 1):
-    """Tier ``name``'s (``local``/``global``) ``emulate`` as one emulated node gets it.
-
-    ``shared_by: job`` becomes the node's share, shared by its ranks (``node``): each rate is
-    node_share(rate, NIC, modelled nodes), the NIC only on the global tier. Any other sharing,
-    and a tier without emulation, is returned as written."""
-    tier = cfg.tiers.local if name == "local" else cfg.tiers.global_
-    e = tier.emulate if tier is not None else None
-    if e is None or e.shared_by != "job":
-        return e
-    nodes = modelled_nodes(cfg, emulated_nodes)
-    nic = _design(cfg).nic_bps if name == "global" else math.inf
-
-    def share(gib_s):
-        return None if gib_s is None else node_share(gib_s * GIB, nic, nodes) / GIB
-    return replace(e, shared_by="node", write_gib_s=share(e.write_gib_s), read_gib_s=share(e.read_gib_s))
+    """Tier ``name``'s ``emulate`` as one emulated node gets it (emulator/design ``run_emulation``)."""
+    return run_emulation(cfg, name, run_nodes=emulated_nodes)
 
 
 def lone_reader_emulation(cfg):
-    """The global tier's ``emulate`` when this node reads it alone (a lost node's restore while
-    the others restore from memory or peers): min(NIC, aggregate) rather than the share every node
-    gets when all read at once. A per-node rate without a design is returned as written."""
-    e = cfg.tiers.global_.emulate
-    if e is None or e.read_gib_s is None:
-        return e
-    d = cfg.design
-    if d is not None and d.global_ is not None:  # the design's emulate holds the shared rate
-        return replace(e, read_gib_s=node_share(d.global_.read_bps, d.nic_bps, 1) / GIB)
-    if e.shared_by == "job":
-        return replace(e, shared_by="node", read_gib_s=node_share(e.read_gib_s * GIB, _design(cfg).nic_bps, 1) / GIB)
-    return e
+    """The global tier's ``emulate`` when this node reads it alone (a lost node's restore)."""
+    return run_emulation(cfg, "global", alone_read=True)
+
+
+def with_design_rates(cfg):
+    """``cfg`` with each tier's ``emulate`` at the design's rates as the job's node 0 gets them."""
+    if cfg.design is None:
+        return cfg
+    tiers = cfg.tiers
+    changes = {("global_" if n == "global" else n): replace(tiers.entry(n), emulate=run_emulation(cfg, n))
+               for n in ("memory", "local", "global") if tiers.entry(n) is not None}
+    return replace(cfg, tiers=replace(tiers, **changes))
 
 
 def as_emulated(cfg, emulated_nodes: int):

@@ -6,7 +6,15 @@
         memory: {capacity: 512GiB, write: 20GB/s, read: 20GB/s}
         local: {write: 7GB/s, read: 7GB/s, capacity: 3.84TB, latency_ms: 0.1, duplex: false}
         nic: 400Gb/s
+        snapshot: {rate: 48GiB/s, fixed_ms: 0}     # per accelerator: device-to-host (or host) copy
       global: {write: 400GB/s, read: 400GB/s, latency_ms: 1}
+      failures:
+        mttf_hours: 50000                          # per accelerator
+        node_loss_fraction: 0.78                   # the rest are process crashes, but for
+        group_loss_fraction: 0.01                  # ... whole replica groups lost at once
+        process: {detect: 30s, restart: 150s}      # per class: detection, restart or replacement
+        node: {detect: 60s, restart: 540s}
+        group: {detect: 60s, restart: 840s}
 
 Rates and sizes take the units vendors quote (emulator/units.py): bytes or
 bits, decimal or binary prefixes; a bare number is refused as ambiguous. The
@@ -15,7 +23,9 @@ writes (the next checkpoint) share it unless ``duplex``. The global storage's
 rates are the aggregate of the whole job; each node reaches it through its NIC
 (emulator/design/share.py). The node's host memory (the memory tier) is the
 share of it a checkpoint may use, and the rate a copy into it runs at; a peer
-copy travels over the node's NIC. The spec keeps the user's text, so a config
+copy travels over the node's NIC. The snapshot is each accelerator's copy of
+its state to host memory (device-to-host on a GPU). ``failures`` is the failure
+model (emulator/design/failures.py). The spec keeps the user's text, so a config
 written back (results.json, ``tune``'s runs) reads the same.
 """
 from __future__ import annotations
@@ -24,12 +34,18 @@ from dataclasses import dataclass
 from typing import Optional
 
 from emulator.errors import ConfigError, UserError
-from emulator.units import parse_rate, parse_size
+from emulator.units import parse_duration, parse_rate, parse_size
 
 #: the NIC when the design names none: a 400 Gb/s link, as on current H100/H200 nodes; always stated
 DEFAULT_NIC = "400Gb/s"
-_SECTIONS = {"job": ("nodes", "accelerators_per_node"), "node": ("memory", "local", "nic"),
-             "global": ("write", "read", "latency_ms")}
+#: each accelerator's copy of its state to host memory without a design's figure: device-to-host
+#: into reused pinned buffers on one H100, measured at 48.6 GiB/s (the project's measurement notes)
+DEFAULT_SNAPSHOT = "48GiB/s"
+_SECTIONS = {"job": ("nodes", "accelerators_per_node"), "node": ("memory", "local", "nic", "snapshot"),
+             "global": ("write", "read", "latency_ms"),
+             "failures": ("mttf_hours", "node_loss_fraction", "group_loss_fraction", "process", "node", "group")}
+_SNAPSHOT = ("rate", "fixed_ms")
+_RECOVERY = ("detect", "restart")
 _LOCAL = ("write", "read", "capacity", "latency_ms", "duplex")
 _MEMORY = ("capacity", "write", "read")
 
@@ -58,6 +74,21 @@ class GlobalStorage:
 
 
 @dataclass(frozen=True)
+class Snapshot:
+    rate_bps: float                   # per accelerator
+    fixed_s: float = 0.0              # per checkpoint, whatever its bytes (barriers, metadata)
+    stated: bool = False              # False: DEFAULT_SNAPSHOT was assumed (reports say so)
+
+
+@dataclass(frozen=True)
+class FailuresSpec:
+    mttf_hours: Optional[float] = None
+    node_loss_fraction: Optional[float] = None
+    group_loss_fraction: Optional[float] = None
+    recovery: Optional[dict] = None   # class -> (detect_s, restart_s), for the classes given
+
+
+@dataclass(frozen=True)
 class DesignSpec:
     """A design: the modelled job, one node's local device and NIC, the shared global storage."""
 
@@ -69,6 +100,8 @@ class DesignSpec:
     nic_stated: bool                  # False: DEFAULT_NIC was assumed (reports say so)
     global_: Optional[GlobalStorage]
     text: dict                        # the section as the user wrote it
+    snapshot: Snapshot = None
+    failures: Optional[FailuresSpec] = None
 
     def job_nodes(self, world_size: int) -> int:
         """The modelled job's nodes: as given, else the preset's ranks over accelerators per node."""
@@ -154,6 +187,44 @@ def _global(d: dict) -> Optional[GlobalStorage]:
     return GlobalStorage(write, read, _latency(d.get("latency_ms"), "design.global.latency_ms"))
 
 
+def _snapshot(d) -> Snapshot:
+    d = _mapping(d, "design.node.snapshot", _SNAPSHOT)
+    rate = _user(parse_rate, d.get("rate", DEFAULT_SNAPSHOT), "design.node.snapshot.rate")
+    return Snapshot(rate, _latency(d.get("fixed_ms"), "design.node.snapshot.fixed_ms"), "rate" in d)
+
+
+def _fraction(value, key: str) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigError(f"{key}: must be a fraction between 0 and 1, got {value!r}")
+    return float(value)
+
+
+def _failures(d) -> Optional[FailuresSpec]:
+    d = _mapping(d, "design.failures", _SECTIONS["failures"])
+    if not d:
+        return None
+    mttf = d.get("mttf_hours")
+    if mttf is not None and (isinstance(mttf, bool) or not isinstance(mttf, (int, float))
+                             or not 0 < mttf < float("inf")):
+        raise ConfigError(f"design.failures.mttf_hours: must be a number of hours > 0, got {mttf!r}")
+    node = _fraction(d.get("node_loss_fraction"), "design.failures.node_loss_fraction")
+    group = _fraction(d.get("group_loss_fraction"), "design.failures.group_loss_fraction")
+    if (node or 0) + (group or 0) > 1:
+        raise ConfigError("design.failures: node_loss_fraction + group_loss_fraction is above 1")
+    recovery = {}
+    for cls in ("process", "node", "group"):
+        c = _mapping(d.get(cls), f"design.failures.{cls}", _RECOVERY)
+        if c:
+            for k in _RECOVERY:
+                if k not in c:
+                    raise ConfigError(f"design.failures.{cls}.{k}: needed (e.g. {cls}: {{detect: 60s, restart: 600s}})")
+            recovery[cls] = tuple(_user(lambda v, w: parse_duration(v, w, allow_zero=True), c[k],
+                                        f"design.failures.{cls}.{k}") for k in _RECOVERY)
+    return FailuresSpec(mttf, node, group, recovery or None)
+
+
 def parse_design(data, key: str = "design") -> DesignSpec:
     """The ``design:`` mapping -> DesignSpec; ConfigError naming the key on bad input."""
     data = _mapping(data, key, tuple(_SECTIONS))
@@ -168,4 +239,6 @@ def parse_design(data, key: str = "design") -> DesignSpec:
         nic_bps=_user(parse_rate, nic if nic is not None else DEFAULT_NIC, "design.node.nic"),
         nic_stated=nic is not None,
         global_=_global(data.get("global")),
-        text=dict(data))
+        text=dict(data),
+        snapshot=_snapshot(node.get("snapshot")),
+        failures=_failures(data.get("failures")))

@@ -1,0 +1,141 @@
+"""The modelled job: its nodes, the layout that fills them, and every node's checkpoint bytes.
+
+A job is ``nodes x accelerators_per_node`` ranks. Its data parallelism is what those ranks give,
+world / (tp x pp), not a preset's: ``design.job.nodes: 128`` on a TP8 preset is DP128, and each node
+holds its share of that job's checkpoint (emulator/sizing.py). Nodes holding the same bytes form
+one group, so 12,500 alike nodes cost one entry; under ZeRO-0 or with pipeline stages of unequal
+size, nodes differ. A run emulates the job's first ranks (``parallelism.ranks``, subset mode) on
+its own nodes: ``emulated`` are those nodes, at full size.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from emulator.config import ParallelismConfig
+from emulator.errors import ConfigError, UserError
+from emulator.sizing import rank_coords, rank_size
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """``nodes`` alike nodes; each writes ``files`` files, ``node_bytes`` in all, the largest ``file_bytes``."""
+
+    nodes: int
+    node_bytes: int
+    file_bytes: int
+    files: int
+
+
+@dataclass(frozen=True)
+class Job:
+    """The whole job (``groups``: every node) and the nodes a run emulates of it (``emulated``)."""
+
+    nodes: int
+    accelerators_per_node: int
+    layout: ParallelismConfig
+    groups: tuple
+    emulated: tuple
+    #: per emulated node, the bytes of the job's node it is part of: it is paced at that node's share
+    #: of a shared link (a run of 2 ranks is part of a node of 8)
+    emulated_as: tuple = ()
+
+    @property
+    def accelerators(self) -> int:
+        return self.nodes * self.accelerators_per_node
+
+    @property
+    def checkpoint_bytes(self) -> int:
+        return sum(g.nodes * g.node_bytes for g in self.groups)
+
+    @property
+    def heaviest(self) -> NodeGroup:
+        """The group of the nodes with the most bytes: a checkpoint, or a restore, is over when they are."""
+        return max(self.groups, key=lambda g: (g.node_bytes, g.file_bytes))
+
+    @property
+    def moving_nodes(self) -> int:
+        """Nodes with bytes to move: under ZeRO-0 only the ones holding data-parallel rank 0's state."""
+        return sum(g.nodes for g in self.groups if g.node_bytes > 0)
+
+
+def job_layout(parallelism: ParallelismConfig, nodes: int, per_node: int, where: str = "design.job.nodes"):
+    """The layout of ``nodes x per_node`` ranks: the config's TP, PP and ZeRO, DP what the ranks give."""
+    p = parallelism
+    world = nodes * per_node
+    if world % (p.tp * p.pp):
+        raise UserError(f"{where}: {nodes:,} nodes x {per_node} accelerators = {world:,} ranks is not a "
+                        f"multiple of tp x pp = {p.tp * p.pp} (parallelism.tp, parallelism.pp)")
+    dp = world // (p.tp * p.pp)
+    if dp == p.dp:
+        return p
+    try:
+        return ParallelismConfig(tp=p.tp, pp=p.pp, dp=dp, zero_stage=p.zero_stage, subset=p.subset,
+                                 ranks=p.ranks)
+    except ConfigError as exc:
+        raise ConfigError(f"parallelism.{exc}") from None
+
+
+def _groups(sizes_by_node) -> tuple:
+    counts: Counter = Counter()
+    for sizes in sizes_by_node:
+        counts[(sum(sizes), max(sizes, default=0), len(sizes))] += 1
+    return tuple(NodeGroup(k, b, f, n) for (b, f, n), k in sorted(counts.items()))
+
+
+def _rank_bytes(model, layout: ParallelismConfig):
+    """bytes(rank) for a layout; ranks of one pipeline stage and DP rank 0 or not hold the same bytes,
+    so a job of 100,000 ranks costs a few sizing calls."""
+    tp, pp = layout.tp, layout.pp
+
+    @lru_cache(maxsize=None)
+    def by_coords(stage: int, first_replica: bool) -> int:
+        return rank_size(model, layout, stage * tp + (0 if first_replica else tp * pp)).total_bytes
+
+    def bytes_of(rank: int) -> int:
+        c = rank_coords(rank, tp, pp, layout.dp)
+        return by_coords(c.pp, c.dp == 0 or layout.dp == 1)
+    return bytes_of
+
+
+def job_of(cfg, *, nodes: int | None = None, accelerators_per_node: int | None = None,
+           emulated_nodes: int = 1) -> Job:
+    """The job of ``cfg``: ``nodes`` (else the design's, else the preset's ranks over a node) of
+    ``accelerators_per_node`` (else the design's, else 8), and the ``emulated_nodes`` a run of it
+    starts (its ``active_ranks`` split evenly)."""
+    d = cfg.design
+    per_node = accelerators_per_node or (d.accelerators_per_node if d is not None else 8)
+    if nodes is None and d is not None:
+        nodes = d.nodes
+    if nodes is None:  # the config's own layout, a node at a time (the last one may be partial)
+        layout = cfg.parallelism
+        nodes = max(1, -(-layout.world_size // per_node))
+    else:
+        layout = job_layout(cfg.parallelism, nodes, per_node)
+    bytes_of = _rank_bytes(cfg.model, layout)
+    world = layout.world_size
+    groups = _groups([bytes_of(r) for r in range(n * per_node, min(world, (n + 1) * per_node))]
+                     for n in range(nodes))
+    emulated, emulated_as = _emulated(layout, per_node, emulated_nodes, bytes_of)
+    return Job(nodes, per_node, layout, groups, emulated, emulated_as)
+
+
+def _emulated(layout, per_node: int, emulated_nodes: int, bytes_of) -> tuple:
+    ranks = min(layout.active_ranks, layout.world_size)
+    if emulated_nodes < 1 or ranks % emulated_nodes:
+        raise UserError(f"the run's {ranks} ranks do not split evenly over {emulated_nodes} nodes")
+    per = ranks // emulated_nodes
+    nodes = [[bytes_of(r) for r in range(n * per, (n + 1) * per)] for n in range(emulated_nodes)]
+    emulated = tuple(NodeGroup(1, sum(s), max(s, default=0), len(s)) for s in nodes)
+    world = layout.world_size
+
+    def job_node_bytes(j: int) -> int:
+        return sum(bytes_of(r) for r in range(j * per_node, min(world, (j + 1) * per_node)))
+    return emulated, tuple(job_node_bytes((n * per) // per_node) for n in range(emulated_nodes))
+
+
+def with_nodes(job: Job, cfg, nodes: int) -> Job:
+    """The same job on ``nodes`` nodes (a sweep or a flag): its layout stretched to fill them."""
+    return job_of(replace(cfg, parallelism=job.layout), nodes=nodes,
+                  accelerators_per_node=job.accelerators_per_node, emulated_nodes=len(job.emulated))

@@ -1,0 +1,222 @@
+"""Every link of a design and what one node gets of it: the one place a node's rate is decided.
+
+A node's own devices are its host memory (a copy into it), its local NVMe (its ranks share it;
+reads and writes share it too unless ``duplex``) and its NIC (peer copies and global traffic leave
+through it). The global storage is an aggregate shared max-min fair by the nodes moving bytes at
+that moment, each capped by its NIC: k nodes that each move B bytes take B*k/A, or B/NIC where the
+NIC binds first; nodes with fewer bytes finish first and leave their share to the others.
+
+A tier is described by ``design:`` (emulator/config/design.py) or, at a lower level, by its
+``emulate:`` knobs, which mean the same: ``shared_by: node`` is the node's device or link, ``job``
+the job's aggregate, ``rank`` a rate per rank process, ``none`` a rate per stream. The emulator
+paces its nodes (:func:`tier_emulation`), the simulator shares its links and the planner
+computes its finish times (:func:`fair_finish`) from the same :class:`TierLinks`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from emulator.config import EmulateConfig
+from emulator.config.design import DEFAULT_NIC
+from emulator.units import DECIMAL, GIB, parse_rate, rate_family
+
+SHARINGS = ("none", "rank", "node", "job")
+
+
+@dataclass(frozen=True)
+class LinkLimits:
+    """Limits of one link: an aggregate shared by the nodes using it and a cap per node, bytes/s."""
+
+    aggregate_bps: float = math.inf
+    node_bps: float = math.inf
+
+    def node_rate(self, active_nodes: int) -> float:
+        """What each node gets when ``active_nodes`` transfer at once (fair share)."""
+        return min(self.node_bps, self.aggregate_bps / max(1, active_nodes))
+
+    def capped(self, node_bps: float) -> "LinkLimits":
+        return LinkLimits(self.aggregate_bps, min(self.node_bps, node_bps))
+
+
+def node_share(aggregate_bps: float, nic_bps: float, concurrent_nodes: int) -> float:
+    """Bytes/s one node gets when ``concurrent_nodes`` use a link of ``aggregate_bps`` behind a NIC."""
+    return LinkLimits(aggregate_bps, nic_bps).node_rate(concurrent_nodes)
+
+
+def fair_finish(limits: LinkLimits, loads) -> list:
+    """Seconds until each load is moved when all start at once: ``loads`` are (nodes, bytes per node);
+    max-min fair, every active node at min(cap, aggregate / active nodes), the smallest done first."""
+    order = sorted(range(len(loads)), key=lambda i: loads[i][1])
+    active = sum(n for n, b in loads if b > 0)
+    finish, t, moved = [0.0] * len(loads), 0.0, 0.0
+    for i in order:
+        nodes, b = loads[i]
+        if b <= 0:
+            continue
+        t += (b - moved) / limits.node_rate(active)
+        moved, finish[i] = b, t
+        active -= nodes
+    return finish
+
+
+@dataclass(frozen=True)
+class TierLinks:
+    """One tier as a node sees it: the ranks' writes into it, the node's reads (restores), a drain's
+    copies into it, whether reads and writes share one device, per-request latency, capacity."""
+
+    write: LinkLimits
+    read: LinkLimits | None
+    drain: LinkLimits
+    duplex: bool = False
+    latency_s: float = 0.0
+    capacity_bytes: int | None = None
+    #: the units the rates were written in, for output (units.fmt_rate)
+    family: str = DECIMAL
+    #: "design" (design:), "config" (emulate: knobs) or "none" (not paced: as fast as the host)
+    source: str = "design"
+
+
+@dataclass(frozen=True)
+class NodeLinks:
+    """Every tier's links, and the NIC the node's peer copies and global traffic share."""
+
+    tiers: dict
+    nic_bps: float
+    nic_stated: bool
+    nic_family: str = "bits"
+
+    def of(self, name: str) -> TierLinks | None:
+        return self.tiers.get(name)
+
+
+def _limits(shared_by: str, rate_bps: float, *, kind: str, files: int, concurrency: int) -> LinkLimits:
+    """A knob's rate as link limits for ``kind`` (write, read, drain): ``job`` the aggregate, ``node`` the
+    node's cap, ``rank`` a rate per rank (a drain is the node leader's one process), ``none`` per stream."""
+    if shared_by == "job":
+        return LinkLimits(aggregate_bps=rate_bps)
+    if shared_by == "node" or (shared_by == "rank" and kind == "drain"):
+        return LinkLimits(node_bps=rate_bps)
+    streams = max(1, min(concurrency, files)) if kind == "drain" else max(1, files)
+    return LinkLimits(node_bps=rate_bps * streams)
+
+
+def _from_knobs(e, nic_bps: float, *, files: int, concurrency: int, is_global: bool) -> TierLinks:
+    if e is None or not e.write_gib_s:
+        free = LinkLimits(node_bps=math.inf)
+        return TierLinks(free, None, free, True, 0.0, None, DECIMAL, "none")
+    nic = nic_bps if is_global else math.inf
+    write, read = e.write_gib_s * GIB, (e.read_gib_s or 0) * GIB
+    kw = dict(files=files, concurrency=concurrency)
+    return TierLinks(_limits(e.shared_by, write, kind="write", **kw).capped(nic),
+                     _limits(e.shared_by, read, kind="read", **kw).capped(nic) if read else None,
+                     _limits(e.shared_by, write, kind="drain", **kw).capped(nic),
+                     e.duplex, (e.latency_ms + e.jitter_ms / 2) / 1000,
+                     int(e.capacity_gib * GIB) if e.capacity_gib else None, BINARY_KNOBS, "config")
+
+
+#: emulate: knobs are written in GiB/s
+BINARY_KNOBS = "binary"
+
+
+def _family(text: dict, *keys) -> str:
+    for k in keys:
+        if text.get(k) is not None:
+            return rate_family(text[k])
+    return DECIMAL
+
+
+def _from_design(part, name: str, nic_bps: float, text: dict) -> TierLinks:
+    if name == "global":
+        w, r = LinkLimits(part.write_bps, nic_bps), LinkLimits(part.read_bps, nic_bps)
+        return TierLinks(w, r, w, True, part.latency_s, None, _family(text, "write", "read"), "design")
+    w, r = LinkLimits(node_bps=part.write_bps), LinkLimits(node_bps=part.read_bps)
+    duplex = getattr(part, "duplex", False)
+    return TierLinks(w, r, w, duplex, getattr(part, "latency_s", 0.0), part.capacity_bytes,
+                     _family(text, "write", "read"), "design")
+
+
+def _design_part(design, name: str):
+    if design is None:
+        return None, {}
+    node = design.text.get("node") or {}
+    part = {"memory": design.memory, "local": design.local, "global": design.global_}.get(name)
+    text = (design.text.get("global") if name == "global" else node.get(name)) or {}
+    return part, text
+
+
+def nic_of(cfg) -> tuple[float, bool, str]:
+    """(bytes/s, stated, family) of each node's NIC: the design's, else an assumed 400 Gb/s (never unlimited)."""
+    d = cfg.design
+    if d is not None and d.nic_stated:
+        return d.nic_bps, True, rate_family((d.text.get("node") or {}).get("nic"))
+    return parse_rate(DEFAULT_NIC, "design.node.nic"), False, "bits"
+
+
+def node_links(cfg, *, files: int) -> NodeLinks:
+    """Every configured tier's links for a node of ``files`` ranks: the design's part where it has one,
+    else the tier's emulate: knobs (the peer tier: its sends over the NIC)."""
+    nic, stated, nic_family = nic_of(cfg)
+    tiers = {}
+    for name in cfg.tiers.configured():
+        if name == "peer":
+            cap = LinkLimits(node_bps=nic)
+            tiers[name] = TierLinks(cap, cap, cap, True, 0.0, None, nic_family, "design" if stated else "none")
+            continue
+        part, text = _design_part(cfg.design, name)
+        if part is not None:
+            tiers[name] = _from_design(part, name, nic, text)
+        else:
+            tiers[name] = _from_knobs(cfg.tiers.entry(name).emulate, nic, files=files,
+                                      concurrency=cfg.drain.concurrency, is_global=name == "global")
+    return NodeLinks(tiers, nic, stated, nic_family)
+
+
+# --------------------------------------------------------------------------- what a run's node is paced at
+
+def _share(limits: LinkLimits, job, node_bytes: int, alone: bool = False) -> float:
+    """The rate a job node of ``node_bytes`` gets of a shared link: alone, min(NIC, aggregate); with
+    every node of the job moving its bytes at once, its bytes over its fair finish time (its mean rate)."""
+    if alone or math.isinf(limits.aggregate_bps):
+        return limits.node_rate(1)
+    if node_bytes <= 0:
+        return limits.node_rate(max(1, job.moving_nodes))
+    loads = [(g.nodes, g.node_bytes) for g in job.groups]
+    finish = fair_finish(limits, loads + [(0, node_bytes)])[-1]  # a probe of no nodes: its finish time
+    return node_bytes / finish
+
+
+def tier_emulation(cfg, name: str, job, *, run_node: int = 0, alone_read: bool = False) -> EmulateConfig | None:
+    """Tier ``name``'s ``emulate`` for node ``run_node`` of a run of ``job``: its own devices at their
+    rates, shared by its ranks; the global storage at its share when every node of the job moves its
+    bytes at once (or, ``alone_read``, its rate reading alone: a lost node's restore). A knob other
+    than ``shared_by: job`` is returned as written. Capacity is in the bytes a run moves (x run.scale)."""
+    tier = cfg.tiers.entry(name)
+    part, text = _design_part(cfg.design, name)
+    if part is None:
+        e = tier.emulate if tier is not None else None
+        if e is None or (e.shared_by != "job" and not alone_read):
+            return e
+        links = _from_knobs(e, nic_of(cfg)[0], files=job.emulated[run_node].files,
+                            concurrency=cfg.drain.concurrency, is_global=name == "global")
+        return _paced(e, links, job, run_node, alone_read)
+    links = node_links(cfg, files=job.emulated[run_node].files).of(name)
+    e = EmulateConfig(write_gib_s=part.write_bps / GIB, read_gib_s=part.read_bps / GIB,
+                      latency_ms=getattr(part, "latency_s", 0.0) * 1000, shared_by="node",
+                      duplex=links.duplex,
+                      capacity_gib=part.capacity_bytes * cfg.run.scale / GIB
+                      if getattr(part, "capacity_bytes", None) else None)
+    if name != "global":
+        return e
+    e = _paced(e, links, job, run_node, alone_read)
+    if cfg.design.nic_stated and cfg.tiers.peer is not None:  # the drain leaves through the NIC the peer copies use
+        e = replace(e, nic_gib_s=cfg.design.nic_bps / GIB)
+    return e
+
+
+def _paced(e: EmulateConfig, links: TierLinks, job, run_node: int, alone_read: bool) -> EmulateConfig:
+    node_bytes = job.emulated_as[run_node]
+    write = _share(links.drain, job, node_bytes) if e.write_gib_s else None
+    read = _share(links.read, job, node_bytes, alone=alone_read) if links.read is not None else None
+    return replace(e, shared_by="node", write_gib_s=write / GIB if write else e.write_gib_s,
+                   read_gib_s=read / GIB if read else e.read_gib_s)

@@ -1,0 +1,216 @@
+"""The design: a config, a calibration and overrides resolved once into what every engine reads.
+
+:func:`resolve` is the only way in. It fixes the job (nodes, layout, every node's bytes), every
+link and who shares it (emulator/design/links.py), the tier ladder (each tier's every-N-th
+checkpoint and retention), the failure classes (emulator/design/failures.py), the snapshot and the
+base interval. The emulator paces its nodes by it, ``simulate`` shares its links event by event and
+``plan`` computes its closed forms (emulator/design/costs.py): three engines, one design.
+
+A calibration (a run's measured rates, :class:`Calibration`) replaces a link's rate where the run
+could not reach the design's (the host limited it) and supplies the fixed costs a run measures
+(barriers, manifests) and each class's measured recovery.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from emulator.config.design import DEFAULT_SNAPSHOT
+from emulator.design.failures import FailureModel, failure_model
+from emulator.design.job import Job, job_of
+from emulator.design.links import LinkLimits, NodeLinks, TierLinks, node_links, tier_emulation
+from emulator.errors import UserError
+from emulator.units import parse_rate
+
+LADDER = ("memory", "peer", "local", "global")
+#: a measured rate below this share of the design's was limited by the emulating host, not the design
+HOST_BOUND = 0.9
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One rung of the ladder: takes every ``every``-th checkpoint, keeps ``keep`` of them."""
+
+    name: str
+    every: int
+    keep: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Each accelerator's copy of its state to host memory: ``fixed_s`` + its bytes / ``rate_bps``."""
+
+    rate_bps: float
+    fixed_s: float = 0.0
+
+    def seconds(self, rank_bytes: float) -> float:
+        return self.fixed_s + rank_bytes / self.rate_bps
+
+
+@dataclass
+class Calibration:
+    """What a run measured, per node at full size: its own copy rate into each tier, its restore
+    rate from each tier, the snapshot rate per accelerator, fixed costs per checkpoint before
+    the write and after the drain, each class's recovery, and the background interference."""
+
+    source: str = ""
+    snapshot_bps: float | None = None
+    copy_bps: dict = field(default_factory=dict)
+    read_bps: dict = field(default_factory=dict)
+    fixed_pre_s: float = 0.0
+    fixed_post_s: float = 0.0
+    recovery_s: dict = field(default_factory=dict)
+    interference_share: float = 0.0
+    notes: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Design:
+    """Everything an engine needs, at full size; nothing here is measured on this machine."""
+
+    job: Job
+    links: NodeLinks
+    ladder: tuple
+    failures: FailureModel
+    snapshot: Snapshot
+    modes: tuple
+    base_interval_s: float
+    replicas: int = 0
+    restore_readers: str = "all"
+    drain_concurrency: int = 4
+    verify: str = "checksum"
+    async_waits_for: str = "complete"
+    fixed_pre_s: float = 0.0
+    fixed_post_s: float = 0.0
+    interference_share: float = 0.0
+    measured_recovery_s: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)
+    notes: tuple = ()
+
+    @property
+    def tiers(self) -> tuple:
+        return tuple(t.name for t in self.ladder)
+
+    def tier(self, name: str) -> Tier | None:
+        return next((t for t in self.ladder if t.name == name), None)
+
+    def link(self, name: str) -> TierLinks | None:
+        return self.links.of(name)
+
+    def recovery_tier(self, cls: str) -> str:
+        """The nearest tier that survives ``cls``: a process crash keeps host memory and the NVMe, a
+        node loss its peers' copies, a group loss only global storage."""
+        survives = {"process": ("memory", "peer", "local", "global"), "node": ("peer", "global"),
+                    "group": ("global",)}[cls]
+        return next(t for t in self.tiers if t in survives)
+
+
+def ladder_of(cfg) -> tuple:
+    every, keep = cfg.tier_every, cfg.checkpoint.keep
+    out = []
+    for name in cfg.tiers.configured():
+        entry = cfg.tiers.entry(name)
+        out.append(Tier(name, every[name], getattr(entry, "keep", None) or keep))
+    return tuple(out)
+
+
+def _snapshot(cfg, override_bps: float | None, cal: Calibration | None, sources: dict, notes: list) -> Snapshot:
+    d = cfg.design
+    spec = d.snapshot if d is not None else None
+    if cal is not None and cal.snapshot_bps:
+        sources["snapshot"] = "measured"
+        return Snapshot(cal.snapshot_bps, spec.fixed_s if spec else 0.0)
+    if override_bps:
+        sources["snapshot"] = "flag"
+        return Snapshot(override_bps, spec.fixed_s if spec else 0.0)
+    if spec is not None and spec.stated:
+        sources["snapshot"] = "design"
+        return Snapshot(spec.rate_bps, spec.fixed_s)
+    sources["snapshot"] = "assumed"
+    notes.append(f"snapshot: no design.node.snapshot; assumed {DEFAULT_SNAPSHOT} per accelerator "
+                 "(device-to-host into pinned buffers on one H100)")
+    return Snapshot(parse_rate(DEFAULT_SNAPSHOT, "design.node.snapshot.rate"), spec.fixed_s if spec else 0.0)
+
+
+def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes: list) -> NodeLinks:
+    """A measured rate replaces the design's where the run could not reach it: a node device's rate
+    outright; a shared link's per-node cap (its aggregate holds)."""
+    if cal is None:
+        return links
+    tiers = dict(links.tiers)
+    for name, t in links.tiers.items():
+        copy, read = cal.copy_bps.get(name), cal.read_bps.get(name)
+        changes = {}
+        if copy:
+            design = t.drain.node_rate(1)
+            if copy < HOST_BOUND * design or t.source == "none":
+                changes["write"] = changes["drain"] = LinkLimits(t.drain.aggregate_bps, copy)
+                sources[f"{name}_write"] = "measured"
+                notes.append(f"{name}: the run reached {copy / 1e9:.3g} GB/s of its node's "
+                             f"{design / 1e9:.3g} GB/s: the host limited it; planned at the measured rate")
+        if read and t.read is not None:
+            if read < HOST_BOUND * t.read.node_rate(1) or t.source == "none":
+                changes["read"] = LinkLimits(t.read.aggregate_bps, read)
+                sources[f"{name}_read"] = "measured"
+        if changes:
+            tiers[name] = replace(t, **changes)
+    return replace(links, tiers=tiers)
+
+
+def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None = None,
+            emulated_nodes: int = 1, calibration: Calibration | None = None,
+            global_write_bps: float | None = None, nic_bps: float | None = None,
+            snapshot_bps: float | None = None, mttf_hours: float | None = None,
+            node_loss_fraction: float | None = None, group_loss_fraction: float | None = None,
+            restart_s: float | None = None, base_interval_s: float | None = None) -> Design:
+    """The design of ``cfg``, with a calibration and the commands' overrides (None: the config's)."""
+    sources, notes = {}, list(calibration.notes) if calibration is not None else []
+    job = job_of(cfg, nodes=nodes, accelerators_per_node=accelerators_per_node, emulated_nodes=emulated_nodes)
+    links = node_links(cfg, files=job.heaviest.files)
+    links = _overridden(links, global_write_bps, nic_bps)
+    if not links.nic_stated and nic_bps is None:
+        notes.append("design.node.nic: not given; assumed 400Gb/s per node")
+    links = _calibrated(links, calibration, sources, notes)
+    for name, t in links.tiers.items():
+        sources.setdefault(f"{name}_write", t.source)
+    fm = failure_model(cfg.design.failures if cfg.design is not None else None, job.accelerators,
+                       mttf_hours=mttf_hours, node_loss_fraction=node_loss_fraction,
+                       group_loss_fraction=group_loss_fraction, restart_s=restart_s)
+    interval = base_interval_s if base_interval_s is not None else \
+        cfg.checkpoint.interval_steps * cfg.training.step_seconds
+    if not interval > 0:
+        raise UserError("the base interval is 0 (training.step_seconds is 0): give an interval")
+    cal = calibration or Calibration()
+    return Design(job=job, links=links, ladder=ladder_of(cfg), failures=fm,
+                  snapshot=_snapshot(cfg, snapshot_bps, calibration, sources, notes),
+                  modes=tuple(cfg.checkpoint.modes), base_interval_s=interval,
+                  replicas=cfg.tiers.peer.replicas if cfg.tiers.peer is not None else 0,
+                  restore_readers=cfg.checkpoint.restore_readers, drain_concurrency=cfg.drain.concurrency,
+                  verify=cfg.drain.verify, async_waits_for=cfg.checkpoint.async_waits_for,
+                  fixed_pre_s=cal.fixed_pre_s, fixed_post_s=cal.fixed_post_s,
+                  interference_share=cal.interference_share, measured_recovery_s=dict(cal.recovery_s),
+                  sources=sources, notes=tuple(notes))
+
+
+def _overridden(links: NodeLinks, global_write_bps: float | None, nic_bps: float | None) -> NodeLinks:
+    """The flags' global aggregate and NIC (``simulate --global-bandwidth``, ``--nic``) over the config's."""
+    if global_write_bps is None and nic_bps is None:
+        return links
+    tiers = dict(links.tiers)
+    nic = nic_bps or links.nic_bps
+    g = tiers.get("global")
+    if g is not None:
+        agg = global_write_bps or g.drain.aggregate_bps
+        w = LinkLimits(agg, min(nic, g.drain.node_bps) if nic_bps is None else nic)
+        r = g.read and LinkLimits(g.read.aggregate_bps, nic if nic_bps else g.read.node_bps)
+        tiers["global"] = replace(g, write=w, drain=w, read=r)
+    if nic_bps is not None and "peer" in tiers:
+        cap = LinkLimits(node_bps=nic)
+        tiers["peer"] = replace(tiers["peer"], write=cap, read=cap, drain=cap)
+    return replace(links, tiers=tiers, nic_bps=nic, nic_stated=links.nic_stated or nic_bps is not None)
+
+
+def run_emulation(cfg, name: str, *, run_node: int = 0, run_nodes: int = 1, alone_read: bool = False):
+    """Tier ``name``'s ``emulate`` for node ``run_node`` of a run of ``cfg`` on ``run_nodes`` nodes: what
+    that node of the design's job gets (emulator/design/links.py ``tier_emulation``)."""
+    job = job_of(cfg, emulated_nodes=run_nodes)
+    return tier_emulation(cfg, name, job, run_node=run_node, alone_read=alone_read)

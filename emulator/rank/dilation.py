@@ -1,0 +1,197 @@
+"""Time dilation on a rank: what this host does for each phase of this run, and the factor it needs.
+
+With ``run.dilation: auto`` every rank, before training, runs each phase once on its bare (unpaced)
+tiers at this run's real sizes, all ranks of a node at once as in a checkpoint: the write into
+the nearest tier, the node's drain to global storage, a restore read from each, the snapshot. A
+phase whose design rate is R for a node that here moved H needs D >= HEADROOM x R / H, so that the
+paced rate R / D leaves the host twice what it needs; D is the largest over the phases and the
+nodes (one all-reduce, so every node agrees), and the phase that set it is said in the report.
+The probe's files are step 0's, deleted before training (a crash leaves an incomplete step that
+the next run's clean-up removes).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+
+from emulator.checkpoint import layout
+from emulator.checkpoint.checkpointer import save_rank_file
+from emulator.checkpoint.drainer import Drainer
+from emulator.checkpoint.layout import FileEntry
+from emulator.config.schema import Dilation
+from emulator.design import run_emulation
+from emulator.units import GIB
+
+#: the host must manage this many times the paced rate: pacing, not the host, then sets each phase
+HEADROOM = 2.0
+PROBE_STEP = 0
+#: factors D is rounded up to (x 10^k): a factor that reads well and leaves a little more room
+_NICE = (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
+
+
+@dataclass(frozen=True)
+class PhaseProbe:
+    """One phase on this host: the design's rate for the node and what the node moved here."""
+
+    phase: str
+    tier: str
+    design_bps: float
+    host_bps: float
+
+    @property
+    def needs(self) -> float:
+        return HEADROOM * self.design_bps / self.host_bps if self.host_bps > 0 else math.inf
+
+
+def nice(factor: float) -> float:
+    """The smallest of 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8 (x 10^k) at or above ``factor``."""
+    if factor <= 1:
+        return 1.0
+    exp = 10 ** math.floor(math.log10(factor))
+    return next((n * exp for n in _NICE if n * exp >= factor * (1 - 1e-9)), 10 * exp)
+
+
+def design_rate(cfg, comm, name: str, direction: str) -> float | None:
+    """Bytes/s the design gives this node for ``direction`` (write, read) on tier ``name``; None where
+    nothing paces it. A rate per rank or per stream counts once per rank of the node."""
+    e = run_emulation(cfg, name, run_node=comm.node, run_nodes=comm.nodes)
+    gib_s = getattr(e, f"{direction}_gib_s", None) if e is not None else None
+    if not gib_s:
+        return None
+    per_node = comm.local_world_size if e.shared_by in ("none", "rank") else 1
+    return gib_s * GIB * per_node
+
+
+def snapshot_rate(cfg) -> float | None:
+    """Each accelerator's copy rate to host memory: the design's (or its documented default);
+    None without a design, where the snapshot is this host's memmove, unpaced."""
+    return cfg.design.snapshot.rate_bps if cfg.design is not None else None
+
+
+def snapshot_seconds(cfg, nbytes: int) -> float | None:
+    """A rank's snapshot of ``nbytes`` (at the run's scale) as the design paces it here: its bytes at
+    the copy rate / D, its fixed cost x the time factor; None without a design (this host's copy)."""
+    if cfg.design is None or cfg.checkpoint.protocol == "mlperf":
+        return None
+    snap, d = cfg.design.snapshot, cfg.run.dilation.factor or 1.0
+    return snap.fixed_s * cfg.time_factor + nbytes / (snap.rate_bps / d)
+
+
+def paces_anything(cfg) -> bool:
+    return cfg.design is not None or any(
+        cfg.tiers.entry(n) is not None and getattr(cfg.tiers.entry(n), "emulate", None) is not None
+        for n in ("memory", "local", "global"))
+
+
+class Probe:
+    """Runs every phase once on the bare tiers (collective); ``phases`` what it found."""
+
+    def __init__(self, cfg, comm, state, tiers: dict, loop):
+        self.cfg, self.comm, self.state, self.tiers, self.loop = cfg, comm, state, tiers, loop
+        self.phases: list[PhaseProbe] = []
+
+    def _node_rate(self, seconds: float, nbytes: int) -> float:
+        """The node's rate: its ranks' bytes over the slowest of them (every rank calls this)."""
+        mine = [(n, s, b) for n, s, b in self.comm.all_gather((self.comm.node, seconds, nbytes))
+                if n == self.comm.node]
+        slowest = max(s for _, s, _ in mine)
+        return sum(b for _, _, b in mine) / slowest if slowest > 0 else math.inf
+
+    def _timed(self, fn) -> float:
+        self.comm.barrier()
+        t = time.perf_counter()
+        fn()
+        return time.perf_counter() - t
+
+    def _add(self, phase: str, tier: str, design: float | None, host: float) -> None:
+        if design:
+            self.phases.append(PhaseProbe(phase, tier, design, host))
+
+    def run(self) -> list[PhaseProbe]:
+        cfg, comm, state = self.cfg, self.comm, self.state
+        if cfg.design is not None:
+            seconds = self._timed(state.snapshot)
+            self._add("snapshot", "host memory", snapshot_rate(cfg) * comm.local_world_size,
+                      self._node_rate(seconds, state.nbytes))
+        names = [n for n in ("memory", "local", "global") if n in self.tiers]
+        first = names[0]
+        entry = self._write(first)
+        if first != "global":
+            self._drain(first, entry)
+        for name in (first, "global") if first != "global" else (first,):
+            self._read(name, entry)
+        self._clean(names)
+        return self.phases
+
+    def _write(self, name: str) -> FileEntry:
+        key = layout.rank_file_key(PROBE_STEP, self.comm.rank, self.state.coords.dp, 0)
+        out = {}
+        seconds = self._timed(lambda: out.update(zip(("size", "crc"), save_rank_file(
+            self.state, self.tiers[name], key, PROBE_STEP))))
+        self._add("write", name, design_rate(self.cfg, self.comm, name, "write"),
+                  self._node_rate(seconds, out["size"]))
+        return FileEntry(key, self.comm.rank, out["size"], out["crc"])
+
+    def _drain(self, source: str, entry: FileEntry) -> None:
+        entries = [e for node, e in self.comm.all_gather((self.comm.node, entry)) if node == self.comm.node]
+        seconds, nbytes = 0.0, 0
+        if self.comm.is_node_leader:
+            drainer = Drainer(self.tiers[source], self.tiers["global"], concurrency=self.cfg.drain.concurrency,
+                              verify=self.cfg.drain.verify, node=self.comm.node)
+            result = self.loop.run(drainer.drain(entries))
+            seconds, nbytes = result.seconds, result.bytes
+        self._add("drain", "global", design_rate(self.cfg, self.comm, "global", "write"),
+                  self._node_rate(seconds, nbytes))  # the leader's copy: the others add nothing
+
+    def _read(self, name: str, entry: FileEntry) -> None:
+        def read():
+            with self.tiers[name].open_read(entry.key) as fh:
+                buf = bytearray(4 << 20)
+                while fh.readinto(buf):
+                    pass
+        self._add("restore", name, design_rate(self.cfg, self.comm, name, "read"),
+                  self._node_rate(self._timed(read), entry.size))
+
+    def _clean(self, names: list[str]) -> None:
+        self.comm.barrier()
+        for name in names:
+            if (name == "global" and self.comm.rank == 0) or (name != "global" and self.comm.is_node_leader):
+                self.loop.run(layout.delete_checkpoint(self.tiers[name], PROBE_STEP))
+        self.comm.barrier()
+
+
+def choose(phases: list[PhaseProbe], comm) -> tuple[float, PhaseProbe | None]:
+    """The factor every node agrees on (the largest need of any phase on any node), rounded up to a
+    nice value, and the phase on this node that needs the most."""
+    worst = max(phases, key=lambda p: p.needs, default=None)
+    need = comm.all_max(worst.needs if worst is not None else 1.0)
+    return nice(need), worst
+
+
+def resolve(cfg, comm, state, tiers: dict, loop, duration: float | None = None):
+    """``cfg`` with its dilation decided (a probe where it is ``auto``), and what the probe found."""
+    if cfg.checkpoint.protocol == "mlperf" or not cfg.run.dilation.auto:
+        return cfg, []
+    if not paces_anything(cfg):
+        return _with(cfg, 1.0), []
+    phases = Probe(cfg, comm, state, tiers, loop).run()
+    factor, worst = choose(phases, comm)
+    why = f" (set by the {worst.phase} on the {worst.tier} tier)" if worst is not None and factor > 1 else ""
+    cfg.check_wall(factor, why, duration)
+    return _with(cfg, factor), phases
+
+
+def _with(cfg, factor: float):
+    return replace(cfg, run=replace(cfg.run, dilation=Dilation(factor)))
+
+
+def describe(phases: list[PhaseProbe], factor: float) -> dict:
+    """results.json's ``dilation``: the factor and, per phase probed, what the design needs of the
+    node and what this host moved."""
+    worst = max(phases, key=lambda p: p.needs, default=None)
+    return {"factor": factor, "auto": bool(phases),
+            "set_by": None if worst is None or factor <= 1 else {"phase": worst.phase, "tier": worst.tier},
+            "phases": [{"phase": p.phase, "tier": p.tier, "design_bytes_per_s": p.design_bps,
+                        "host_bytes_per_s": p.host_bps, "needs": p.needs} for p in phases]}
+

@@ -1,0 +1,108 @@
+"""A run's measured seconds as the full-size design's: the paced part over the time factor, the rest once.
+
+A run moves ``run.scale`` of the bytes at the design's rates / ``run.dilation`` (D), so everything
+the design paces (transfers, request latencies, the snapshot, steps) takes the time factor
+k = scale x D times the design's time here. The rest of a phase is this host's own time: the
+software's collectives, manifests and Python, which do not shrink with the bytes. So a phase of
+wall W whose paced transfers covered P (tiers/paced.py) is, at full size, P / k + (W - P): the
+design's time plus the software's, counted once. A stall or a lag is the sum of its phases plus
+the waits between them: a wait for the previous checkpoint is paced time (P = W), the rest is
+coordination, counted once. A phase that nothing paces (a tier without emulation) measures this
+host's throughput at this run's size: all of it scales, as before (docs/time-dilation.md).
+"""
+from __future__ import annotations
+
+#: a phase whose own (unpaced) time is above this share of it is said to be this host's in part
+HOST_SHARE = 0.10
+#: the paced phases a checkpoint record holds: (record field, its paced key)
+PHASES = (("snapshot_s", "snapshot"), ("local_write_s", "local_write"), ("drain_s", "drain"))
+
+
+def full(wall: float, paced: float | None, k: float) -> float:
+    """One phase: its paced part at full size plus this host's part as measured. A phase nothing
+    paced is this host's throughput, extrapolated: all of it / k (its notes say so)."""
+    if not paced:
+        return wall / k
+    paced = min(paced, wall)
+    return paced / k + (wall - paced)
+
+
+def _stages(rec: dict) -> list[tuple[float, float]]:
+    """(wall, paced) of the record's phases on the way to durable, first tier's write to the drain."""
+    out = [(rec["snapshot_s"], rec.get("paced", {}).get("snapshot", 0.0))]
+    first = rec["due"][0] if rec.get("due") else "local"
+    for name in rec.get("due") or ():
+        t = rec.get("tiers", {}).get(name)
+        if name == first or t is None:
+            continue
+        out.append((t.get("seconds", 0.0), t.get("paced", 0.0)))
+    out.append((rec["local_write_s"], rec.get("paced", {}).get("local_write", 0.0)))
+    return out
+
+
+def full_record(rec: dict, k: float) -> dict:
+    """A checkpoint record with every duration as the full-size design's."""
+    if k == 1:
+        return rec
+    out = dict(rec)
+    paced = rec.get("paced") or {}
+    for field, key in PHASES:
+        out[field] = full(rec[field], paced.get(key, 0.0), k)
+    out["d2h_s"] = rec.get("d2h_s", 0.0) / k
+    saved = sum(w - full(w, p, k) for w, p in _stages(rec))  # what the paced phases shrink by
+    queue = rec.get("queue_s", 0.0)
+    wait = rec["wait_s"]
+    out["wait_s"] = wait / k
+    in_stall = saved if rec["mode"] == "sync" else rec["snapshot_s"] - out["snapshot_s"]
+    out["stall_s"] = max(0.0, rec["stall_s"] - (wait - wait / k) - in_stall)
+    if rec["lag_s"]:
+        out["lag_s"] = max(0.0, rec["lag_s"] - saved - (queue - queue / k))
+    if rec["complete_s"]:
+        out["complete_s"] = max(0.0, rec["complete_s"] - (wait - wait / k) - saved - (queue - queue / k))
+    out["queue_s"] = queue / k
+    return out
+
+
+def tier_lag(rec: dict, name: str, k: float) -> float:
+    """A record's lag to tier ``name`` (snapshot to complete there) as the full-size design's: the
+    phases up to and including that tier's own stage rescaled, the waits between them once."""
+    view = (rec.get("tiers") or {}).get(name) or {}
+    lag = view.get("lag_s", 0.0)
+    if not lag or k == 1:
+        return lag
+    due = list(rec.get("due") or ())
+    upto = due[: due.index(name) + 1] if name in due else due
+    paced = rec.get("paced") or {}
+    stages = [(rec["snapshot_s"], paced.get("snapshot")), (rec["local_write_s"], paced.get("local_write"))]
+    stages += [((rec["tiers"].get(n) or {}).get("seconds", 0.0), (rec["tiers"].get(n) or {}).get("paced"))
+               for n in upto[1:]]
+    queue = rec.get("queue_s", 0.0) if name == "global" else 0.0
+    return max(0.0, lag - sum(w - full(w, p, k) for w, p in stages) - (queue - queue / k))
+
+
+def full_load(load: dict, k: float) -> dict:
+    if k == 1:
+        return load
+    return {**load, "seconds": full(load["seconds"], load.get("paced_s", 0.0), k),
+            "h2d_s": load.get("h2d_s", 0.0) / k}
+
+
+#: the tier stages between the nearest tier's write and the drain, by their phase's name
+STAGES = {"peer": "replicate", "local": "persist"}
+
+
+def host_shares(records: list[dict]) -> dict:
+    """Per paced phase (the snapshot, the write into the nearest tier, peer sends, the copy to the
+    NVMe, the drain), the share of its time, summed over the records that ran it, that was not
+    paced: this host's own (software, or the host slower than the paced rate)."""
+    walls = {}
+    for r in records:
+        for field, key in PHASES:
+            if r[field] > 0 and (r.get("paced") or {}).get(key):
+                walls.setdefault(key, []).append((r[field], r["paced"][key]))
+        first = (r.get("due") or ["local"])[0]
+        for tier, phase in STAGES.items():
+            t = (r.get("tiers") or {}).get(tier)
+            if tier != first and t and t.get("seconds", 0) > 0 and t.get("paced"):
+                walls.setdefault(phase, []).append((t["seconds"], t["paced"]))
+    return {key: sum(w - min(p, w) for w, p in pairs) / sum(w for w, _ in pairs) for key, pairs in walls.items()}
