@@ -100,13 +100,12 @@ def lag_seconds(design: Design, name: str, every: dict | None = None) -> float:
 # --------------------------------------------------------------------------- restores and recoveries
 
 def restore_loads(design: Design) -> list:
-    """(nodes, bytes) each node reads on a restore: its own files; under ZeRO-0 with every rank reading,
-    every data-parallel replica reads its leader's files (a restore storm of DP x the checkpoint)."""
-    job = design.job
-    if job.layout.zero_stage != 0 or job.layout.dp == 1 or design.restore_readers != "all":
+    """(nodes, bytes) each node reads on a restore: with every rank reading, the state each node holds
+    (a replica's weights included: under ZeRO-0 every data-parallel replica reads its leader's files, a
+    storm of DP x the checkpoint); with one reader per data-parallel group, the files its ranks wrote."""
+    if design.restore_readers != "all":
         return _loads(design)
-    heaviest = job.heaviest.node_bytes
-    return [(job.nodes, heaviest)]
+    return [(g.nodes, max(g.held_bytes, g.node_bytes)) for g in design.job.groups]
 
 
 def restore_seconds(design: Design, name: str, *, alone: bool = False) -> float:

@@ -11,21 +11,22 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from emulator.config import ParallelismConfig
 from emulator.errors import ConfigError, UserError
-from emulator.sizing import rank_coords, rank_size
+from emulator.sizing import rank_coords, rank_size, writes
 
 
 @dataclass(frozen=True)
 class NodeGroup:
-    """``nodes`` alike nodes; each writes ``files`` files, ``node_bytes`` in all, the largest ``file_bytes``."""
+    """``nodes`` alike nodes; each writes ``files`` files, ``node_bytes`` in all, the largest ``file_bytes``,
+    and holds ``held_bytes`` of state (what it reads back when every rank restores its own)."""
 
     nodes: int
     node_bytes: int
     file_bytes: int
     files: int
+    held_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -78,24 +79,26 @@ def job_layout(parallelism: ParallelismConfig, nodes: int, per_node: int, where:
 
 
 def _groups(sizes_by_node) -> tuple:
+    """Nodes of the same bytes as one group each; ``sizes_by_node``: per node, its ranks' (written, held)."""
     counts: Counter = Counter()
     for sizes in sizes_by_node:
-        counts[(sum(sizes), max(sizes, default=0), len(sizes))] += 1
-    return tuple(NodeGroup(k, b, f, n) for (b, f, n), k in sorted(counts.items()))
+        written = [w for w, _ in sizes]
+        counts[(sum(written), max(written, default=0), len(sizes), sum(h for _, h in sizes))] += 1
+    return tuple(NodeGroup(k, b, f, n, h) for (b, f, n, h), k in sorted(counts.items()))
 
 
 def _rank_bytes(model, layout: ParallelismConfig):
-    """bytes(rank) for a layout; ranks of one pipeline stage and DP rank 0 or not hold the same bytes,
-    so a job of 100,000 ranks costs a few sizing calls."""
-    tp, pp = layout.tp, layout.pp
+    """(written, held) bytes of a rank of ``layout``: ranks of one pipeline stage that write the same
+    parts hold the same bytes, so a job of 100,000 ranks costs a few sizing calls."""
+    cache: dict = {}
 
-    @lru_cache(maxsize=None)
-    def by_coords(stage: int, first_replica: bool) -> int:
-        return rank_size(model, layout, stage * tp + (0 if first_replica else tp * pp)).total_bytes
-
-    def bytes_of(rank: int) -> int:
-        c = rank_coords(rank, tp, pp, layout.dp)
-        return by_coords(c.pp, c.dp == 0 or layout.dp == 1)
+    def bytes_of(rank: int) -> tuple:
+        c = rank_coords(rank, layout.tp, layout.pp, layout.dp)
+        key = (c.pp, writes(layout, "model", c.dp), writes(layout, "optimizer", c.dp))
+        if key not in cache:
+            s = rank_size(model, layout, rank)
+            cache[key] = (s.total_bytes, s.held_bytes)
+        return cache[key]
     return bytes_of
 
 
@@ -127,11 +130,12 @@ def _emulated(layout, per_node: int, emulated_nodes: int, bytes_of) -> tuple:
         raise UserError(f"the run's {ranks} ranks do not split evenly over {emulated_nodes} nodes")
     per = ranks // emulated_nodes
     nodes = [[bytes_of(r) for r in range(n * per, (n + 1) * per)] for n in range(emulated_nodes)]
-    emulated = tuple(NodeGroup(1, sum(s), max(s, default=0), len(s)) for s in nodes)
+    emulated = tuple(NodeGroup(1, sum(w for w, _ in s), max((w for w, _ in s), default=0), len(s),
+                               sum(h for _, h in s)) for s in nodes)
     world = layout.world_size
 
     def job_node_bytes(j: int) -> int:
-        return sum(bytes_of(r) for r in range(j * per_node, min(world, (j + 1) * per_node)))
+        return sum(bytes_of(r)[0] for r in range(j * per_node, min(world, (j + 1) * per_node)))
     return emulated, tuple(job_node_bytes((n * per) // per_node) for n in range(emulated_nodes))
 
 
