@@ -1,0 +1,119 @@
+"""Time dilation without a run: the factor's config and bounds, what pacing a tier at it means, the
+paced spans a phase logs, and how a phase's seconds become the full-size design's."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from emulator.cli import main
+from emulator.config import load_config
+from emulator.design import run_emulation
+from emulator.errors import ConfigError
+from emulator.job.rank_tiers import paced
+from emulator.rank.dilation import PhaseProbe, nice
+from emulator.results.design_time import full, full_record, host_shares, tier_lag
+from tiers import paced as spans
+
+
+@pytest.mark.parametrize("value", ["0.5", "0", "fast", "-2", ".inf"])
+def test_a_dilation_below_one_or_not_a_number_is_refused(value):
+    with pytest.raises(ConfigError, match="^run.dilation: must be auto or a factor >= 1"):
+        load_config("default", [f"run.dilation={value}"])
+
+
+def test_auto_and_a_factor_are_read_back_as_written():
+    assert load_config("default").to_dict()["run"]["dilation"] == "auto"
+    cfg = load_config("default", ["run.dilation=8"])
+    assert cfg.run.dilation.factor == 8 and cfg.to_dict()["run"]["dilation"] == 8
+    assert cfg.time_factor == pytest.approx(cfg.run.scale * 8)
+    assert cfg.wall_step_seconds == pytest.approx(cfg.training.step_seconds * cfg.run.scale * 8)
+
+
+def test_a_factor_that_makes_the_run_too_long_is_refused_before_anything_is_written(tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = main(["run", "--out", str(out), "--set", "run.dilation=400", "--set", f"tiers.global.path={tmp_path}/g",
+               "--set", f"tiers.local.path={tmp_path}/l"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert err[0].startswith("ckpt-emu: error: run.dilation: x400 makes this run take about") and "run.wall_limit" in err[0]
+    assert not list(tmp_path.iterdir())
+
+
+def test_mlperf_measures_the_storage_undilated():
+    with pytest.raises(ConfigError, match="^run.dilation: MLPerf's protocol measures the storage as it is"):
+        load_config("mlperf-llama3-8b", ["run.dilation=4"])
+
+
+def test_a_tier_is_paced_at_its_rate_over_d_and_its_latency_at_the_time_factor():
+    cfg = load_config("default", ["run.dilation=10"])
+    design = run_emulation(cfg, "global")
+    got = paced(cfg, design)
+    k = cfg.run.scale * 10
+    assert got.write_gib_s == pytest.approx(design.write_gib_s / 10)
+    assert got.read_gib_s == pytest.approx(design.read_gib_s / 10)
+    assert got.latency_ms == pytest.approx(design.latency_ms * k)
+    assert got.put_per_s_per_prefix == pytest.approx(design.put_per_s_per_prefix / k)
+    # so a transfer of B bytes at the run's scale takes k x the design's B_full / rate
+    b_full = 1e9
+    assert (b_full * cfg.run.scale) / (got.write_gib_s * 2**30) == pytest.approx(k * b_full / (design.write_gib_s * 2**30))
+
+
+@pytest.mark.parametrize("need,want", [(0.7, 1), (1, 1), (1.1, 1.25), (16.2, 20), (99, 100), (125, 125), (126, 150)])
+def test_the_factor_is_rounded_up_to_a_value_that_reads_well(need, want):
+    assert nice(need) == pytest.approx(want)
+
+
+def test_a_phase_needs_twice_the_paced_rate():
+    assert PhaseProbe("write", "local", design_bps=6e9, host_bps=1e9).needs == pytest.approx(12)
+
+
+def test_paced_spans_are_counted_once_where_they_overlap():
+    spans.clear()
+    t = time.time()
+    spans.record("drain", t, t + 2)
+    spans.record("drain", t + 1, t + 3)      # concurrent copies: their union
+    spans.record("local_write", t, t + 10)   # another phase
+    assert spans.seconds("drain", t, t + 10) == pytest.approx(3)
+    assert spans.seconds("drain", t + 2.5, t + 10) == pytest.approx(0.5)
+    assert spans.seconds(("drain", "local_write"), t, t + 4) == pytest.approx(4)
+    spans.clear()
+
+
+def test_a_phase_at_full_size_is_its_paced_part_over_the_factor_plus_the_host_part_once():
+    assert full(1.0, 0.9, 0.01) == pytest.approx(90 + 0.1)
+    assert full(1.0, 2.0, 0.01) == pytest.approx(100)   # never more paced than the phase
+    assert full(1.0, 0.0, 0.01) == pytest.approx(100)   # nothing paced: the host's throughput, all scaled
+    assert full(1.0, None, 0.01) == pytest.approx(100)
+
+
+def _sync_record(**over) -> dict:
+    rec = {"mode": "sync", "due": ["local", "global"], "stall_s": 1.0, "wait_s": 0.0, "snapshot_s": 0.1,
+           "local_write_s": 0.3, "drain_s": 0.5, "lag_s": 0.95, "complete_s": 1.0, "queue_s": 0.0, "d2h_s": 0.0,
+           "paced": {"snapshot": 0.1, "local_write": 0.3, "drain": 0.5},
+           "tiers": {"local": {"seconds": 0.3, "paced": 0.3, "lag_s": 0.4},
+                     "global": {"seconds": 0.5, "paced": 0.5, "lag_s": 0.95}}}
+    return {**rec, **over}
+
+
+def test_a_sync_stall_is_its_phases_at_full_size_plus_the_coordination_once():
+    k = 0.01
+    rec = full_record(_sync_record(), k)
+    assert rec["snapshot_s"] == pytest.approx(10) and rec["local_write_s"] == pytest.approx(30)
+    assert rec["drain_s"] == pytest.approx(50)
+    coordination = 1.0 - 0.1 - 0.3 - 0.5
+    assert rec["stall_s"] == pytest.approx(10 + 30 + 50 + coordination)
+    assert rec["lag_s"] == pytest.approx(0.95 - 0.9 + 90)
+    assert tier_lag(_sync_record(), "local", k) == pytest.approx(0.4 - 0.4 + 40)
+
+
+def test_an_async_stall_is_its_snapshot_and_its_wait_for_the_previous_checkpoint():
+    k = 0.01
+    rec = full_record(_sync_record(mode="async", stall_s=0.15, wait_s=0.04), k)
+    assert rec["stall_s"] == pytest.approx(0.15 - (0.04 - 4) - (0.1 - 10))
+
+
+def test_host_shares_name_the_phase_the_host_slowed():
+    recs = [_sync_record(paced={"snapshot": 0.05, "local_write": 0.3, "drain": 0.5})]
+    shares = host_shares(recs)
+    assert shares["snapshot"] == pytest.approx(0.5) and shares["local_write"] == pytest.approx(0.0)
