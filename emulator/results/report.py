@@ -85,12 +85,24 @@ def _header_lines(results: dict) -> list[str]:
         f"ckpt-emu: {results['preset']} x{results['scale']:g}, {results['ranks']} ranks on {results['nodes']} node(s)",
         f"  checkpoint: emulated {b['run_emulated'] / GIB:.2f} GiB for these ranks "
         f"(job {b['job_checkpoint_emulated'] / GIB:.1f} GiB), actual {b['run_actual_state'] / GIB:.3f} GiB",
-        f"  local tier: {results['tiers']['local'] or 'none (direct to global)'}",
-        f"  global tier: {results['tiers']['global']}",
+        *_tier_lines(results),
         *_device_lines(results),
         *_time_lines(results),
         "",
     ]
+
+
+def _tier_lines(results: dict) -> list[str]:
+    """Each tier: where it lives, and what the design says of it (paced here at that / the dilation)."""
+    design, lines = results.get("tier_design") or {}, []
+    for name in ("local", "global"):
+        where = results["tiers"][name]
+        if where is None:
+            lines.append(f"  {name} tier: none (direct to global)")
+            continue
+        where = where.split(" (emulated:")[0]
+        lines.append(f"  {name} tier: {where}" + (f"; design: {design[name]}" if name in design else ""))
+    return lines
 
 
 def _time_lines(results: dict) -> list[str]:

@@ -26,8 +26,10 @@ from emulator.results.levels import (host_memory_summary, level_summary, own_pea
                                      tier_load_summary)
 from emulator.results.requests import s3_summary
 from emulator.results.scale_notes import rate_notes, raw_tier_notes, step_notes
+from emulator.design import run_emulation
+from emulator.design.links import node_links
 from emulator.sizing import checkpoint_size
-from emulator.units import GIB
+from emulator.units import GIB, fmt_rate
 
 #: durations of a mode's summary that also appear at full size (measured / scale)
 DURATIONS = ("stall_mean_s", "stall_p99_s", "stall_max_s", "d2h_mean_s", "local_write_mean_s", "drain_mean_s",
@@ -229,6 +231,7 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "ranks": len(ranks),
         "nodes": len({r["node"] for r in ranks}),
         "tiers": {"local": ranks[0]["local"], "global": ranks[0]["global"]},
+        "tier_design": tier_design(cfg),
         "bytes": {
             "job_checkpoint_emulated": size.total_bytes,
             "run_emulated": sum(r["emulated_bytes"] for r in ranks),
@@ -259,6 +262,28 @@ def build_results(cfg, ranks: list[dict]) -> dict:
     }
     results["notes"] = host_notes(cfg, results)
     return results
+
+
+def tier_design(cfg) -> dict:
+    """Per tier, what the design says of it, in the units it was written in (the live tier's own
+    description gives the rates it was paced at here: the design's / the dilation)."""
+    out = {}
+    for name in ("memory", "local", "global"):
+        e = run_emulation(cfg, name) if cfg.tiers.entry(name) is not None else None
+        if e is None:
+            continue
+        family = (node_links(cfg, files=1).of(name) or None)
+        family = family.family if family is not None else "binary"
+        bits = [f"{d} {fmt_rate(getattr(e, d + '_gib_s') * GIB, family)}" for d in ("write", "read")
+                if getattr(e, d + "_gib_s")]
+        if e.latency_ms:
+            bits.append(f"{e.latency_ms:g} ms per request")
+        if name == "global" and cfg.design is not None and cfg.design.global_ is not None:
+            bits.append(f"this node's share of the job's {fmt_rate(cfg.design.global_.write_bps, family)}")
+        elif name != "global" and not e.duplex:
+            bits.append("reads and writes share the device")
+        out[name] = ", ".join(bits)
+    return out
 
 
 def host_notes(cfg, results: dict) -> list[str]:
