@@ -108,6 +108,7 @@ _GAUGES = {
     "start_time_seconds": ((), "max", "Unix time when this run's metrics started (latest rank on the node)."),
     "mode_start_time_seconds": (("mode",), "max", "Unix time when the mode's training started (latest rank on the node); the checkpoint-age rule counts from the first checkpointing mode's start."),
     "info": (("preset", "scale", "ranks", "nodes", "modes", "version"), "max", "Run description; the value is always 1."),
+    "time_factor": ((), "max", "Wall seconds here per second of the full-size design (run.scale x run.dilation): divide a duration by it for the design's time (docs/time-dilation.md)."),
 }
 _COUNTERS = {
     "written_bytes": (("tier", "backend"), "Bytes written to a tier."),
@@ -209,6 +210,10 @@ class Metrics:
     def set_info(self, *, preset: str, scale: float, ranks: int, nodes: int, modes: list[str], version: str):
         self._g["info"].labels(preset=preset, scale=f"{scale:g}", ranks=str(ranks), nodes=str(nodes),
                                modes=",".join(modes), version=version).set(1)
+
+    def set_time_factor(self, factor: float):
+        """Wall seconds per design second (scale x dilation), once the run's dilation is decided."""
+        self._g["time_factor"].set(factor)
 
     def set_tiers(self, *, local: str | None, global_: str):
         """Announce the run's tiers by their backends (``local=None``: none, ranks write to the

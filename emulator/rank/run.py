@@ -216,6 +216,7 @@ class RankRun:
         paced = {name: pace_tier(self.cfg, self.comm, self.out.root, name, bare) for name, bare in self.bare.items()}
         self.local, self.global_, self.memory = paced.get("local"), paced["global"], paced.get("memory")
         self._set_tier_intervals()
+        self.metrics.set_time_factor(self.cfg.time_factor)
         if self.peer is not None:
             self.peer.transport.pacer = self._nic()
 
