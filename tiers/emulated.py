@@ -68,6 +68,9 @@ MIB = 1 << 20
 SHARED_BY = ("none", "rank", "node", "job")
 #: what the transfers started in this context are for; threads and tasks started in it inherit it
 _PHASE = contextvars.ContextVar("emulated_wait_phase", default="other")
+#: when the phase began for every process of the node at once (a barrier's end, wall clock): a write
+#: stream opened in it books its first bytes from there, as if its process had not started late
+_ANCHOR = contextvars.ContextVar("emulated_anchor", default=None)
 
 
 @contextlib.contextmanager
@@ -78,6 +81,25 @@ def counted_as(phase: str):
         yield
     finally:
         _PHASE.reset(token)
+
+
+@contextlib.contextmanager
+def anchored_at(wall_time: float):
+    """Write streams opened inside the block book their bytes from ``wall_time`` on (the moment every
+    rank of the node left the barrier), not from when this process got round to them: on a host with
+    fewer cores than ranks, a rank scheduled late is the host's delay, not the device's."""
+    token = _ANCHOR.set(wall_time)
+    try:
+        yield
+    finally:
+        _ANCHOR.reset(token)
+
+
+def is_paced(tier) -> bool:
+    """Whether an EmulatedTier paces ``tier`` (behind any wrappers)."""
+    while tier is not None and not isinstance(tier, EmulatedTier):
+        tier = getattr(tier, "inner", None)
+    return tier is not None
 
 
 def device_waits(tier) -> dict | None:
@@ -166,7 +188,8 @@ class _ThrottledSink(WrappedSink):
         self._bucket = tier._writes.bucket() if tier._writes.bucket else None
         self._reserved = 0
         self._due = -math.inf  # when the emulated device has every byte booked so far
-        self._opened, self._phase = time.time(), _PHASE.get()
+        self._phase, self._anchor = _PHASE.get(), _ANCHOR.get()
+        self._opened = time.time() if self._anchor is None else min(time.time(), self._anchor)
 
     def write(self, data) -> int:
         n = memoryview(data).nbytes
@@ -198,7 +221,10 @@ class _ThrottledSink(WrappedSink):
                 self.abort()  # nothing half-written may linger, whatever the caller does next
                 raise
             self._reserved += n
-        return self._tier._now(self._bucket)
+        now = self._tier._now(self._bucket)
+        if self._anchor is not None and self._due == -math.inf:  # the first bytes: from the anchor
+            return now - max(0.0, time.time() - self._anchor)
+        return now
 
     def _book(self, n: int, start: float) -> None:
         self._due = max(self._due, self._tier._writes.bytes_due(self._bucket, n, start))

@@ -78,7 +78,7 @@ from emulator.errors import UserError
 from emulator.metrics import NULL_METRICS
 from tiers import paced
 from tiers.base import unwrap
-from tiers.emulated import counted_as
+from tiers.emulated import anchored_at, counted_as, is_paced
 from tiers.s3_requests import Bill, charge_task_to
 
 
@@ -325,7 +325,7 @@ class Checkpointer:
             # draining now is the newest complete one, so this keeps it
             await self._retain_node_tiers()
         await asyncio.to_thread(self.comm.barrier)
-        with counted_as("local_write"):
+        with counted_as("local_write"), anchored_at(time.time()):
             receipt = await self._write_rank_file(rec)
         receipts = await asyncio.to_thread(self.comm.all_gather, receipt)
         rec.skipped = any(r.skipped for r in receipts)
@@ -341,7 +341,7 @@ class Checkpointer:
             if rec.local_complete:
                 self._node_steps.setdefault(first, set()).add(rec.step)
         if first != "global" and self.comm.is_node_leader:
-            self._tier_done(rec, first, rec.local_complete, rec.local_write_s)
+            self._tier_done(rec, first, rec.local_complete, rec.local_write_s, rec.paced.get("local_write"))
         return receipt, receipts
 
     async def _from_node_leader(self, rec: CkptRecord, name: str) -> dict:
@@ -356,8 +356,7 @@ class Checkpointer:
                    paced_s: float | None = None) -> None:
         """Note the checkpoint's outcome on tier ``name``: the record's per-tier view and its lag."""
         lag = time.time() - (rec.start + rec.wait_s) if complete else 0.0
-        rec.tiers[name] = {"complete": bool(complete), "lag_s": lag, "seconds": seconds,
-                           "paced": rec.paced.get("local_write", 0.0) if paced_s is None else paced_s}
+        rec.tiers[name] = {"complete": bool(complete), "lag_s": lag, "seconds": seconds, "paced": paced_s}
         if complete and self.comm.is_node_leader:  # one observation per node
             self.metrics.observe_tier_lag(name, lag)
 
@@ -378,7 +377,7 @@ class Checkpointer:
             rec.global_complete, rec.error = await self.commit_global(
                 rec.step, rec.mode, [r.entry for r in receipts], errors, seq=rec.seq)
             self._tier_done(rec, "global", rec.global_complete, rec.drain_s,
-                            rec.paced.get("drain", 0.0) if first != "global" else rec.paced.get("local_write", 0.0))
+                            rec.paced.get("drain") if first != "global" else rec.paced.get("local_write"))
         else:
             rec.error = " ".join("; ".join(errors).split())[:500]
         now = time.time()
@@ -399,7 +398,8 @@ class Checkpointer:
         await self._write_file(receipt, rec)
         t1 = time.time()
         receipt.write_s = rec.local_write_s = t1 - t0
-        rec.paced["local_write"] = paced.seconds("local_write", t0, t1)
+        if receipt.where and is_paced(self.tier(receipt.where)):
+            rec.paced["local_write"] = paced.seconds("local_write", t0, t1)
         rec.file_bytes, rec.written_to, rec.local_full = receipt.size, receipt.where, receipt.local_full
         self.events.append(Event(comm.rank, "local_write", t0, t1))
         if receipt.where:
@@ -454,7 +454,8 @@ class Checkpointer:
         with counted_as("replicate"):
             ok, seconds = await self.peer.replicate(self.drain_comm, self.memory, rec.step, entry,
                                                      self.manifest_meta(rec.step))
-        self._tier_done(rec, "peer", ok, seconds, paced.seconds("replicate", t0, time.time()))
+        self._tier_done(rec, "peer", ok, seconds, paced.seconds("replicate", t0, time.time())
+                        if self.peer.transport.pacer is not None else None)
         if ok and self.comm.is_node_leader:
             self.metrics.observe_phase("replicate", "peer", seconds, backend="gloo")
             self.metrics.checkpoint_complete("peer", rec.step, time.time())
@@ -462,12 +463,12 @@ class Checkpointer:
     async def _persist(self, rec: CkptRecord, receipts: list[Receipt], *, written: bool) -> None:
         """Node leaders copy the node's files from memory to the local tier (verified), then write
         its manifest there; every rank learns its node's outcome."""
-        comm, ok, seconds, paced_s = self.drain_comm, False, 0.0, 0.0
+        comm, ok, seconds, paced_s = self.drain_comm, False, 0.0, None
         if comm.is_node_leader and written and rec.local_complete:
             files = [r.entry for r in receipts if r.node == comm.node and r.where == "memory"]
             with counted_as("persist"):
                 copy = await self._drainer("memory", "local").drain(files)
-            paced_s = paced.seconds("persist", copy.start, copy.end)
+            paced_s = paced.seconds("persist", copy.start, copy.end) if is_paced(self.local) else None
             ok = copy.ok and await self._guarded(
                 self._write_manifest(self.local, "local", rec.step, rec.mode, files, self._node_meta(rec)))
             seconds = copy.seconds
@@ -491,7 +492,7 @@ class Checkpointer:
                     drain = await self._drainer(source, "global").drain(
                         [r.entry for r in mine if r.where == where],
                         after_file=lambda: self.faults.hit("drain", rec.seq))
-                drain.paced_s = paced.seconds("drain", drain.start, drain.end)
+                drain.paced_s = paced.seconds("drain", drain.start, drain.end) if is_paced(self.global_) else None
                 self._record_drain(drain)
         else:
             self.faults.hit("drain", rec.seq)
@@ -501,7 +502,8 @@ class Checkpointer:
                 continue
             if d.node == comm.node:
                 rec.drain_s, rec.drain_retries = d.seconds, rec.drain_retries + d.retries
-                rec.paced["drain"] = d.paced_s
+                if d.paced_s is not None:
+                    rec.paced["drain"] = d.paced_s
                 rec.abandoned, rec.local_complete = d.abandoned, local_ok
             if not d.ok:
                 errors.append(f"node {d.node} drain: {d.error}")

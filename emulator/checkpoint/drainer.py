@@ -57,8 +57,8 @@ class DrainResult:
     per_file: list = field(default_factory=list)  # (key, seconds)
     retries: int = 0
     abandoned: bool = False
-    #: of its seconds, the paced transfers' (tiers/paced.py): the design's part
-    paced_s: float = 0.0
+    #: of its seconds, the paced transfers' (tiers/paced.py): the design's part (None: nothing paced)
+    paced_s: float | None = None
 
     @property
     def seconds(self) -> float:

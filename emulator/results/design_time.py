@@ -20,8 +20,9 @@ PHASES = (("snapshot_s", "snapshot"), ("local_write_s", "local_write"), ("drain_
 
 def full(wall: float, paced: float | None, k: float) -> float:
     """One phase: its paced part at full size plus this host's part as measured. A phase nothing
-    paced is this host's throughput, extrapolated: all of it / k (its notes say so)."""
-    if not paced:
+    paces (None), or whose paced time the host overran entirely (0), is this host's throughput,
+    extrapolated: all of it / k (its notes say so)."""
+    if not paced or paced <= 0:
         return wall / k
     paced = min(paced, wall)
     return paced / k + (wall - paced)
@@ -98,11 +99,11 @@ def host_shares(records: list[dict]) -> dict:
     walls = {}
     for r in records:
         for field, key in PHASES:
-            if r[field] > 0 and (r.get("paced") or {}).get(key):
+            if r[field] > 0 and (r.get("paced") or {}).get(key) is not None:
                 walls.setdefault(key, []).append((r[field], r["paced"][key]))
         first = (r.get("due") or ["local"])[0]
         for tier, phase in STAGES.items():
             t = (r.get("tiers") or {}).get(tier)
-            if tier != first and t and t.get("seconds", 0) > 0 and t.get("paced"):
+            if tier != first and t and t.get("seconds", 0) > 0 and t.get("paced") is not None:
                 walls.setdefault(phase, []).append((t["seconds"], t["paced"]))
     return {key: sum(w - min(p, w) for w, p in pairs) / sum(w for w, _ in pairs) for key, pairs in walls.items()}
