@@ -15,7 +15,7 @@ from emulator.results.levels import level_lines
 from emulator.results.requests import s3_lines
 from emulator.results.summary import build_results
 from emulator.results.timeline import write_timeline
-from emulator.units import GIB, table
+from emulator.units import GIB, fmt_rate, table
 
 
 def _fmt_s(v: float) -> str:
@@ -41,7 +41,7 @@ TABLE_ROWS = [
     ("drain mean", lambda m: _dual(m, "drain_mean_s")),
     ("durability lag mean", lambda m: _dual(m, "lag_mean_s")),
     ("durability lag p99", lambda m: _dual(m, "lag_p99_s")),
-    ("save throughput", lambda m: f"{m['save_gib_s']:.2f} GiB/s"),
+    ("save throughput", lambda m: f"{m['save_gib_s']:.2f} GiB/s ({fmt_rate(m['full_size'].get('save_bytes_per_s', 0), m['_family'])})"),
     ("drain overlap", _pct("drain_overlap_ratio")),
     ("deadline misses", lambda m: str(m["deadline_misses"])),
     ("incomplete checkpoints", lambda m: str(m["incomplete"])),
@@ -148,8 +148,11 @@ def _mode_table(results: dict) -> list[str]:
     modes = _shown_modes(results)
     width = max(len(label) for label, _ in TABLE_ROWS) + 2
     lines = [" " * width + "".join(f"{m:>24}" for m in modes)]
+    units = results.get("units") or {}
+    family = units.get("memory") or units.get("local") or units.get("global") or "binary"
+    shown = {m: {**results["modes"][m], "_family": family} for m in modes}  # the write's tier's units
     for label, show in TABLE_ROWS:
-        lines.append(f"{label:<{width}}" + "".join(f"{show(results['modes'][m]):>24}" for m in modes))
+        lines.append(f"{label:<{width}}" + "".join(f"{show(shown[m]):>24}" for m in modes))
     return lines
 
 

@@ -241,7 +241,8 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "baseline": baseline,
         "time_factor": cfg.time_factor,
         "dilation": ranks[0].get("dilation") or {"factor": cfg.run.dilation.factor or 1.0, "auto": False},
-        "modes": {m: summarize_mode(m, ranks, baseline, cfg.time_factor) for m in cfg.checkpoint.modes},
+        "modes": {m: summarize_mode(m, ranks, baseline, cfg.time_factor, cfg.run.scale) for m in cfg.checkpoint.modes},
+        "units": {name: t.family for name, t in node_links(cfg, files=1).tiers.items()},
         "load": summarize_loads(ranks, cfg.time_factor),
         "stopped_early": any(r["stopped_early"] for r in ranks),
         "failure": ranks[0].get("failure"),
@@ -322,7 +323,8 @@ def summarize_baseline(ranks: list[dict]) -> dict | None:
             "update_cpu_per_step_s": _update_cpu_per_step(walls)}
 
 
-def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, time_factor: float = 1.0) -> dict:
+def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, time_factor: float = 1.0,
+                   scale: float = 1.0) -> dict:
     """A mode's figures as measured, and ``full_size``: as the full-size design's
     (emulator/results/design_time.py: paced time / the time factor, this host's own once)."""
     out = {**_checkpoint_figures(mode, ranks), **_loop_figures(mode, ranks, baseline)}
@@ -332,6 +334,7 @@ def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, t
     design = [{**r, "records": [full_record(x, time_factor) for x in r["records"]]} for r in ranks]
     full = _checkpoint_figures(mode, design)
     out["full_size"] = {k: full[k] if k in full else out[k] / time_factor for k in DURATIONS if k in out}
+    out["full_size"]["save_bytes_per_s"] = full["save_gib_s"] * GIB / scale  # the full-size bytes
     out["host_share"] = host_shares([x for r in ranks for x in r["records"] if x["mode"] == mode])
     return out
 
