@@ -52,8 +52,10 @@ def full_record(rec: dict, k: float) -> dict:
     out["d2h_s"] = rec.get("d2h_s", 0.0) / k
     saved = sum(w - full(w, p, k) for w, p in _stages(rec))  # what the paced phases shrink by
     queue = rec.get("queue_s", 0.0)
-    wait = rec["wait_s"]
-    out["wait_s"] = wait / k
+    # a wait for a previous checkpoint still in flight is paced time (a deadline miss); one for a
+    # pipeline already done is this host's bookkeeping
+    wait = rec["wait_s"] if rec.get("missed") else 0.0
+    out["wait_s"] = rec["wait_s"] - wait + wait / k
     in_stall = saved if rec["mode"] == "sync" else rec["snapshot_s"] - out["snapshot_s"]
     out["stall_s"] = max(0.0, rec["stall_s"] - (wait - wait / k) - in_stall)
     if rec["lag_s"]:
