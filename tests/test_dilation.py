@@ -115,7 +115,9 @@ def test_an_async_stall_is_its_snapshot_and_its_wait_for_a_late_previous_checkpo
     assert on_time["stall_s"] == pytest.approx(0.15 - (0.1 - 10))  # the host's bookkeeping, once
 
 
-def test_host_shares_name_the_phase_the_host_slowed():
-    recs = [_sync_record(paced={"snapshot": 0.05, "local_write": 0.3, "drain": 0.5})]
-    shares = host_shares(recs)
-    assert shares["snapshot"] == pytest.approx(0.5) and shares["local_write"] == pytest.approx(0.0)
+def test_host_shares_are_the_hosts_part_of_each_full_size_figure():
+    recs = [_sync_record(paced={"snapshot": 0.05, "local_write": 0.3, "drain": 0.0})]
+    shares = host_shares(recs, 0.01)
+    assert shares["snapshot"] == pytest.approx(0.05 / (5 + 0.05))  # 50 ms of the host on 5 s of design
+    assert shares["local_write"] == pytest.approx(0.0)
+    assert shares["drain"] == pytest.approx(1.0)  # the host overran the whole paced time

@@ -94,10 +94,11 @@ def full_load(load: dict, k: float) -> dict:
 STAGES = {"peer": "replicate", "local": "persist"}
 
 
-def host_shares(records: list[dict]) -> dict:
+def host_shares(records: list[dict], k: float = 1.0) -> dict:
     """Per paced phase (the snapshot, the write into the nearest tier, peer sends, the copy to the
-    NVMe, the drain), the share of its time, summed over the records that ran it, that was not
-    paced: this host's own (software, or the host slower than the paced rate)."""
+    NVMe, the drain), the share of its full-size time, summed over the records that ran it, that is
+    this host's own (software, or the host slower than the paced rate), counted once; all of it
+    where the host overran the paced time entirely."""
     walls = {}
     for r in records:
         for field, key in PHASES:
@@ -108,4 +109,7 @@ def host_shares(records: list[dict]) -> dict:
             t = (r.get("tiers") or {}).get(tier)
             if tier != first and t and t.get("seconds", 0) > 0 and t.get("paced") is not None:
                 walls.setdefault(phase, []).append((t["seconds"], t["paced"]))
-    return {key: sum(w - min(p, w) for w, p in pairs) / sum(w for w, _ in pairs) for key, pairs in walls.items()}
+    def own(w: float, p: float) -> float:
+        return w - min(p, w) if p > 0 else full(w, p, k)
+    return {key: sum(own(w, p) for w, p in pairs) / sum(full(w, p, k) for w, p in pairs) or 0.0
+            for key, pairs in walls.items() if sum(full(w, p, k) for w, p in pairs) > 0}

@@ -34,9 +34,9 @@ def rate_notes(cfg, results: dict) -> list[str]:
             seen.add(phase)
             if share > HOST_SHARE and phase not in flagged:
                 flagged.add(phase)
-                notes.append(f"{phase.replace('_', ' ')} ({mode}): {share:.0%} of its time here was this host's own "
-                             "(software, or the host slower than the paced rate), counted once at full size; "
-                             "a higher run.dilation leaves the host more room")
+                notes.append(f"{phase.replace('_', ' ')} ({mode}): {share:.0%} of its full-size time is this host's "
+                             "own (software, or the host slower than the paced rate), not the design's; a higher "
+                             "run.dilation leaves the host more room")
     if seen and not flagged:
         notes.append(f"every paced phase ({', '.join(sorted(p.replace('_', ' ') for p in seen))}) kept to its "
                      f"design rate here: the full-size figures are the design's, this host's own time under "

@@ -335,7 +335,7 @@ def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, t
     full = _checkpoint_figures(mode, design)
     out["full_size"] = {k: full[k] if k in full else out[k] / time_factor for k in DURATIONS if k in out}
     out["full_size"]["save_bytes_per_s"] = full["save_gib_s"] * GIB / scale  # the full-size bytes
-    out["host_share"] = host_shares([x for r in ranks for x in r["records"] if x["mode"] == mode])
+    out["host_share"] = host_shares([x for r in ranks for x in r["records"] if x["mode"] == mode], time_factor)
     return out
 
 
