@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from emulator.config import EmulateConfig
 from emulator.config.design import DEFAULT_NIC
-from emulator.units import DECIMAL, GIB, parse_rate, rate_family
+from emulator.units import BINARY, DECIMAL, GIB, parse_rate, rate_family
 
 SHARINGS = ("none", "rank", "node", "job")
 
@@ -112,11 +112,7 @@ def _from_knobs(e, nic_bps: float, *, files: int, concurrency: int, is_global: b
                      _limits(e.shared_by, read, kind="read", **kw).capped(nic) if read else None,
                      _limits(e.shared_by, write, kind="drain", **kw).capped(nic),
                      e.duplex, (e.latency_ms + e.jitter_ms / 2) / 1000,
-                     int(e.capacity_gib * GIB) if e.capacity_gib else None, BINARY_KNOBS, "config")
-
-
-#: emulate: knobs are written in GiB/s
-BINARY_KNOBS = "binary"
+                     int(e.capacity_gib * GIB) if e.capacity_gib else None, BINARY, "config")  # knobs: GiB/s
 
 
 def _family(text: dict, *keys) -> str:
