@@ -1,4 +1,5 @@
-"""What the subcommands share: the config arguments and loading the config they name."""
+"""What the subcommands share: the parser (one-line errors, examples at the end of --help), the
+config arguments and loading the config they name."""
 from __future__ import annotations
 
 import argparse
@@ -7,16 +8,38 @@ from emulator.errors import UserError
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse's own errors as one UserError line (exit 2), like every other bad input."""
+    """argparse's own errors as one UserError line (exit 2), like every other bad input, naming
+    the help to read; ``examples`` (command lines) close the command's --help."""
+
+    def __init__(self, *args, examples: tuple[str, ...] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.examples = tuple(examples)
 
     def error(self, message):
-        raise UserError(message)
+        raise UserError(f"{message} (see {self.prog} --help)")
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        if not self.examples:
+            return text
+        return text + ("\nexample:\n" if len(self.examples) == 1 else "\nexamples:\n") + \
+            "".join(f"  {line}\n" for line in self.examples)
+
+
+def config_completer(prefix: str, **_) -> list[str]:
+    """Shell completion of a CONFIG argument: the presets, then YAML files and folders."""
+    from argcomplete.completers import FilesCompleter
+
+    from emulator.config import preset_names
+    return [p for p in preset_names() if p.startswith(prefix)] + \
+        list(FilesCompleter(allowednames=("yaml", "yml"))(prefix))
 
 
 def add_config_args(p) -> None:
     """The config, ``--set`` and ``--scale``: every subcommand that reads a config takes them."""
     p.add_argument("config", nargs="?", default=None,
-                   help="preset name (e.g. llama3-8b-subset) or YAML file; default: the embedded default")
+                   help="preset name (e.g. llama3-8b-subset) or YAML file; default: the embedded default"
+                   ).completer = config_completer
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any config key")
     p.add_argument("--scale", type=float, help="shrink every tensor by this factor (0 < F <= 1)")
 

@@ -9,7 +9,10 @@ from emulator.units import parse_duration
 
 
 def add_run_parser(sub) -> None:
-    run = sub.add_parser("run", help="run the emulator (sync and async checkpointing, then loads)")
+    run = sub.add_parser("run", help="run the emulator (sync and async checkpointing, then loads)", examples=(
+        "ckpt-emu run  # the embedded default, about a minute",
+        "ckpt-emu run llama3-70b-subset --scale 0.01 --out runs/70b",
+        "ckpt-emu run design.yaml --duration 2h --metrics-port 9400 --quiet"))
     add_config_args(run)
     run.add_argument("--out", help="results folder (run.out)")
     run.add_argument("--duration", help="soak mode: train for this long (90s, 30m, 2h), split over the modes")

@@ -24,7 +24,10 @@ def add_simulate_parser(subparsers):
     p = subparsers.add_parser(
         "simulate", help="simulate the whole job at cluster scale (SimPy), calibrated by an emulation run",
         description="Discrete-event simulation of every node's checkpoint pipeline, the shared global tier "
-                    "and failures, driven by the same config as `ckpt-emu run`.")
+                    "and failures, driven by the same config as `ckpt-emu run`.",
+        examples=("ckpt-emu simulate design-nvme-pfs --nodes 2048 --days 30",
+                  "ckpt-emu simulate design.yaml --calibrate runs/one-node/results.json "
+                  "--sweep interval=3m..60m:7 --sweep global_gib_s=100,200,400"))
     a = p.add_argument
     a("config", nargs="?", default=None, help="preset name or YAML file (default: the embedded default)")
     a("--set", action="append", metavar="KEY=VALUE", help="override any config key")

@@ -10,7 +10,8 @@ from emulator.units import GIB
 
 
 def add_sizes_parser(sub) -> None:
-    p = sub.add_parser("sizes", help="checkpoint sizes of a preset (MLPerf Storage formulas)")
+    p = sub.add_parser("sizes", help="checkpoint sizes of a preset (MLPerf Storage formulas)",
+                       examples=("ckpt-emu sizes llama3-405b", "ckpt-emu sizes design.yaml --json"))
     add_config_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=cmd_sizes)

@@ -264,7 +264,9 @@ def format_tune(r: dict) -> str:
 
 
 def add_tune_parser(sub) -> None:
-    tune = sub.add_parser("tune", help="measure costs by emulation, plan the interval, confirm it by emulation")
+    tune = sub.add_parser("tune", help="measure costs by emulation, plan the interval, confirm it by emulation",
+                          examples=("ckpt-emu tune --accelerators 16384",
+                                    "ckpt-emu tune design.yaml --accelerators 16384 --nodes 2048 --json"))
     add_config_args(tune)
     tune.add_argument("--accelerators", type=int, required=True, help="accelerators in the target cluster")
     tune.add_argument("--mttf-hours", type=float, default=50_000.0, help="per-accelerator MTTF (default 50000)")
