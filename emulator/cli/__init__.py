@@ -3,7 +3,8 @@
 
 Every failure the user can cause ends as one line ``ckpt-emu: error: ...``
 and exit status 2; nothing is written before the config and the tiers have
-been checked. Nothing imports this package: it is the top of the layering
+been checked. The other exit statuses (a design that missed its goals, a run
+that could not finish) are listed in emulator/errors.py. Nothing imports this package: it is the top of the layering
 (docs/architecture.md). Each subcommand imports its heavy stack (torch, the
 run's launcher) only when it runs, so ``sizes`` and ``plan`` start fast.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from importlib import metadata
 
 from emulator.cli.common import Parser
@@ -27,7 +29,7 @@ from emulator.cli.run import add_run_parser
 from emulator.cli.simulate import add_simulate_parser
 from emulator.cli.sizes import add_sizes_parser
 from emulator.cli.tune import add_tune_parser
-from emulator.errors import UserError
+from emulator.errors import EXIT_FAILED, EXIT_INTERRUPTED, UserError
 
 __all__ = ["build_parser", "main"]
 
@@ -75,7 +77,11 @@ def main(argv=None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("ckpt-emu: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `ckpt-emu sizes ... | head`: the reader left, nothing to report
         sys.stderr.close()
         return 0
+    except Exception:  # noqa: BLE001 - a bug: its traceback, and "failed to run" rather than Python's 1
+        traceback.print_exc()
+        print("ckpt-emu: error: internal error (the traceback above); please report it", file=sys.stderr)
+        return EXIT_FAILED

@@ -3,6 +3,7 @@ config arguments and loading the config they name."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from emulator.errors import UserError
 
@@ -47,7 +48,22 @@ def add_config_args(p) -> None:
 #: flag -> config key it overrides, for the flags that are shortcuts for ``--set``
 _SHORTCUTS = (("scale", "run.scale"), ("out", "run.out"), ("metrics_port", "metrics.port"),
               ("metrics_addr", "metrics.addr"), ("phase", "checkpoint.phase"),
-              ("lose_local_after", "failures.lose_local_after"))
+              ("lose_local_after", "failures.lose_local_after"), ("fail_on_miss", "run.fail_on_miss"))
+
+
+def add_fail_on_miss(p) -> None:
+    p.add_argument("--fail-on-miss", action="store_const", const="true",
+                   help="exit 1 when the design missed its goals (run.fail_on_miss; exit statuses: README)")
+
+
+def report_misses(missed: list[str], gate: bool) -> int:
+    """Say what the design missed (stderr) and return the exit status: 1 under the gate, else 0."""
+    from emulator.errors import EXIT_MISSED, EXIT_OK
+    if not missed:
+        return EXIT_OK
+    tail = "" if gate else " (exit status 0; --fail-on-miss makes it 1)"
+    print(f"ckpt-emu: the design missed its goals: {'; '.join(missed)}{tail}", file=sys.stderr)
+    return EXIT_MISSED if gate else EXIT_OK
 
 
 def load(args):

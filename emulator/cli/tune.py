@@ -40,9 +40,10 @@ from pathlib import Path
 
 from emulator import planner
 from emulator.simulation import s3cost
-from emulator.cli.common import add_config_args, load
+from emulator.cli.common import add_config_args, add_fail_on_miss, load, report_misses
 from emulator.errors import UserError
 from emulator.job import outdir
+from emulator.results.verdict import tune_misses
 
 
 def _run(cfg, out: Path, *, modes: list[str], saves: int, interval_steps: int, loads: int = 0) -> dict:
@@ -276,6 +277,7 @@ def add_tune_parser(sub) -> None:
     tune.add_argument("--measure-checkpoints", type=int, default=3, help="checkpoints per mode when measuring")
     tune.add_argument("--nodes", type=int, help="nodes of the target cluster; more than one: recommend by simulation")
     tune.add_argument("--json", action="store_true", help="one JSON object")
+    add_fail_on_miss(tune)
     tune.set_defaults(func=cmd_tune)
 
 
@@ -285,4 +287,4 @@ def cmd_tune(args) -> int:
                   confirm_seconds=args.confirm_seconds, measure_checkpoints=args.measure_checkpoints,
                   nodes=args.nodes)
     print(json.dumps(result, indent=1) if args.json else format_tune(result), end="" if not args.json else "\n")
-    return 0
+    return report_misses(tune_misses(result), cfg.run.fail_on_miss)

@@ -335,6 +335,9 @@ class RunConfig:
     seed: int = 0
     #: CPU threads per rank for torch (1 keeps 8 ranks on 2 cores from thrashing)
     threads_per_rank: int = 1
+    #: a run (or tune) whose design missed its goals exits 1 instead of 0 (--fail-on-miss): deadline
+    #: misses, incomplete checkpoints, a failed load or recovery, tune's confirmation run
+    fail_on_miss: bool = False
 
     def __post_init__(self):
         _check(0 < self.scale <= 1, "scale", f"must be in (0, 1], got {self.scale}")

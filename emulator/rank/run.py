@@ -514,7 +514,7 @@ def main(argv=None) -> int:
             _run_emulator(cfg, out, args.duration, membership)
     except UserError as exc:
         print(f"ckpt-emu: error: rank {os.environ.get('RANK', 0)}: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code  # 2 bad input, 3 a run that could not finish (the CLI's status)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
