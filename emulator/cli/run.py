@@ -17,7 +17,8 @@ def add_run_parser(sub) -> None:
         "ckpt-emu run llama3-70b-subset --scale 0.01 --out runs/70b",
         "ckpt-emu run design.yaml --duration 2h --metrics-port 9400 --quiet"))
     add_config_args(run)
-    run.add_argument("--out", help="results folder (run.out)")
+    run.add_argument("--out", help="results folder (run.out); one that holds a finished run's results is refused")
+    run.add_argument("--force", action="store_true", help="replace the results a finished run left in --out")
     run.add_argument("--duration", help="soak mode: train for this long (90s, 30m, 2h), split over the modes")
     add_fail_on_miss(run)
     run.add_argument("--quiet", action="store_true", help="no live progress display (the summary is still printed)")
@@ -48,7 +49,7 @@ def cmd_run(args) -> int:
     duration = parse_duration(args.duration, "--duration") if args.duration else None
     out = execute_run(cfg, duration=duration, nnodes=args.nnodes, nproc_per_node=args.nproc_per_node,
                       rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, quiet=args.quiet,
-                      node_rank=args.node_rank)
+                      node_rank=args.node_rank, force=args.force)
     report = out / outdir.REPORT
     if not report.exists():
         print(f"this node finished; the report is written where rank 0 runs ({out})")

@@ -47,8 +47,15 @@ def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, n
     return cmd
 
 
-def prepare_out(out: Path, cfg_dict: dict) -> Path:
+def prepare_out(out: Path, cfg_dict: dict, *, keep_write_phase: bool = False) -> Path:
+    """The results folder for a new run (checked by ``runner.check_results_folder``): a previous
+    run's outputs and working state removed, an MLPerf write phase's results kept under their
+    ``outdir.WRITE_PHASE`` names for its read phase; returns the config the ranks read."""
     out.mkdir(parents=True, exist_ok=True)
+    if keep_write_phase:
+        for name, kept in outdir.WRITE_PHASE.items():
+            if (out / name).exists():
+                os.replace(out / name, out / kept)
     for stale in outdir.OUTPUTS:
         (out / stale).unlink(missing_ok=True)
     shutil.rmtree(outdir.OutDir(out).shared_root, ignore_errors=True)
