@@ -150,6 +150,8 @@ class RankResult(Record):
     device_waits: dict = field(default_factory=dict)
     #: every S3 request this rank's global tier made, by kind (lease and clean-up included); {} off S3
     s3_requests: dict = field(default_factory=dict)
+    #: the tiers in host memory this rank emptied when the run ended (run.keep_tiers: false)
+    tiers_emptied: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         d = asdict(self)

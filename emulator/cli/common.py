@@ -48,7 +48,8 @@ def add_config_args(p) -> None:
 #: flag -> config key it overrides, for the flags that are shortcuts for ``--set``
 _SHORTCUTS = (("scale", "run.scale"), ("out", "run.out"), ("metrics_port", "metrics.port"),
               ("metrics_addr", "metrics.addr"), ("phase", "checkpoint.phase"),
-              ("lose_local_after", "failures.lose_local_after"), ("fail_on_miss", "run.fail_on_miss"))
+              ("lose_local_after", "failures.lose_local_after"), ("fail_on_miss", "run.fail_on_miss"),
+              ("keep_tiers", "run.keep_tiers"))
 
 
 def add_fail_on_miss(p) -> None:

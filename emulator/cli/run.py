@@ -21,6 +21,9 @@ def add_run_parser(sub) -> None:
     run.add_argument("--force", action="store_true", help="replace the results a finished run left in --out")
     run.add_argument("--duration", help="soak mode: train for this long (90s, 30m, 2h), split over the modes")
     add_fail_on_miss(run)
+    run.add_argument("--keep-tiers", action="store_const", const="true",
+                     help="keep the checkpoints of tiers in host memory (tmpfs: the default's) after the run "
+                          "(run.keep_tiers); without it they are deleted when the run ends")
     run.add_argument("--quiet", action="store_true", help="no live progress display (the summary is still printed)")
     run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (node N: port+N)")
     run.add_argument("--metrics-addr", help="address to bind the metrics endpoint (default 127.0.0.1)")

@@ -338,6 +338,9 @@ class RunConfig:
     #: a run (or tune) whose design missed its goals exits 1 instead of 0 (--fail-on-miss): deadline
     #: misses, incomplete checkpoints, a failed load or recovery, tune's confirmation run
     fail_on_miss: bool = False
+    #: keep the checkpoints in tiers that live in host memory (tmpfs, ramfs: the default's /dev/shm
+    #: tiers, a memory tier) after a run that finished; false: emptied, their memory given back
+    keep_tiers: bool = False
 
     def __post_init__(self):
         _check(0 < self.scale <= 1, "scale", f"must be in (0, 1], got {self.scale}")

@@ -245,6 +245,8 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "attempts": attempts_summary(cfg, ranks),
         "content": content_summary(ranks),
         "memory": memory_summary(ranks),
+        # the tiers in host memory emptied when the run ended (run.keep_tiers: false)
+        "tiers_emptied": sorted({name for r in ranks for name in r.get("tiers_emptied") or []}),
         "device": device_summary(ranks),
         "device_waits": device_wait_summary(ranks),
         "s3": s3_summary(cfg, ranks),
