@@ -23,13 +23,14 @@ REPORT = "report.txt"       # the summary table
 TIMELINE = "timeline.png"
 LOG = "torchrun.log"        # everything the ranks printed
 STOP = "stop"               # created by the CLI on Ctrl-C; rank 0 polls it every step
-STATUS = "status.json"      # rank 0's progress, for the live display
+STATUS = "status.json"      # rank 0's last checkpoint: step, stall, misses (rewritten at each)
+PROGRESS = "progress.json"  # rank 0's progress through the modes, about every second (the CLI's display)
 DLIO = "dlio"               # mlperf protocol: the DLIO-compatible results folder (dlio-write, dlio-read by phase)
 MLPERF_WRITE = "mlperf-write.json"  # mlperf protocol: when the write phase ended (kept for the read phase)
 
 #: outputs of a previous run, removed before a new one starts (only with --force where they hold
 #: a finished run's results: ``finished_outputs``)
-OUTPUTS = (STOP, STATUS, RESULTS, REPORT, TIMELINE)
+OUTPUTS = (STOP, STATUS, PROGRESS, RESULTS, REPORT, TIMELINE)
 #: a finished run's results, which a new run replaces only when asked (``run --force``)
 FINISHED = (RESULTS, REPORT, TIMELINE)
 #: an MLPerf write phase's results, kept under these names when its read phase takes the folder

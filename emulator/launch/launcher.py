@@ -137,7 +137,7 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str =
         try:
             while proc.poll() is None:
                 if progress:
-                    progress.update(out / outdir.STATUS)
+                    progress.update(out / outdir.PROGRESS)
                 time.sleep(0.25)
         finally:
             signal.signal(signal.SIGINT, old)

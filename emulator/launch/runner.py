@@ -8,7 +8,6 @@ is one ``UserError`` line.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from emulator.errors import ConfigError, UserError
@@ -16,7 +15,7 @@ from emulator.host import proc_bytes
 from emulator.job import outdir
 from emulator.job.ownership import FIXED_NODE_RANKS_ENV, claim_results_folder, new_job_id
 from emulator.launch.launcher import launch, prepare_out, torchrun_command
-from emulator.launch.progress import Progress
+from emulator.launch.progress import RunProgress
 from emulator.sizing import checkpoint_size
 from emulator.units import GIB
 from tiers import TierError, backend_class
@@ -147,7 +146,7 @@ def _continues_write_phase(cfg, out: Path) -> bool:
 
 def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_per_node: int | None = None,
                 rdzv_endpoint: str | None = None, rdzv_id: str = "ckpt-emu", quiet: bool = True,
-                node_rank: int | None = None, force: bool = False) -> Path:
+                node_rank: int | None = None, force: bool = False, progress_label: str = "") -> Path:
     """Check, launch and wait for one emulator run; returns its results folder. A folder holding a
     finished run's results is refused unless ``force`` (:func:`check_results_folder`)."""
     ranks = cfg.parallelism.active_ranks
@@ -172,9 +171,7 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
         config_path = prepare_out(out, cfg.to_dict(), keep_write_phase=write_phase)
         cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
                                rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id, node_rank=node_rank)
-        progress = None
-        if not quiet and sys.stderr.isatty():
-            progress = Progress(duration)
+        progress = None if quiet else RunProgress(nproc * nnodes, label=progress_label)
         fixed = {FIXED_NODE_RANKS_ENV: "1"} if node_rank is not None else {}
         launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress, job=job, env=fixed)
     finally:
