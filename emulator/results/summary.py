@@ -295,12 +295,19 @@ def summarize_baseline(ranks: list[dict]) -> dict | None:
             "update_cpu_per_step_s": _update_cpu_per_step(walls)}
 
 
+def at_full_size(measured_s: float, scale: float) -> float:
+    """A duration measured in a run at ``scale`` as the full-size design's: a run compresses its
+    time with its bytes, so it is measured / scale (the report's brackets, results.json's
+    ``full_size``, the timeline's axes)."""
+    return measured_s / scale
+
+
 def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, scale: float = 1.0) -> dict:
     out = {**_checkpoint_figures(mode, ranks), **_loop_figures(mode, ranks, baseline)}
     out["overhead_ratio"] = out["stall_total_s"] / out["training_wall_s"] if out["training_wall_s"] else 0.0
     if baseline is not None:
         out.update(_against_baseline(out, baseline))
-    out["full_size"] = {k: out[k] / scale for k in DURATIONS if k in out}
+    out["full_size"] = {k: at_full_size(out[k], scale) for k in DURATIONS if k in out}
     return out
 
 
