@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from emulator.errors import UserError
+from emulator.errors import EXIT_MISSED, EXIT_OK, UserError
 
 
 class Parser(argparse.ArgumentParser):
@@ -59,7 +59,6 @@ def add_fail_on_miss(p) -> None:
 
 def report_misses(missed: list[str], gate: bool) -> int:
     """Say what the design missed (stderr) and return the exit status: 1 under the gate, else 0."""
-    from emulator.errors import EXIT_MISSED, EXIT_OK
     if not missed:
         return EXIT_OK
     tail = "" if gate else " (exit status 0; --fail-on-miss makes it 1)"
