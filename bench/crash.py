@@ -54,7 +54,8 @@ def write_config(folder: Path) -> Path:
 
 
 def _cli(cfg: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", str(cfg), "--quiet", *extra],
+    # --force: every trial and rerun writes its results into the same folder
+    return subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", str(cfg), "--quiet", "--force", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
 
 

@@ -54,6 +54,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from emulator.launch.progress import Counted, Display
+
 from .common import Params
 
 #: benchmark (worker) name -> the result keys it produces, in run order
@@ -296,18 +298,22 @@ def main(argv=None) -> int:
         for line in header:
             print(line, file=log)
     results: dict = {}
+    progress = Counted(len(names), "benchmarks", label="bench: ", display=Display(log))
     try:
         for name in names:
             t = time.perf_counter()
-            print(f"[bench] {name} ...", file=log, flush=True)
-            res = run_worker(name, params, args.timeout)
+            progress.display.say(f"[bench] {name} ...")
+            with progress.running(name):
+                res = run_worker(name, params, args.timeout)
             for key in BENCHMARKS[name]:
                 r = res.get(key) or {"error": "worker returned no result", "met": False}
                 results[key] = r
                 status = r.get("error") or f"ratio {r['ratio']:.3f} (target {_target(r)}, met {r['met']})"
-                print(f"[bench]   {key}: {status}", file=log, flush=True)
-            print(f"[bench]   {time.perf_counter() - t:.0f} s", file=log, flush=True)
+                progress.display.say(f"[bench]   {key}: {status}")
+            progress.display.say(f"[bench]   {time.perf_counter() - t:.0f} s")
+            progress.advance(name)
     finally:
+        progress.close()
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
     text = json.dumps(_finite(results), indent=1, allow_nan=False)

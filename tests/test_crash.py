@@ -114,10 +114,10 @@ def test_crash_then_rerun_resumes_with_random_whole_run_kills(tmp_path):
                             failures={"kill": [{"rank": 0, "checkpoint": 2, "phase": "drain"}]})
     cfg = load_config(str(cfg_path))
 
-    # 1. the drainer dies mid-drain, no restarts: the run fails with one line
+    # 1. the drainer dies mid-drain, no restarts: the run fails with one line (exit 3: failed to run)
     proc = ckpt_emu("run", cfg_path, "--quiet")
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert proc.returncode == 3 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("ckpt-emu: error: rank 0: injected failure: SIGKILL at checkpoint 2 during drain")
     local, glob = _check_tiers(tmp_path, cfg)
     assert local[-1] > glob[-1]  # complete locally, not yet on the global tier

@@ -460,7 +460,7 @@ def test_cli_sync_outage_ends_with_one_line(tmp_path):
                             failures={"global_fault": {"checkpoint": 1, "seconds": 600}})
     proc = ckpt_emu("run", cfg_path, "--quiet")
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert proc.returncode == 3 and len(lines) == 1, proc.stderr  # failed to run
     assert lines[0].startswith("ckpt-emu: error: rank ")
     assert "checkpoint at step 2 (sync) did not reach the global tier" in lines[0]
     assert "drain.on_failure=auto" in lines[0] and "Traceback" not in proc.stderr

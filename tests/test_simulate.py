@@ -356,6 +356,7 @@ def test_tune_takes_the_simulators_recommendation(one_node_runs, tmp_path, monke
         shutil.copy(src, out / "results.json")
         return json.loads(src.read_text())
     monkeypatch.setattr(tune_mod, "_run", fake_run)
+    monkeypatch.setattr(tune_mod, "_check_folders", lambda *a: None)  # no run: no results folder to check
     cfg = load_config(str(one_node_runs[0]), [f"run.out={tmp_path}"])
     planned = tune_mod.tune(cfg, accelerators=8, mttf_hours=100)
     simulated = tune_mod.tune(cfg, accelerators=8, nodes=4, mttf_hours=100)

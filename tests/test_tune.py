@@ -145,6 +145,7 @@ def _faked_tune(monkeypatch, **fake):
         return designs[-1]
     build = rec_mod.build_design
     monkeypatch.setattr(tune_mod, "_run", fake_run)
+    monkeypatch.setattr(tune_mod, "_check_folders", lambda *a: None)  # no run: no results folder to check
     monkeypatch.setattr(rec_mod, "build_design", spy)
     return tune_mod, designs
 

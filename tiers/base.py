@@ -250,6 +250,12 @@ class Tier(abc.ABC):
         """Human-readable location for reports; never includes credentials."""
         return self.backend
 
+    @property
+    def in_host_memory(self) -> bool:
+        """Whether the tier's bytes are this host's memory (a RAM-backed filesystem, a process's
+        heap): a run empties such a tier when it ends, unless asked to keep it (run.keep_tiers)."""
+        return False
+
 
 class TierWrapper(Tier):
     """A tier around another: every call passes through to ``inner`` unless a subclass changes it.
@@ -356,6 +362,10 @@ class TierWrapper(Tier):
 
     def describe(self) -> str:
         return self.inner.describe()
+
+    @property
+    def in_host_memory(self) -> bool:
+        return self.inner.in_host_memory
 
 
 class WrappedSink(Sink):

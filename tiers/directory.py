@@ -148,6 +148,8 @@ class MappedSink(DirSink):
             self._map = None
 
 
+#: filesystems whose files are host memory
+RAM_FILESYSTEMS = ("tmpfs", "ramfs")
 POOL_DIR = ".recycle"
 POOL_SUFFIX = ".pool"
 
@@ -386,6 +388,13 @@ class DirTier(Tier):
                     Path(dirpath, name).unlink(missing_ok=True)
                     removed += 1
         return removed
+
+    @property
+    def in_host_memory(self) -> bool:
+        try:
+            return fs_type(os.stat(self.root).st_dev) in RAM_FILESYSTEMS
+        except OSError:
+            return False
 
     def describe(self) -> str:
         """The folder and what holds its bytes (``on tmpfs, host memory``, ``on ext4``): a tier

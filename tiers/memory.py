@@ -76,3 +76,7 @@ class MemoryTier(Tier):
 
     def describe(self) -> str:
         return "memory"
+
+    @property
+    def in_host_memory(self) -> bool:
+        return True

@@ -11,14 +11,18 @@ against it (the tests are the spec)::
         def tier(self, tmp_path):
             yield MyTier(...)
 
-Needs pytest (a test dependency, not a runtime one).
+Needs pytest, from the ``testing`` extra (``pip install 'ckpt-emu[testing]'``): a test tool,
+not something ``import tiers`` needs.
 """
 from __future__ import annotations
 
 import asyncio
 import os
 
-import pytest
+try:
+    import pytest
+except ImportError:
+    raise ImportError("tiers.testing runs the backend contract under pytest: pip install 'ckpt-emu[testing]'") from None
 
 from tiers.base import InvalidKey, Tier
 

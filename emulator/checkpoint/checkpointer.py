@@ -74,7 +74,7 @@ from emulator.checkpoint.resume import resume
 from emulator.checkpoint.retry import RetryPolicy, describe_error, is_no_space, retrying
 from emulator.checkpoint.schedule import Schedule
 from emulator.checkpoint.tally import Tally
-from emulator.errors import UserError
+from emulator.errors import RunFailed
 from emulator.metrics import NULL_METRICS
 from tiers import paced
 from tiers.base import unwrap
@@ -97,7 +97,7 @@ def folder_bytes(tier) -> int:
     return total
 
 
-class CheckpointFailed(UserError):
+class CheckpointFailed(RunFailed):
     """A checkpoint did not reach the global tier and drain.on_failure says stop."""
 
 

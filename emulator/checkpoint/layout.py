@@ -155,6 +155,14 @@ async def delete_checkpoint(tier: Tier, step: int) -> None:
         await tier.delete(key)
 
 
+async def delete_all(tier: Tier) -> list[int]:
+    """Delete every checkpoint the tier holds, complete or not; returns their steps."""
+    steps = (await list_steps(tier))[1]
+    for step in steps:
+        await delete_checkpoint(tier, step)
+    return steps
+
+
 async def valid_steps(tier: Tier) -> tuple[list[int], list[int]]:
     """Like ``list_steps``, but a step counts as complete only if its manifest reads back intact."""
     complete, seen = await list_steps(tier)

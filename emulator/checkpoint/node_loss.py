@@ -64,6 +64,5 @@ class NodeLoss:
         comm.barrier()
         if comm.node in self.nodes and comm.is_node_leader:
             for tier in (t for t in tiers if t is not None):
-                for step in loop.run(layout.list_steps(tier))[1]:
-                    loop.run(layout.delete_checkpoint(tier, step))
+                loop.run(layout.delete_all(tier))
         comm.barrier()

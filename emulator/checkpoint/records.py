@@ -159,6 +159,8 @@ class RankResult(Record):
     s3_requests: dict = field(default_factory=dict)
     #: the run's time dilation (emulator/rank/dilation.py ``describe``): its factor and the probe
     dilation: dict = field(default_factory=dict)
+    #: the tiers in host memory this rank emptied when the run ended (run.keep_tiers: false)
+    tiers_emptied: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         d = asdict(self)

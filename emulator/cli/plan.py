@@ -1,12 +1,13 @@
 """``ckpt-emu plan``: the planner (emulator/planner.py) as a command.
 
-Values come from defaults, then a ``plan:`` section of ``--config FILE``, then
-flags, the later winning. Flags are parsed here rather than by argparse types
+Values come from defaults, then the config (a YAML file with a ``plan:`` section, or a run
+config's checkpoint size), then flags, the later winning. The config is the positional CONFIG
+or ``--config FILE``: the two mean the same. Flags are parsed here rather than by argparse types
 so every bad value becomes one UserError/ConfigError line naming the flag or
 key it came from (the top-level CLI prints it as "ckpt-emu: error: ..." and
 exits 2).
 
-``ckpt-emu plan CONFIG`` plans a run config's levels instead (memory, peer, NVMe, global:
+A run config with levels is planned per level instead (memory, peer, NVMe, global:
 emulator/simulation/level_design.py): per tier its interval and bandwidth, goodput by the
 analytic model and by the SimPy level model, the planner's intervals, and per failure class
 its recovery and the work it loses.
@@ -21,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from emulator import planner
+from emulator.cli.common import config_completer
 from emulator.errors import ConfigError, UserError
 from emulator.units import fmt_bytes, fmt_duration, fmt_pct, fmt_rate, table
 
@@ -78,7 +80,7 @@ def parse_bytes(text) -> int | None:
     return v if isinstance(v, int) else int(round(v))
 
 
-def resolve_size(text, where: str = "--size") -> tuple[int, str | None]:
+def resolve_size(text, where: str = "--size", overrides=()) -> tuple[int, str | None]:
     """A byte size, or a preset name / config file sized with MLPerf's formulas.
 
     Returns (bytes, preset-or-file name or None).
@@ -100,7 +102,7 @@ def resolve_size(text, where: str = "--size") -> tuple[int, str | None]:
         raise UserError(f"{where}: {text!r} is neither a size (e.g. 105GiB, 1.5TB, 123456) "
                         f"nor a preset ({', '.join(preset_names())})")
     try:
-        cfg = load_config(text)
+        cfg = load_config(text, list(overrides))
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     return checkpoint_size(cfg.model, cfg.parallelism).total_bytes, text
@@ -123,11 +125,15 @@ def add_plan_parser(subparsers):
     p = subparsers.add_parser(
         "plan", help="checkpoint interval, goodput and bandwidth for a cluster (instant, no I/O)",
         description="Plan checkpoint intervals from a failure model: cluster MTTF, rule-of-thumb, "
-                    "Young and Daly intervals, expected goodput (sync and async) and the bandwidth needed.")
+                    "Young and Daly intervals, expected goodput (sync and async) and the bandwidth needed.",
+        examples=("ckpt-emu plan --accelerators 16384 --size llama3-405b --bandwidth 400GB/s --sweep",
+                  "ckpt-emu plan llama3-405b --accelerators 16384  # the config's checkpoint size",
+                  "ckpt-emu plan design-memory-peer-pfs  # a config with levels: each tier's interval"))
     a = p.add_argument
     a("config", nargs="?", default=None, metavar="CONFIG",
-      help="a run config (preset or YAML) with levels: plan its tiers' intervals (the flags below marked "
-           "'levels' apply)")
+      help="a YAML file with a plan: section (these flags' names), or a run config (preset or YAML): its "
+           "checkpoint size, or with levels its tiers' intervals (the flags below marked 'levels' apply)"
+      ).completer = config_completer
     a("--set", action="append", metavar="KEY=VALUE", help="levels: override any key of CONFIG")
     a("--nodes", metavar="N", help="levels: nodes in the job (default: the config's design.job.nodes)")
     a("--node-loss-fraction", metavar="F", help="levels: share of failures that lose a node (default 0.78)")
@@ -151,7 +157,7 @@ def add_plan_parser(subparsers):
       "the global tier, i.e. local write + drain + manifest (the report's durability lag; default: the drain time)")
     a("--bandwidth", metavar="BW", help="global storage write bandwidth, e.g. 200GB/s (sets sync stall and drain)")
     a("--overlap-target", metavar="F", help="largest drain overlap for async (default 0.10)")
-    a("--config", metavar="FILE", dest="plan_config", help="YAML file with a plan: section using these names")
+    a("--config", metavar="FILE", dest="config_flag", help="the same as CONFIG")
     a("--sweep", action="store_true", help="also print goodput vs interval and write a plot")
     a("--plot", metavar="PATH", help=f"where --sweep writes its PNG (default {DEFAULT_PLOT}; implies --sweep)")
     a("--json", action="store_true", help="print one JSON object instead of tables")
@@ -201,13 +207,13 @@ def build_inputs(args) -> tuple[planner.PlanInputs, str | None]:
         if value is not None:
             raw[key] = (value, _flag(key))
     if "accelerators" not in raw:
-        raise UserError("plan: --accelerators N is required (or accelerators: in the --config plan section)")
+        raise UserError("plan: --accelerators N is required (or accelerators: in the config's plan: section)")
 
     kwargs, where_of, preset = {}, {}, None
     for key, (value, where) in raw.items():
         where_of[_KEYS[key]] = where
         if key == "size":
-            value, preset = resolve_size(value, where)
+            value, preset = resolve_size(value, where, getattr(args, "set", None) or ())
         elif key == "bandwidth":
             value = parse_bandwidth(value, where)
         elif isinstance(value, str):  # a flag; YAML numbers arrive typed and are checked by PlanInputs
@@ -351,9 +357,6 @@ def run_level_plan(args) -> int:
         if getattr(args, key, None) is None:
             setattr(args, key, str(DEFAULT_SNAPSHOT_GIB_S) if key == "snapshot_gib_s" else value)
     cfg = load_config(args.config, list(args.set or []))
-    if not ld.has_levels(cfg):
-        raise UserError(f"plan {args.config}: the config has no levels (a memory or peer tier, or a tier's "
-                        f"interval_steps); plan it with --accelerators or `ckpt-emu simulate`")
     nodes = _level_nodes(args, cfg)
     design, failures, horizon, seed = level_design_from_args(args, cfg, nodes=nodes)
     p = ld.plan(design, horizon_s=horizon, seed=seed, failures=failures)
@@ -375,9 +378,41 @@ def _level_nodes(args, cfg) -> int:
     return cfg.design.job_nodes(cfg.parallelism.world_size)
 
 
+def _plan_section_file(config: str) -> bool:
+    """Whether ``config`` is a YAML file with a ``plan:`` section (not a run config or a preset)."""
+    path = Path(config)
+    if not path.is_file():
+        return False
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False  # the run config's loader says what is wrong with it
+    return isinstance(data, dict) and "plan" in data
+
+
+def _one_config(args) -> str | None:
+    """CONFIG or --config FILE (one meaning: the two name the same thing)."""
+    if args.config is not None and args.config_flag is not None and args.config != args.config_flag:
+        raise UserError(f"plan: CONFIG {args.config!r} and --config {args.config_flag!r} differ: give one")
+    return args.config if args.config is not None else args.config_flag
+
+
 def run_plan(args) -> int:
-    if args.config is not None:
-        return run_level_plan(args)
+    args.config = _one_config(args)
+    args.plan_config = None
+    if args.config is not None and _plan_section_file(args.config):
+        args.plan_config = args.config
+    elif args.config is not None:
+        from emulator.config import load_config
+        from emulator.simulation.level_design import has_levels
+        try:
+            cfg = load_config(args.config, list(args.set or []))
+        except ConfigError as exc:
+            raise ConfigError(f"{'--config' if args.config_flag else 'plan'}: {exc}") from None
+        if has_levels(cfg):
+            return run_level_plan(args)
+        if args.size is None:  # a run config without levels: its checkpoint, for --accelerators
+            args.size = args.config
     inputs, preset = build_inputs(args)
     p = planner.plan(inputs)
     want_sweep = args.sweep or args.plot is not None

@@ -1,18 +1,29 @@
 """``ckpt-emu run``: one emulated run (every mode, then loads), or a soak with ``--duration``."""
 from __future__ import annotations
 
+import json
+
 from emulator.checkpoint.injection import kill_override
 from emulator.checkpoint.node_loss import lose_nodes_override
-from emulator.cli.common import add_config_args, load
+from emulator.cli.common import add_config_args, add_fail_on_miss, load, report_misses
 from emulator.job import outdir
+from emulator.results.verdict import misses
 from emulator.units import parse_duration
 
 
 def add_run_parser(sub) -> None:
-    run = sub.add_parser("run", help="run the emulator (sync and async checkpointing, then loads)")
+    run = sub.add_parser("run", help="run the emulator (sync and async checkpointing, then loads)", examples=(
+        "ckpt-emu run  # the embedded default, about a minute",
+        "ckpt-emu run llama3-70b-subset --scale 0.01 --out runs/70b",
+        "ckpt-emu run design.yaml --duration 2h --metrics-port 9400 --quiet"))
     add_config_args(run)
-    run.add_argument("--out", help="results folder (run.out)")
+    run.add_argument("--out", help="results folder (run.out); one that holds a finished run's results is refused")
+    run.add_argument("--force", action="store_true", help="replace the results a finished run left in --out")
     run.add_argument("--duration", help="soak mode: train for this long (90s, 30m, 2h), split over the modes")
+    add_fail_on_miss(run)
+    run.add_argument("--keep-tiers", action="store_const", const="true",
+                     help="keep the checkpoints of tiers in host memory (tmpfs: the default's) after the run "
+                          "(run.keep_tiers); without it they are deleted when the run ends")
     run.add_argument("--quiet", action="store_true", help="no live progress display (the summary is still printed)")
     run.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (node N: port+N)")
     run.add_argument("--metrics-addr", help="address to bind the metrics endpoint (default 127.0.0.1)")
@@ -41,11 +52,12 @@ def cmd_run(args) -> int:
     duration = parse_duration(args.duration, "--duration") if args.duration else None
     out = execute_run(cfg, duration=duration, nnodes=args.nnodes, nproc_per_node=args.nproc_per_node,
                       rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, quiet=args.quiet,
-                      node_rank=args.node_rank)
+                      node_rank=args.node_rank, force=args.force)
     report = out / outdir.REPORT
-    if report.exists():
-        print(report.read_text(), end="")
-        print(f"results: {out / outdir.RESULTS}")
-    else:
+    if not report.exists():
         print(f"this node finished; the report is written where rank 0 runs ({out})")
-    return 0
+        return 0
+    print(report.read_text(), end="")
+    print(f"results: {out / outdir.RESULTS}")
+    results = json.loads((out / outdir.RESULTS).read_text())
+    return report_misses(misses(results), cfg.run.fail_on_miss)

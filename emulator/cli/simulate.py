@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from emulator.errors import UserError
+from emulator.launch.progress import Counted
 from emulator.simulation.arrivals import DEFAULT_NODE_LOSS_FRACTION, read_trace
 from emulator.simulation.design import DEFAULT_SNAPSHOT_GIB_S, Options, build_design
 from emulator.simulation.level_design import DEFAULT_GROUP_LOSS_FRACTION
@@ -24,7 +25,10 @@ def add_simulate_parser(subparsers):
     p = subparsers.add_parser(
         "simulate", help="simulate the whole job at cluster scale (SimPy), calibrated by an emulation run",
         description="Discrete-event simulation of every node's checkpoint pipeline, the shared global tier "
-                    "and failures, driven by the same config as `ckpt-emu run`.")
+                    "and failures, driven by the same config as `ckpt-emu run`.",
+        examples=("ckpt-emu simulate design-nvme-pfs --nodes 2048 --days 30",
+                  "ckpt-emu simulate design.yaml --calibrate runs/one-node/results.json "
+                  "--sweep interval=3m..60m:7 --sweep global_gib_s=100,200,400"))
     a = p.add_argument
     a("config", nargs="?", default=None, help="preset name or YAML file (default: the embedded default)")
     a("--set", action="append", metavar="KEY=VALUE", help="override any config key")
@@ -53,6 +57,7 @@ def add_simulate_parser(subparsers):
     a("--seed", default="0", metavar="N", help="random seed of the failures (default 0)")
     a("--out", default=DEFAULT_OUT, metavar="DIR", help=f"where pictures and sweep JSON go ({DEFAULT_OUT})")
     a("--json", action="store_true", help="print one JSON object")
+    a("--quiet", action="store_true", help="no progress display for --sweep")
     p.set_defaults(func=cmd_simulate)
     return p
 
@@ -207,20 +212,41 @@ def _levels(args, cfg, study: Study, spec: dict | None):
         node_bytes=max(g.node_bytes for g in d.groups), job_bytes=d.checkpoint_bytes,
         time_scale=cfg.run.scale if args.as_run else 1.0, measured_recoveries=not args.as_run)
     plan = ld.plan(design, horizon_s=horizon, seed=seed, failures=failures)
-    sweep = ld.run_sweep(design, every, horizon_s=horizon, seed=seed, failures=failures) if every else None
+    if not every:
+        return plan, None
+    progress = None if args.quiet else Counted(math.prod(len(v) for v in every.values()), "cells",
+                                               label="simulate --sweep (levels): ")
+    try:
+        sweep = ld.run_sweep(design, every, horizon_s=horizon, seed=seed, failures=failures,
+                             progress=progress.advance if progress else None)
+    finally:
+        if progress:
+            progress.close()
     return plan, sweep
+
+
+def _two_tier_sweep(args, study: Study, spec: dict):
+    """``run_sweep`` over the interval and bandwidth grid, with its progress (cells done, ETA)."""
+    from emulator.simulation.sweep import run_sweep
+    cells = len(study.modes) * len(spec.get("global_gib_s") or [None]) * len(spec.get("interval") or [None])
+    progress = None if args.quiet else Counted(cells, "cells", label="simulate --sweep: ")
+    try:
+        return run_sweep(study, spec, progress=progress.advance if progress else None)
+    finally:
+        if progress:
+            progress.close()
 
 
 def cmd_simulate(args) -> int:
     from emulator.simulation.level_report import render_levels, render_level_sweep
     from emulator.simulation.output import describe, write_outputs
-    from emulator.simulation.sweep import KEYS, parse_spec, run_sweep
+    from emulator.simulation.sweep import KEYS, parse_spec
     cfg, study = build_study(args)
     spec = parse_spec(args.sweep) if args.sweep else None
     levels, level_sweep = _levels(args, cfg, study, spec)
     two_tier = {k: v for k, v in (spec or {}).items() if k in KEYS[:2]}
     outcomes = {m: study.run(m) for m in study.modes}
-    sweep = run_sweep(study, two_tier) if two_tier else None
+    sweep = _two_tier_sweep(args, study, two_tier) if two_tier else None
     info = describe(cfg, study, args)
     files = write_outputs(Path(args.out), info, outcomes, sweep)
     from emulator.simulation.report import render, render_sweep

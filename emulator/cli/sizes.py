@@ -16,7 +16,8 @@ RANKS_PER_NODE = 8
 
 
 def add_sizes_parser(sub) -> None:
-    p = sub.add_parser("sizes", help="checkpoint sizes of a config: bytes per parameter, per rank, per node")
+    p = sub.add_parser("sizes", help="checkpoint sizes of a config: bytes per parameter, per rank, per node",
+                       examples=("ckpt-emu sizes llama3-405b", "ckpt-emu sizes design.yaml --json"))
     add_config_args(p)
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=cmd_sizes)

@@ -40,23 +40,38 @@ from pathlib import Path
 
 from emulator import planner
 from emulator.simulation import s3cost
-from emulator.cli.common import add_config_args, load
+from emulator.cli.common import add_config_args, add_fail_on_miss, load, report_misses
 from emulator.errors import UserError
 from emulator.job import outdir
+from emulator.results.verdict import tune_misses
 
 
-def _run(cfg, out: Path, *, modes: list[str], saves: int, interval_steps: int, loads: int = 0) -> dict:
+def _run(cfg, out: Path, *, modes: list[str], saves: int, interval_steps: int, loads: int = 0,
+         force: bool = False, stage: str = "", quiet: bool = True) -> dict:
     from emulator.launch.runner import execute_run
-    c = cfg.with_overrides(f"run.out={out}", f"checkpoint.modes=[{', '.join(modes)}]",
-                           f"checkpoint.saves={saves}", f"checkpoint.loads={loads}", "checkpoint.baseline=true",
-                           f"checkpoint.interval_steps={interval_steps}", "training.steps=null",
-                           "failures.lose_local_after=null")
-    execute_run(c)
+    c = _run_config(cfg, out, modes=modes, saves=saves, interval_steps=interval_steps, loads=loads)
+    execute_run(c, force=force, quiet=quiet, progress_label=f"tune, {stage}: ")
     return json.loads((out / outdir.RESULTS).read_text())
 
 
+def _run_config(cfg, out: Path, *, modes: list[str], saves: int, interval_steps: int, loads: int = 0):
+    return cfg.with_overrides(f"run.out={out}", f"checkpoint.modes=[{', '.join(modes)}]",
+                              f"checkpoint.saves={saves}", f"checkpoint.loads={loads}", "checkpoint.baseline=true",
+                              f"checkpoint.interval_steps={interval_steps}", "training.steps=null",
+                              "failures.lose_local_after=null")
+
+
+def _check_folders(cfg, base: Path, force: bool) -> None:
+    """Both runs' results folders, before the first run starts: a finished tune's are never
+    replaced unasked (--force), and the confirmation must not find this out after the measurement."""
+    from emulator.launch.runner import check_results_folder
+    for name in ("tune-measure", "tune-confirm"):
+        check_results_folder(cfg.with_overrides(f"run.out={base / name}"), force)
+
+
 def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_seconds: float = 20.0,
-         measure_checkpoints: int = 3, overlap_target: float = 0.10, nodes: int | None = None) -> dict:
+         measure_checkpoints: int = 3, overlap_target: float = 0.10, nodes: int | None = None,
+         force: bool = False, quiet: bool = True) -> dict:
     """Measure, plan, confirm; every time in the result is at full size (measured / run.scale).
     With ``nodes`` above what one machine emulates, the simulator recommends (emulator/simulation)."""
     from emulator.simulation import recommend as sim
@@ -69,7 +84,8 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
         raise UserError("training.step_seconds: tune needs emulated compute time (> 0) to express intervals")
     job_bytes = sim.job_checkpoint_bytes(cfg, accelerators, nodes)
     base = Path(cfg.run.out)
-    measured = _measure(cfg, base / "tune-measure", measure_checkpoints, accelerators, mttf_hours)
+    _check_folders(cfg, base, force)
+    measured = _measure(cfg, base / "tune-measure", measure_checkpoints, accelerators, mttf_hours, force, quiet)
     inputs = _plan_inputs(cfg, measured, job_bytes, accelerators, mttf_hours, overlap_target)
     plan = planner.plan(inputs)
     best = {m: plan.intervals[f"optimal_{m}"] for m in ("sync", "async")}
@@ -82,7 +98,7 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
         mode, interval = simulated["mode"], simulated["interval_s"]
         goodput = {m: v["goodput"] for m, v in simulated["per_mode"].items()}
     confirmation = _confirm(cfg, base / "tune-confirm", inputs, mode, interval,
-                            max(3, measure_checkpoints), confirm_seconds)
+                            max(3, measure_checkpoints), confirm_seconds, force, quiet)
     return {
         "accelerators": accelerators, "cluster_mttf_s": plan.cluster_mttf_s, "checkpoint_bytes": job_bytes,
         "measured": measured, "planned": asdict(plan.costs), "plan_goodput": plan_goodput,
@@ -128,7 +144,8 @@ def level_recommendation(cfg, results: str, *, accelerators: int, nodes: int, mt
             "goodput": best.goodput, "calibrated_by": results}
 
 
-def _measure(cfg, out: Path, checkpoints: int, accelerators: int, mttf_hours: float) -> dict:
+def _measure(cfg, out: Path, checkpoints: int, accelerators: int, mttf_hours: float, force: bool = False,
+             quiet: bool = True) -> dict:
     """A short run of the config (baseline, sync, async, one load) and its costs at full size: the
     measured node simulated at its full-size bytes with the run's calibration (simulate's model, so
     latency and per-checkpoint costs are counted once, not / scale)."""
@@ -138,7 +155,7 @@ def _measure(cfg, out: Path, checkpoints: int, accelerators: int, mttf_hours: fl
     has_local = cfg.tiers.local is not None
     modes = ["sync", "async"] if has_local else ["sync"]
     res = _run(cfg, out, modes=["sync", "async"], saves=checkpoints, interval_steps=cfg.checkpoint.interval_steps,
-               loads=1)
+               loads=1, force=force, stage="run 1 of 2, measuring", quiet=quiet)
     path = str(out / outdir.RESULTS)
     cals = load_calibration(cfg, path, modes)
     opts = Options(nodes=res["nodes"], accelerators_per_node=max(1, res["ranks"] // res["nodes"]),
@@ -178,14 +195,16 @@ def _plan_inputs(cfg, m: dict, job_bytes: int, accelerators: int, mttf_hours: fl
         checkpoint_bytes=job_bytes)
 
 
-def _confirm(cfg, out: Path, inputs, mode: str, interval_s: float, checks: int, confirm_seconds: float) -> dict:
+def _confirm(cfg, out: Path, inputs, mode: str, interval_s: float, checks: int, confirm_seconds: float,
+             force: bool = False, quiet: bool = True) -> dict:
     """Run at the recommended (full-size) interval, time-compressed by c <= 1 when its wall time
     (checks x interval x scale) would exceed ``confirm_seconds``; compare with the prediction at c*T."""
     compression = min(1.0, confirm_seconds / (interval_s * cfg.run.scale * checks))
     steps = max(1, round(interval_s * compression / cfg.training.step_seconds))
     run_interval = steps * cfg.training.step_seconds  # full size
     predicted = planner.estimate(inputs, run_interval)
-    got = _run(cfg, out, modes=[mode], saves=checks, interval_steps=steps)["modes"][mode]
+    got = _run(cfg, out, modes=[mode], saves=checks, interval_steps=steps, force=force,
+               stage=f"run 2 of 2, confirming {mode} every {_s(run_interval)}", quiet=quiet)["modes"][mode]
     return {
         "interval_s": run_interval, "interval_steps": steps, "compression": compression,
         "checkpoints": got["checkpoints"],
@@ -265,16 +284,21 @@ def format_tune(r: dict) -> str:
 
 
 def add_tune_parser(sub) -> None:
-    tune = sub.add_parser("tune", help="measure costs by emulation, plan the interval, confirm it by emulation")
+    tune = sub.add_parser("tune", help="measure costs by emulation, plan the interval, confirm it by emulation",
+                          examples=("ckpt-emu tune --accelerators 16384",
+                                    "ckpt-emu tune design.yaml --accelerators 16384 --nodes 2048 --json"))
     add_config_args(tune)
     tune.add_argument("--accelerators", type=int, required=True, help="accelerators in the target cluster")
     tune.add_argument("--mttf-hours", type=float, default=50_000.0, help="per-accelerator MTTF (default 50000)")
     tune.add_argument("--out", help="results folder (measurement and confirmation runs go below it)")
+    tune.add_argument("--force", action="store_true", help="replace the results a finished tune left in --out")
+    tune.add_argument("--quiet", action="store_true", help="no progress display (the result is still printed)")
     tune.add_argument("--confirm-seconds", type=float, default=20.0,
                       help="longest training time of the confirmation run; longer intervals are time-compressed")
     tune.add_argument("--measure-checkpoints", type=int, default=3, help="checkpoints per mode when measuring")
     tune.add_argument("--nodes", type=int, help="nodes of the target cluster; more than one: recommend by simulation")
     tune.add_argument("--json", action="store_true", help="one JSON object")
+    add_fail_on_miss(tune)
     tune.set_defaults(func=cmd_tune)
 
 
@@ -282,6 +306,6 @@ def cmd_tune(args) -> int:
     cfg = load(args)
     result = tune(cfg, accelerators=args.accelerators, mttf_hours=args.mttf_hours,
                   confirm_seconds=args.confirm_seconds, measure_checkpoints=args.measure_checkpoints,
-                  nodes=args.nodes)
+                  nodes=args.nodes, force=args.force, quiet=args.quiet)
     print(json.dumps(result, indent=1) if args.json else format_tune(result), end="" if not args.json else "\n")
-    return 0
+    return report_misses(tune_misses(result), cfg.run.fail_on_miss)

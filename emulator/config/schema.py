@@ -438,6 +438,12 @@ class RunConfig:
     dilation: Dilation = field(default_factory=Dilation)
     #: the longest a run may take here (its full-size time x scale x dilation): a longer one is refused
     wall_limit: str = "1h"
+    #: a run (or tune) whose design missed its goals exits 1 instead of 0 (--fail-on-miss): deadline
+    #: misses, incomplete checkpoints, a failed load or recovery, tune's confirmation run
+    fail_on_miss: bool = False
+    #: keep the checkpoints in tiers that live in host memory (tmpfs, ramfs: the default's /dev/shm
+    #: tiers, a memory tier) after a run that finished; false: emptied, their memory given back
+    keep_tiers: bool = False
 
     def __post_init__(self):
         _check(0 < self.scale <= 1, "scale", f"must be in (0, 1], got {self.scale}")

@@ -28,6 +28,8 @@ import sys
 import threading
 import time
 
+from emulator.errors import EXIT_FAILED
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -65,8 +67,8 @@ def watch_parent(interval_s: float = 1.0) -> threading.Thread:
     return thread
 
 
-#: the exit status of a process that ended its run (torchrun then ends the others)
-END_RUN_STATUS = 3
+#: the exit status of a process that ended its run (torchrun then ends the others): failed to run
+END_RUN_STATUS = EXIT_FAILED
 
 
 def end_run(line: str) -> None:

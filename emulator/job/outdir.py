@@ -3,8 +3,9 @@
 One owner for these names, so the CLI, the launcher, the ranks and the report
 agree without importing each other (the launcher must not import torch).
 
-Visible files are the run's outputs; dot-folders are working state that the
-next run in the same place sweeps: ``.spool/node<N>`` (drains from a tier
+Visible files are the run's outputs: a finished run's results (``FINISHED``)
+are never replaced unasked (``run --force``, emulator/launch/runner.py); dot-folders
+are working state that the next run in the same place sweeps: ``.spool/node<N>`` (drains from a tier
 without files), ``.shared/<tier>`` (emulated bandwidth and capacity shared by
 the processes of a node or job), ``.metrics/node<N>`` (Prometheus multiprocess
 files), ``.records`` (each
@@ -22,12 +23,27 @@ REPORT = "report.txt"       # the summary table
 TIMELINE = "timeline.png"
 LOG = "torchrun.log"        # everything the ranks printed
 STOP = "stop"               # created by the CLI on Ctrl-C; rank 0 polls it every step
-STATUS = "status.json"      # rank 0's progress, for the live display
+STATUS = "status.json"      # rank 0's last checkpoint: step, stall, misses (rewritten at each)
+PROGRESS = "progress.json"  # rank 0's progress through the modes, about every second (the CLI's display)
 DLIO = "dlio"               # mlperf protocol: the DLIO-compatible results folder (dlio-write, dlio-read by phase)
 MLPERF_WRITE = "mlperf-write.json"  # mlperf protocol: when the write phase ended (kept for the read phase)
 
-#: outputs of a previous run, removed before a new one starts
-OUTPUTS = (STOP, STATUS, RESULTS, REPORT, TIMELINE)
+#: outputs of a previous run, removed before a new one starts (only with --force where they hold
+#: a finished run's results: ``finished_outputs``)
+OUTPUTS = (STOP, STATUS, PROGRESS, RESULTS, REPORT, TIMELINE)
+#: a finished run's results, which a new run replaces only when asked (``run --force``)
+FINISHED = (RESULTS, REPORT, TIMELINE)
+#: an MLPerf write phase's results, kept under these names when its read phase takes the folder
+WRITE_PHASE = {RESULTS: "results-write.json", REPORT: "report-write.txt"}
+
+
+def finished_outputs(out: Path) -> list[str]:
+    """The names of a finished run's results in ``out`` (none: a new folder, or one a run that
+    failed or was killed left: its config.json and torchrun.log are replaced, its checkpoints
+    are on the tiers)."""
+    out = Path(out)
+    dlio = sorted(p.name for p in out.glob(f"{DLIO}*") if p.is_dir()) if out.is_dir() else []
+    return [n for n in FINISHED if (out / n).exists()] + dlio
 
 
 def dlio_folder(phase: str) -> str:

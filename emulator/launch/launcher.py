@@ -19,7 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
-from emulator.errors import UserError
+from emulator.errors import EXIT_BAD_INPUT, RunFailed, UserError
 from emulator.job import outdir
 from emulator.job.lifeline import die_with_parent
 from emulator.job.ownership import JOB_ENV
@@ -47,8 +47,15 @@ def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, n
     return cmd
 
 
-def prepare_out(out: Path, cfg_dict: dict) -> Path:
+def prepare_out(out: Path, cfg_dict: dict, *, keep_write_phase: bool = False) -> Path:
+    """The results folder for a new run (checked by ``runner.check_results_folder``): a previous
+    run's outputs and working state removed, an MLPerf write phase's results kept under their
+    ``outdir.WRITE_PHASE`` names for its read phase; returns the config the ranks read."""
     out.mkdir(parents=True, exist_ok=True)
+    if keep_write_phase:
+        for name, kept in outdir.WRITE_PHASE.items():
+            if (out / name).exists():
+                os.replace(out / name, out / kept)
     for stale in outdir.OUTPUTS:
         (out / stale).unlink(missing_ok=True)
     shutil.rmtree(outdir.OutDir(out).shared_root, ignore_errors=True)
@@ -73,6 +80,28 @@ def _first_error(log: Path) -> str | None:
         if m:
             return f"rank {m.group(1)} failed: {m.group(2)}"
     return None
+
+
+def _root_exit_code(log: Path) -> int | None:
+    """The exit status torchrun reports for the first rank that failed (its "Root Cause"); None
+    when no rank failed (torchrun itself did not get the ranks started)."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return None
+    root = text.rfind("Root Cause (first observed failure)")
+    m = re.search(r"exitcode\s*:\s*(-?\d+)", text[root:]) if root >= 0 else None
+    return int(m.group(1)) if m else None
+
+
+def failure(log: Path, rc: int) -> UserError:
+    """The one-line error of a run whose torchrun ended with ``rc``: bad input (exit 2) when its
+    first failed rank found bad input or no rank started (a rendezvous that never formed), else
+    a run that could not finish (exit 3: a rank died or ended the run)."""
+    reason = _first_error(log) or f"a rank failed (exit status {rc})"
+    code = _root_exit_code(log)
+    kind = UserError if code is None or code == EXIT_BAD_INPUT else RunFailed
+    return kind(f"{reason} (full log: {log})")
 
 
 def _warnings(log: Path) -> list[str]:
@@ -108,7 +137,7 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str =
         try:
             while proc.poll() is None:
                 if progress:
-                    progress.update(out / outdir.STATUS)
+                    progress.update(out / outdir.PROGRESS)
                 time.sleep(0.25)
         finally:
             signal.signal(signal.SIGINT, old)
@@ -119,6 +148,5 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str =
     for line in _warnings(log_path):  # what the ranks said the user should know
         print(line, file=sys.stderr)
     if rc != 0:
-        reason = _first_error(log_path) or f"a rank failed (exit status {rc})"
-        raise UserError(f"{reason} (full log: {log_path})")
+        raise failure(log_path, rc)
     return rc

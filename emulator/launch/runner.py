@@ -7,15 +7,16 @@ is one ``UserError`` line.
 """
 from __future__ import annotations
 
-import sys
+import json
 from pathlib import Path
 
 from emulator.design import run_emulation
 from emulator.errors import ConfigError, UserError
 from emulator.host import proc_bytes
+from emulator.job import outdir
 from emulator.job.ownership import FIXED_NODE_RANKS_ENV, claim_results_folder, new_job_id
 from emulator.launch.launcher import launch, prepare_out, torchrun_command
-from emulator.launch.progress import Progress
+from emulator.launch.progress import RunProgress
 from emulator.sizing import checkpoint_size
 from emulator.units import GIB
 from tiers import TierError, backend_class
@@ -120,10 +121,35 @@ def _check_node_rank(node_rank: int | None, nnodes: int, rdzv_endpoint: str | No
         raise UserError(f"--rdzv-endpoint {rdzv_endpoint!r}: with --node-rank, use node 0's HOST:PORT")
 
 
+def check_results_folder(cfg, force: bool) -> bool:
+    """A finished run's results are never replaced unasked: a results folder holding them is
+    refused (one line, exit 2) without ``force``. An MLPerf read phase continues its write phase's
+    folder (the protocol's 30 s rule reads it): the write phase's results are kept, renamed
+    (``outdir.WRITE_PHASE``). Returns whether this run is such a read phase."""
+    out = Path(cfg.run.out)
+    continues = _continues_write_phase(cfg, out)
+    allowed = (outdir.RESULTS, outdir.REPORT, outdir.dlio_folder("write")) if continues else ()
+    held = [name for name in outdir.finished_outputs(out) if name not in allowed]
+    if held and not force:
+        raise UserError(f"results folder {out} holds a finished run's results ({', '.join(held)}): give another "
+                        "--out, or --force to replace them")
+    return continues
+
+
+def _continues_write_phase(cfg, out: Path) -> bool:
+    if cfg.checkpoint.protocol != "mlperf" or cfg.checkpoint.phase != "read":
+        return False
+    try:
+        return json.loads((out / outdir.RESULTS).read_text()).get("phase") == "write"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_per_node: int | None = None,
                 rdzv_endpoint: str | None = None, rdzv_id: str = "ckpt-emu", quiet: bool = True,
-                node_rank: int | None = None) -> Path:
-    """Check, launch and wait for one emulator run; returns its results folder."""
+                node_rank: int | None = None, force: bool = False, progress_label: str = "") -> Path:
+    """Check, launch and wait for one emulator run; returns its results folder. A folder holding a
+    finished run's results is refused unless ``force`` (:func:`check_results_folder`)."""
     ranks = cfg.parallelism.active_ranks
     nproc = nproc_per_node or (ranks // nnodes)
     if nproc * nnodes != ranks:
@@ -138,18 +164,17 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
     if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
         from emulator.mlperf.protocol import check_read_phase
         check_read_phase(cfg)
+    write_phase = check_results_folder(cfg, force)
 
     out = Path(cfg.run.out)
     make_dirs(out)
     job = new_job_id(rdzv_endpoint, rdzv_id)
     claim = claim_results_folder(out, job)  # before anything in it is touched
     try:
-        config_path = prepare_out(out, cfg.to_dict())
+        config_path = prepare_out(out, cfg.to_dict(), keep_write_phase=write_phase)
         cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
                                rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id, node_rank=node_rank)
-        progress = None
-        if not quiet and sys.stderr.isatty():
-            progress = Progress(duration)
+        progress = None if quiet else RunProgress(nproc * nnodes, label=progress_label)
         fixed = {FIXED_NODE_RANKS_ENV: "1"} if node_rank is not None else {}
         launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress, job=job, env=fixed)
     finally:

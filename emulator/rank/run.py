@@ -37,7 +37,7 @@ from emulator.checkpoint.audit import audit_tiers
 from emulator.checkpoint.broadcast_restore import make_restorer, new_dp_group, restore_state
 from emulator.checkpoint.checkpointer import Checkpointer
 from emulator.checkpoint.injection import Faults
-from emulator.checkpoint.layout import list_steps
+from emulator.checkpoint.layout import delete_all, list_steps
 from emulator.checkpoint.loop import LoopThread
 from emulator.checkpoint.node_loss import NodeLoss, failure_class
 from emulator.checkpoint.records import RankResult
@@ -261,19 +261,25 @@ class RankRun:
                 self.tally.count("tier_error")
                 _warn(f"tiers.{name}: clean-up of an earlier crash skipped: {describe_error(exc)}")
 
-    def _clean_up_after_run(self) -> None:
-        """End of run: e.g. abort multipart uploads a failed drain could not abort (server was down),
-        free a recycling memory tier's pool (node leaders).
+    def _clean_up_after_run(self) -> list[str]:
+        """End of run: empty the tiers in host memory unless run.keep_tiers, abort multipart uploads
+        a failed drain could not abort (server was down), free a recycling memory tier's pool (node
+        leaders); returns the tiers emptied.
 
         Safe here: every drain of every node ended inside the last checkpoint's collectives."""
         self.comm.barrier()
         tiers = self._host_folders if self.comm.is_node_leader else []
+        emptied = []
         for name, tier in tiers + ([("global", self.global_)] if self.comm.rank == 0 else []):
             try:
+                if tier.in_host_memory and not self.cfg.run.keep_tiers:
+                    self.ckpt.loop.run(delete_all(tier))
+                    emptied.append(name)
                 self.ckpt.loop.run(tier.clean_up_after_run())
             except Exception as exc:  # noqa: BLE001 - the next run's start cleans up too
                 self.tally.count("tier_error")
                 _warn(f"tiers.{name}: end-of-run clean-up skipped: {describe_error(exc)}")
+        return emptied
 
     # ------------------------------------------------------------------ phases
 
@@ -426,7 +432,7 @@ class RankRun:
         loads, dropped = ([], False) if stopped_early else self.run_loads()
         tier_loads = [] if stopped_early else self._tier_loads()
         self.ckpt.finish()
-        self._clean_up_after_run()
+        emptied = self._clean_up_after_run()
         self.ckpt.close()
         self.comm.barrier()  # every rank is done with the tiers before the claims go
         release(self.claims)
@@ -445,7 +451,7 @@ class RankRun:
             staging=self.state.stager.describe(), s3_requests=_s3_requests(self.global_),
             device_waits={"local": device_waits(self.local), "global": device_waits(self.global_)},
             tier_loads=tier_loads, recoveries=self.recoveries, memory_tier_peak_bytes=self.ckpt.memory_tier_peak,
-            mapped_tier_peak_bytes=mapped_peak_bytes(),
+            mapped_tier_peak_bytes=mapped_peak_bytes(), tiers_emptied=emptied,
             dilation=dilation.describe(self.probe, self.cfg.run.dilation.factor or 1.0))
 
     def _audit_content(self) -> dict | None:
@@ -533,7 +539,7 @@ def main(argv=None) -> int:
             _run_emulator(cfg, out, args.duration, membership)
     except UserError as exc:
         print(f"ckpt-emu: error: rank {os.environ.get('RANK', 0)}: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code  # 2 bad input, 3 a run that could not finish (the CLI's status)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -22,6 +22,7 @@ from collections import deque
 from emulator.job import outdir
 
 MAX_EVENTS = 4000  # timeline events kept per rank and kind of source
+PROGRESS_EVERY_S = 1.0  # rank 0 rewrites the progress file at most this often (and at each checkpoint)
 #: votes of the per-step stop all-reduce (the largest wins): stop now > a checkpoint in flight > steps done
 _STEPS_DONE, _IN_FLIGHT, _STOP_NOW = 1.0, 2.0, 4.0
 
@@ -105,6 +106,7 @@ class ModeLoop:
         step, n, update_cpu = first_step, 0, 0.0
         compute_events = deque(maxlen=MAX_EVENTS)  # bounded: soak runs must not grow
         last_step = cfg.steps_per_mode if budget is None else float("inf")  # steps past it only wait for a drain
+        progress_at = -float("inf")
         while not self._should_stop(start, budget, n):
             t, cpu0 = time.time(), time.thread_time()
             self.state.mutate(step)  # the optimizer update: part of the step's time, not added to it
@@ -114,9 +116,13 @@ class ModeLoop:
             compute_events.append((t, t_end))
             self.trained.mark(step)
             m.observe_step(mode, t_end - t)
-            if mode != "none" and (n + 1) % interval == 0 and n < last_step:
+            checkpointed = mode != "none" and (n + 1) % interval == 0 and n < last_step
+            if checkpointed:
                 self._checkpoint(mode, step, start, n + 1)
             now = time.time()
+            if self.comm.rank == 0 and (checkpointed or now - progress_at >= PROGRESS_EVERY_S):
+                self._write_progress(mode, n + 1, start, budget)
+                progress_at = now
             m.add_training_seconds(mode, now - last)
             step, n, last = step + 1, n + 1, now
         train_end = time.time()
@@ -156,6 +162,19 @@ class ModeLoop:
                   "checkpoints": len(recs), "misses": sum(r.missed for r in recs),
                   "interval_s": self.cfg.checkpoint.interval_steps * self.cfg.wall_step_seconds,
                   "time": time.time()}
-        tmp = self.out / (outdir.STATUS + ".tmp")
-        tmp.write_text(json.dumps(status))
-        os.replace(tmp, self.out / outdir.STATUS)
+        _replace_json(self.out / outdir.STATUS, status)
+
+    def _write_progress(self, mode: str, steps_done: int, start: float, budget: float | None) -> None:
+        """Rank 0's progress through the modes, for the CLI's progress display (replaced atomically)."""
+        recs, modes = self.ckpt.records, list(self.cfg.run_modes)
+        _replace_json(self.out / outdir.PROGRESS, {
+            "mode": mode, "mode_index": modes.index(mode), "modes": len(modes), "steps_done": steps_done,
+            "steps_per_mode": self.cfg.steps_per_mode, "budget_s": budget, "mode_elapsed_s": time.time() - start,
+            "checkpoints": len(recs), "misses": sum(r.missed for r in recs),
+            "last_stall_s": recs[-1].stall_s if recs else None})
+
+
+def _replace_json(path, obj: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)

@@ -4,4 +4,5 @@
 - ``scale_notes``  what a scaled run cannot show of the full-size design
 - ``report``       report.txt and results.json
 - ``timeline``     the timeline picture
+- ``verdict``      whether the design met its goals (the exit status under --fail-on-miss)
 """

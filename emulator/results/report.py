@@ -258,6 +258,9 @@ def _content_lines(results: dict) -> list[str]:
         lines.append(f"memory: peak RSS {mem['peak_rss_max_bytes'] / GIB:.2f} GiB (rank {mem['rank']}) for "
                      f"{mem['state_plus_staging_bytes'] / GIB:.2f} GiB of host state + one staging copy"
                      " (+ pinned bucket slots)")
+    if results.get("tiers_emptied"):
+        lines.append(f"tiers in host memory emptied when the run ended: {', '.join(results['tiers_emptied'])} "
+                     "(their memory given back; --keep-tiers keeps their checkpoints)")
     return lines
 
 

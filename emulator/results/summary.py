@@ -254,6 +254,8 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "attempts": attempts_summary(cfg, ranks),
         "content": content_summary(ranks),
         "memory": memory_summary(ranks),
+        # the tiers in host memory emptied when the run ended (run.keep_tiers: false)
+        "tiers_emptied": sorted({name for r in ranks for name in r.get("tiers_emptied") or []}),
         "device": device_summary(ranks),
         "device_waits": device_wait_summary(ranks),
         "s3": s3_summary(cfg, ranks),
@@ -321,6 +323,13 @@ def summarize_baseline(ranks: list[dict]) -> dict | None:
     return {"steps": steps, "training_wall_s": train, "step_wall_s": train / max(1, steps),
             "step_p50_s": _p(times, 50), "step_p99_s": _p(times, 99),
             "update_cpu_per_step_s": _update_cpu_per_step(walls)}
+
+
+def at_full_size(measured_s: float, time_factor: float) -> float:
+    """A span of wall time here on the full-size design's clock: measured / the time factor (scale x
+    dilation). Right for the paced part of a phase; the timeline's axes use it for whole spans, and
+    the report's figures split each phase (emulator/results/design_time.py)."""
+    return measured_s / time_factor
 
 
 def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, time_factor: float = 1.0,

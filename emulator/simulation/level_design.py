@@ -372,12 +372,17 @@ def check_sweep(cfg, spec: dict) -> dict:
     return out
 
 
-def run_sweep(design: LevelDesign, every: dict, *, horizon_s: float, seed: int = 0, failures=None) -> dict:
+def run_sweep(design: LevelDesign, every: dict, *, horizon_s: float, seed: int = 0, failures=None,
+              progress=None) -> dict:
     """The SimPy level model over the grid (same failures in every cell) beside the planner's choice
-    over the same grid; whether they agree within one grid step per level."""
+    over the same grid; whether they agree within one grid step per level. ``progress()`` is called
+    after each cell."""
     grid = Grid(every=every)
-    cells = grid.cells(design.inputs)
-    sims = [(c, _simulated(c, seed, horizon_s, failures)) for c in cells]
+    sims = []
+    for c in grid.cells(design.inputs):
+        sims.append((c, _simulated(c, seed, horizon_s, failures)))
+        if progress:
+            progress()
     best_cell, best_g = max(sims, key=lambda s: s[1])
     choice = optimize(design.inputs, grid)
     best = {lv.name: lv.every for lv in best_cell.levels}

@@ -55,10 +55,12 @@ def write_breakdown(path: Path, title: str, outcomes: dict) -> Path:
 
 
 def heatmap_figure(title: str, sweep: dict):
-    """Goodput per (interval, global bandwidth) cell, one panel per mode, the best cell starred."""
+    """Goodput per (interval, global bandwidth) cell, one panel per mode, the best cell starred and
+    outlined, and said when it sits on the grid's edge (the best may lie beyond the sweep)."""
     modes = list(sweep["modes"])
     rows = sweep["global_gib_s"]
-    fig = _figure(figsize=(4 + 3.2 * len(modes), 1.8 + 0.45 * len(rows)), dpi=100)
+    from matplotlib.patches import Rectangle
+    fig = _figure(figsize=(4 + 3.2 * len(modes), 2.2 + 0.45 * len(rows)), dpi=100)
     for k, mode in enumerate(modes):
         m = sweep["modes"][mode]
         cols, grid = m["intervals_s"], [[g * 100 for g in r] for r in m["goodput"]]
@@ -70,12 +72,15 @@ def heatmap_figure(title: str, sweep: dict):
         ax.set_ylabel("global write bandwidth (GiB/s)")
         b = m["best"]
         bi, bj = rows.index(b["global_gib_s"]), cols.index(b["interval_s"])
-        ax.plot([bj], [bi], marker="*", markersize=16, color="white", markeredgecolor="black")
+        ax.plot([bj], [bi], marker="*", markersize=16, color="white", markeredgecolor="black", gid="best")
+        ax.add_patch(Rectangle((bj - 0.5, bi - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2, gid="best cell"))
         if len(cols) * len(rows) <= 120:
             for i, r in enumerate(grid):
                 for j, v in enumerate(r):
                     ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=6, color="white")
-        ax.set_title(f"{mode}: best {b['goodput'] * 100:.2f} % every {fmt_duration(b['interval_s'])}", fontsize=9)
+        edges = b.get("on_edge") or []
+        ax.set_title(f"{mode}: best {b['goodput'] * 100:.2f} % every {fmt_duration(b['interval_s'])}"
+                     + "".join(f"\n{e}" for e in edges), fontsize=9, color="firebrick" if edges else "black")
         fig.colorbar(im, ax=ax, label="goodput (%)")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()

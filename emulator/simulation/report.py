@@ -93,6 +93,7 @@ def render_sweep(sw: dict) -> str:
         bw = "config" if b["global_gib_s"] is None else f"{b['global_gib_s']:g} GiB/s"
         lines.append(f"  best {mode}: every {fmt_duration(b['interval_s'])} with global {bw}: "
                      f"goodput {b['goodput'] * 100:.2f} %")
+        lines += [f"    on the grid's edge: {edge}" for edge in b.get("on_edge") or []]
         for row in m["fitted"]:
             if row["interval_s"] is not None:
                 rbw = "config" if row["global_gib_s"] is None else f"{row['global_gib_s']:g} GiB/s"

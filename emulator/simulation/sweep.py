@@ -107,6 +107,19 @@ def fit_optimum(xs: list[float], ys: list[float]) -> float | None:
     return None
 
 
+def grid_edges(intervals: list, bandwidths: list, interval_s, global_gib_s) -> list[str]:
+    """Where the best cell sits on the grid's edge, one phrase per axis: the best may then lie
+    beyond what was swept (an interval), or more bandwidth still pays (a bandwidth)."""
+    found = []
+    if len(intervals) > 1 and interval_s in (intervals[0], intervals[-1]):
+        word = "shortest" if interval_s == intervals[0] else "longest"
+        found.append(f"at the {word} interval swept: the best may lie beyond, extend the sweep")
+    if len(bandwidths) > 1 and global_gib_s in (bandwidths[0], bandwidths[-1]):
+        word = "lowest" if global_gib_s == bandwidths[0] else "highest"
+        found.append(f"at the {word} global bandwidth swept")
+    return found
+
+
 def run_sweep(study: Study, spec: dict, progress=None) -> dict:
     """Every cell of the grid, per mode: goodput, the best cell and the fitted optimum per row."""
     rows = spec.get("global_gib_s") or [None]
@@ -125,5 +138,6 @@ def run_sweep(study: Study, spec: dict, progress=None) -> dict:
             fitted.append({"global_gib_s": bw, "interval_s": fit_optimum(cols, gp)})
         i, j = max(((i, j) for i in range(len(rows)) for j in range(len(cols))), key=lambda ij: grid[ij[0]][ij[1]])
         result["modes"][mode] = {"intervals_s": cols, "goodput": grid, "fitted": fitted,
-                                 "best": {"interval_s": cols[j], "global_gib_s": rows[i], "goodput": grid[i][j]}}
+                                 "best": {"interval_s": cols[j], "global_gib_s": rows[i], "goodput": grid[i][j],
+                                          "on_edge": grid_edges(cols, rows, cols[j], rows[i])}}
     return result
