@@ -21,7 +21,7 @@ bits, decimal or binary prefixes; a bare number is refused as ambiguous. The
 local device is the node's: its ranks share it, and its reads (a drain) and
 writes (the next checkpoint) share it unless ``duplex``. The global storage's
 rates are the aggregate of the whole job; each node reaches it through its NIC
-(emulator/design/share.py). The node's host memory (the memory tier) is the
+(emulator/design/links.py). The node's host memory (the memory tier) is the
 share of it a checkpoint may use, and the rate a copy into it runs at; a peer
 copy travels over the node's NIC. The snapshot is each accelerator's copy of
 its state to host memory (device-to-host on a GPU). ``failures`` is the failure

@@ -285,7 +285,7 @@ def _global_links(cfg, opts: Options, c, files: int, local: bool, sources: dict,
 
 def design_links(cfg, opts: Options) -> tuple[LinkLimits, LinkLimits] | None:
     """(write, read) limits of the global tier from ``cfg.design``: the job's aggregate behind each
-    node's NIC (emulator/design/share.py); flags override either. None without a design."""
+    node's NIC (emulator/design/links.py); flags override either. None without a design."""
     d = cfg.design
     if d is None or d.global_ is None:
         return None

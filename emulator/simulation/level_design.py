@@ -14,7 +14,7 @@ design does not describe is taken at its ``emulate`` rates, per node (a 400 Gb/s
   (as the emulator's pipeline does), so a level's lag is the nearest level's lag plus the copies
   of the levels before it that also take its checkpoints, plus its own: peer node bytes x
   replicas / NIC, NVMe node bytes / its write rate, global node bytes / min(NIC, aggregate /
-  nodes) (emulator/design/share.py, every node draining at once);
+  nodes) (emulator/design/links.py, every node draining at once);
 - async (the config has mode async): no stall beyond the snapshot, but each copy in the background
   costs training a calibrating run's measured interference per second of copy (0 without one);
   sync: each level stalls for its own part of the write path (the first level: snapshot + its
