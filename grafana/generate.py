@@ -51,8 +51,17 @@ DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 J = 'job=~"$job"'
 
 
+#: durations the run measured here, which a panel shows in the full-size design's time: over the
+#: run's time factor (scale x dilation, docs/time-dilation.md); ages and their thresholds stay wall time
+DESIGN_TIME = f" / scalar(max(ckpt_emu_time_factor{{{J}}}))"
+DURATIONS = ("checkpoint_stall_seconds", "phase_duration_seconds", "step_duration_seconds",
+             "durability_lag_seconds_bucket", "recovery_seconds", "last_lost_work_seconds")
+
+
 def target(expr: str, legend: str, ref: str) -> prometheus.Dataquery:
-    """A range query in code mode on the ``datasource`` variable."""
+    """A range query in code mode on the ``datasource`` variable; a duration in the design's time."""
+    if any(f"ckpt_emu_{d}" in expr for d in DURATIONS):
+        expr = f"({expr}){DESIGN_TIME}"
     return (prometheus.Dataquery().datasource(DS).editor_mode(QueryEditorMode.CODE).expr(expr)
             .legend_format(legend).range().ref_id(ref))
 
