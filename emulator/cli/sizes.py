@@ -109,14 +109,17 @@ def _writers_line(par) -> str:
 
 
 def _job_lines(job) -> str:
-    """The job's nodes and what each holds (alike nodes in one line), and which node this run is."""
+    """The job's nodes and what each writes (nodes of equal bytes in one line, the heaviest first)."""
     lines = [f"  the job: {job.nodes:,} node(s) x {job.accelerators_per_node} accelerators "
              f"({job.accelerators:,} ranks)"]
-    groups = sorted(job.groups, key=lambda g: -g.node_bytes)
-    for g in groups[:6]:
-        lines.append(f"    {g.nodes:6,} node(s) of {g.files} ranks hold {g.node_bytes / GIB:10.2f} GiB each")
-    if len(groups) > 6:
-        lines.append(f"    ... {len(groups) - 6} more kinds of node")
+    counts: dict = {}
+    for g in job.groups:
+        counts[(g.node_bytes, g.files)] = counts.get((g.node_bytes, g.files), 0) + g.nodes
+    kinds = sorted(counts.items(), key=lambda kv: -kv[0][0])
+    for (node_bytes, files), nodes in kinds[:6]:
+        lines.append(f"    {nodes:6,} node(s) of {files} ranks hold {node_bytes / GIB:10.2f} GiB each")
+    if len(kinds) > 6:
+        lines.append(f"    ... {len(kinds) - 6} more kinds of node")
     return "\n".join(lines)
 
 
