@@ -121,3 +121,12 @@ def test_host_shares_are_the_hosts_part_of_each_full_size_figure():
     assert shares["snapshot"] == pytest.approx(0.05 / (5 + 0.05))  # 50 ms of the host on 5 s of design
     assert shares["local_write"] == pytest.approx(0.0)
     assert shares["drain"] == pytest.approx(1.0)  # the host overran the whole paced time
+
+
+def test_a_span_the_host_overran_ends_when_its_bytes_were_due():
+    """The host's real I/O took longer than the paced time: only the paced part is the design's."""
+    spans.clear()
+    t = time.time()
+    spans.record_due("local_write", t - 1.0, -0.6)  # began a second ago, was due 0.6 s ago
+    assert spans.seconds("local_write", t - 1.0, t) == pytest.approx(0.4, abs=0.01)
+    spans.clear()

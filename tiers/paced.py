@@ -28,8 +28,10 @@ def record(phase: str, start: float, end: float) -> None:
 
 
 def record_due(phase: str, start_wall: float, due_in: float) -> None:
-    """A paced span from ``start_wall`` to ``due_in`` seconds from now (a bucket's own clock)."""
-    record(phase, start_wall, time.time() + max(0.0, due_in))
+    """A paced span from ``start_wall`` to when its bytes were due, ``due_in`` seconds from now (a
+    bucket's own clock; negative where the host's real I/O overran the paced time: the span ends
+    then, and the overrun is the host's)."""
+    record(phase, start_wall, time.time() + due_in)
 
 
 def seconds(phase: str | tuple, t0: float, t1: float) -> float:

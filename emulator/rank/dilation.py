@@ -15,6 +15,8 @@ import math
 import time
 from dataclasses import dataclass, replace
 
+import torch
+
 from emulator.checkpoint import layout
 from emulator.checkpoint.checkpointer import save_rank_file
 from emulator.checkpoint.drainer import Drainer
@@ -104,54 +106,72 @@ class Probe:
         fn()
         return time.perf_counter() - t
 
+    def _byte_seconds(self, full: float, skeleton: float) -> float:
+        """A phase's time for its bytes: the full files' less the same files' with one element per
+        tensor (never below a tenth of the full time: timing noise must not make the host look infinite)."""
+        return max(full - skeleton, full / 10)
+
     def _add(self, phase: str, tier: str, design: float | None, host: float) -> None:
         if design:
             self.phases.append(PhaseProbe(phase, tier, design, host))
 
     def run(self) -> list[PhaseProbe]:
-        cfg, comm, state = self.cfg, self.comm, self.state
+        cfg, comm = self.cfg, self.comm
         if cfg.design is not None:
-            seconds = self._timed(state.snapshot)
-            self._add("snapshot", "host memory", snapshot_rate(cfg) * comm.local_world_size,
-                      self._node_rate(seconds, state.nbytes))
+            self._add("snapshot", "host memory", snapshot_rate(cfg) * comm.local_world_size, self._copy_rate())
         names = [n for n in ("memory", "local", "global") if n in self.tiers]
         first = names[0]
-        entry = self._write(first)
+        entries = self._write(first)
         if first != "global":
-            self._drain(first, entry)
+            self._drain(first, entries)
         for name in (first, "global") if first != "global" else (first,):
-            self._read(name, entry)
+            self._read(name, entries)
         self._clean(names)
         return self.phases
 
-    def _write(self, name: str) -> FileEntry:
-        key = layout.rank_file_key(PROBE_STEP, self.comm.rank, self.state.coords.dp, 0)
-        out = {}
-        seconds = self._timed(lambda: out.update(zip(("size", "crc"), save_rank_file(
-            self.state, self.tiers[name], key, PROBE_STEP))))
-        self._add("write", name, design_rate(self.cfg, self.comm, name, "write"),
-                  self._node_rate(seconds, out["size"]))
-        return FileEntry(key, self.comm.rank, out["size"], out["crc"])
+    def _copy_rate(self) -> float:
+        """The node's memcpy rate into warm buffers as large as each rank's state, every rank at once."""
+        n = max(self.state.nbytes, 1 << 20)
+        src, dst = torch.empty(n, dtype=torch.uint8), torch.empty(n, dtype=torch.uint8)
+        src.fill_(1)
+        dst.copy_(src)  # warm both
+        return self._node_rate(self._timed(lambda: dst.copy_(src)), n)
 
-    def _drain(self, source: str, entry: FileEntry) -> None:
-        entries = [e for node, e in self.comm.all_gather((self.comm.node, entry)) if node == self.comm.node]
-        seconds, nbytes = 0.0, 0
+    def _write(self, name: str) -> tuple[FileEntry, FileEntry]:
+        """(the skeleton's entry, the full file's): the state saved with one element per tensor, then whole."""
+        entries, times = [], []
+        for mp, state in ((1, _Skeleton(self.state)), (0, self.state)):
+            key = layout.rank_file_key(PROBE_STEP, self.comm.rank, self.state.coords.dp, mp)
+            out = {}
+            times.append(self._timed(lambda: out.update(zip(("size", "crc"), save_rank_file(
+                state, self.tiers[name], key, PROBE_STEP)))))
+            entries.append(FileEntry(key, self.comm.rank, out["size"], out["crc"]))
+        self._add("write", name, design_rate(self.cfg, self.comm, name, "write"),
+                  self._node_rate(self._byte_seconds(times[1], times[0]), entries[1].size - entries[0].size))
+        return tuple(entries)
+
+    def _drain(self, source: str, mine: tuple) -> None:
+        gathered = self.comm.all_gather((self.comm.node, mine))
+        times, nbytes = [0.0, 0.0], 0
         if self.comm.is_node_leader:
             drainer = Drainer(self.tiers[source], self.tiers["global"], concurrency=self.cfg.drain.concurrency,
                               verify=self.cfg.drain.verify, node=self.comm.node)
-            result = self.loop.run(drainer.drain(entries))
-            seconds, nbytes = result.seconds, result.bytes
-        self._add("drain", "global", design_rate(self.cfg, self.comm, "global", "write"),
-                  self._node_rate(seconds, nbytes))  # the leader's copy: the others add nothing
+            for i in (0, 1):
+                result = self.loop.run(drainer.drain([e[i] for node, e in gathered if node == self.comm.node]))
+                times[i] = result.seconds
+                nbytes += result.bytes if i else -result.bytes
+        self._add("drain", "global", design_rate(self.cfg, self.comm, "global", "write"),  # the leader's copies
+                  self._node_rate(self._byte_seconds(times[1], times[0]) if self.comm.is_node_leader else 0.0, nbytes))
 
-    def _read(self, name: str, entry: FileEntry) -> None:
-        def read():
+    def _read(self, name: str, entries: tuple) -> None:
+        def read(entry):
             with self.tiers[name].open_read(entry.key) as fh:
                 buf = bytearray(4 << 20)
                 while fh.readinto(buf):
                     pass
+        skeleton, whole = (self._timed(lambda e=e: read(e)) for e in entries)
         self._add("restore", name, design_rate(self.cfg, self.comm, name, "read"),
-                  self._node_rate(self._timed(read), entry.size))
+                  self._node_rate(self._byte_seconds(whole, skeleton), entries[1].size - entries[0].size))
 
     def _clean(self, names: list[str]) -> None:
         self.comm.barrier()
@@ -159,6 +179,17 @@ class Probe:
             if (name == "global" and self.comm.rank == 0) or (name != "global" and self.comm.is_node_leader):
                 self.loop.run(layout.delete_checkpoint(self.tiers[name], PROBE_STEP))
         self.comm.barrier()
+
+
+class _Skeleton:
+    """The state's payload with one element per tensor: the same file's structure without its bytes."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def payload(self, step: int) -> dict:
+        return {k: {n: t.reshape(-1)[:1].clone() for n, t in v.items()} if isinstance(v, dict) else v
+                for k, v in self.state.payload(step).items()}
 
 
 def choose(phases: list[PhaseProbe], comm) -> tuple[float, PhaseProbe | None]:
