@@ -116,8 +116,8 @@ def _job_lines(job) -> str:
     for g in job.groups:
         counts[(g.node_bytes, g.files)] = counts.get((g.node_bytes, g.files), 0) + g.nodes
     kinds = sorted(counts.items(), key=lambda kv: -kv[0][0])
-    for (held, files), nodes in kinds[:6]:
-        lines.append(f"    {nodes:6,} node(s) of {files} ranks hold {held / GIB:10.2f} GiB each")
+    for (written, files), nodes in kinds[:6]:
+        lines.append(f"    {nodes:6,} node(s) of {files} ranks hold {written / GIB:10.2f} GiB each")
     if len(kinds) > 6:
         lines.append(f"    ... {len(kinds) - 6} more kinds of node")
     return "\n".join(lines)
