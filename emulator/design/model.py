@@ -139,17 +139,27 @@ def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes:
     tiers = dict(links.tiers)
     for name, t in links.tiers.items():
         copy, read = cal.copy_bps.get(name), cal.read_bps.get(name)
+        if not read and copy and t.source == "none" and t.read is None:
+            read = copy
+            notes.append(f"{name}: no restore from it measured; its reads are planned at its measured write rate")
         changes = {}
+        # a shared store nothing paced was seen from one node: its aggregate is unknown, so the job is
+        # credited with no more than that node's rate (never every node at it: that would flatter it)
+        unknown_aggregate = t.source == "none" and name == "global"
         if copy:
             design = t.drain.node_rate(1)
             if copy < HOST_BOUND * design or t.source == "none":
-                changes["write"] = changes["drain"] = LinkLimits(t.drain.aggregate_bps, copy)
+                changes["write"] = changes["drain"] = LinkLimits(copy if unknown_aggregate else t.drain.aggregate_bps,
+                                                                 copy)
                 sources[f"{name}_write"] = "measured"
-                notes.append(f"{name}: the run reached {copy / 1e9:.3g} GB/s of its node's "
+                notes.append(f"{name}: an unpaced store measured from one node at {copy / 1e9:.3g} GB/s: the job "
+                             f"is credited with that rate, its aggregate being unknown" if unknown_aggregate else
+                             f"{name}: the run reached {copy / 1e9:.3g} GB/s of its node's "
                              f"{design / 1e9:.3g} GB/s: the host limited it; planned at the measured rate")
-        if read and t.read is not None:
-            if read < HOST_BOUND * t.read.node_rate(1) or t.source == "none":
-                changes["read"] = LinkLimits(t.read.aggregate_bps, read)
+        if read and (t.read is not None or t.source == "none"):  # an unpaced tier reads at what it measured
+            base = t.read if t.read is not None else t.drain
+            if read < HOST_BOUND * base.node_rate(1) or t.source == "none":
+                changes["read"] = LinkLimits(read if unknown_aggregate else base.aggregate_bps, read)
                 sources[f"{name}_read"] = "measured"
         if changes:
             tiers[name] = replace(t, **changes)
