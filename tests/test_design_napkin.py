@@ -48,3 +48,23 @@ def test_an_unpaced_store_measured_from_one_node_is_credited_with_that_nodes_rat
     assert restore_seconds(d, "global") == pytest.approx(16 * node / 2e9)
     assert d.sources["global_write"] == "measured"
     assert any("aggregate being unknown" in n for n in d.notes)
+
+
+def test_a_run_that_reached_its_paced_share_leaves_the_design_as_it_is(tmp_path):
+    """The run's node is paced at its max-min fair share of the store (every node draining at once); a
+    measurement at that share is the design's, not a host that could not keep up: the design's links stand
+    (capping every node at that share would slow the heavy nodes that get more once the light ones finish)."""
+    from emulator.design import run_emulation
+    path = tmp_path / "l405.yaml"
+    path.write_text(yaml.safe_dump({
+        "extends": "llama3-405b-subset", "tiers": {"local": None, "global": {"backend": "dir", "path": str(tmp_path)}},
+        "design": {"job": {"nodes": 2048}, "node": {"nic": "400Gb/s"}, "global": {"write": "400GB/s"}}}))
+    cfg = load_config(str(path))
+    share = run_emulation(cfg, "global").write_gib_s * GIB
+    plain = resolve(cfg)
+    assert share < 0.1 * plain.link("global").drain.node_rate(1)  # far below a node alone's 50 GB/s
+    reached = resolve(cfg, calibration=Calibration(copy_bps={"global": share}))
+    assert reached.link("global") == plain.link("global") and reached.sources["global_write"] == "design"
+    slow = resolve(cfg, calibration=Calibration(copy_bps={"global": 0.5 * share}))
+    assert slow.link("global").drain.node_bps == 0.5 * share and slow.sources["global_write"] == "measured"
+    assert copy_seconds(slow, "global") > copy_seconds(plain, "global")
