@@ -7,7 +7,12 @@ import yaml
 
 from emulator.config import load_config
 from emulator.design import Calibration, resolve
-from emulator.design.costs import checkpoint_costs, copy_seconds, restore_seconds, snapshot_seconds
+from emulator.design.costs import (
+    checkpoint_costs,
+    copy_seconds,
+    restore_seconds,
+    snapshot_seconds,
+)
 from emulator.design.napkin import napkin_design
 from emulator.units import BITS, GIB
 
