@@ -219,3 +219,21 @@ def test_a_tier_without_a_rate_is_refused(capsys):
     assert main(["plan", "llama3-70b-subset", "--accelerators", "1024"]) == 2
     err = capsys.readouterr().err
     assert "the local and global tiers have no rate" in err and "--calibrate" in err
+
+
+def test_a_measured_interference_charges_each_async_copy_and_thins_the_far_tiers(tmp_path):
+    """Async copies are not free once a run measured what they cost training: each tier's copy is charged
+    the interference share of its time. Uncharged, the planner sends every checkpoint everywhere; charged,
+    it thins the NVMe (it recovers no class) and the global copy (a group loss a day or so)."""
+    from emulator.design import Calibration
+    cfg = load_config(_levels(tmp_path, checkpoint={"interval_steps": 5, "modes": ["async"]}))
+    free = planner.plan(resolve(cfg, mttf_hours=20000))
+    charged = planner.plan(resolve(cfg, mttf_hours=20000, calibration=Calibration(interference_share=0.5)))
+    lv = {x.name: x for x in DesignLevels(charged.design, "async").levels()}
+    c = charged.costs
+    assert lv["memory"].stall_s == pytest.approx(c.snapshot_s + 0.5 * c.copy_s["memory"])
+    assert lv["local"].stall_s == pytest.approx(0.5 * c.copy_s["local"])
+    assert set(free.best.every.values()) <= {1, 2}
+    assert charged.best.every["local"] > free.best.every["local"]
+    assert charged.best.every["global"] > free.best.every["global"]
+    assert charged.best.base_interval_s > free.best.base_interval_s
