@@ -20,7 +20,6 @@ from emulator.design.costs import (
 )
 from emulator.planner.inputs import DesignLevels
 from emulator.planner.model import FailureClass, Level, LevelInputs, breakdown
-from emulator.units import GIB
 
 GB = 1e9
 
@@ -127,19 +126,6 @@ def test_plan_config_prints_every_tier_class_and_mode(tmp_path, capsys):
     assert g["needed_bytes_per_s"] == pytest.approx(g["bytes"] / (0.10 * g["interval_s"]))
     assert g["headroom"] == pytest.approx(0.10 * g["interval_s"] / g["copy_s"])
     assert d["tiers"]["peer"]["bytes"] == d["job"]["heaviest_node_bytes"]  # one replica's
-
-
-def test_plan_file_with_accelerators_plans_that_job(tmp_path, capsys):
-    """`plan FILE --accelerators 1024` (today: "plan it with --accelerators"): the file's design on 128
-    nodes of 8, its data parallelism what those accelerators give (TP8 DP128), each node 7.1 GiB."""
-    path = _write(tmp_path, {**LLAMA70B, "design": {**LLAMA70B["design"], "job": {"nodes": 16}}})
-    d = _plan_json(capsys, path, "--accelerators", 1024)
-    assert (d["job"]["nodes"], d["job"]["accelerators"]) == (128, 1024)
-    assert d["job"]["heaviest_node_bytes"] / GIB == pytest.approx(7.12, abs=0.01)
-    want = resolve(load_config(path), nodes=128, accelerators_per_node=8)
-    assert d["job"]["checkpoint_bytes"] == want.job.checkpoint_bytes
-    assert d["costs"]["copy_s"]["global"] == pytest.approx(copy_seconds(want, "global"))
-    assert _plan_json(capsys, path, "--accelerators", 1024, "--nodes", 256)["job"]["nodes"] == 256
 
 
 def test_the_planner_answers_what_the_command_prints(tmp_path, capsys):
