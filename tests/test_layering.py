@@ -12,9 +12,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: emulator's packages, top to bottom (docs/architecture.md); the kernel's modules are one level,
 #: and tiers/ is below all of emulator/
-LAYERS = ["cli", "launch", "rank", "mlperf", "results", "checkpoint", "workload", "job", "simulation", "design",
-          "config", "kernel"]
-KERNEL = {"errors", "units", "host", "sizing", "planner", "multilevel", "metrics"}
+LAYERS = ["cli", "launch", "rank", "mlperf", "results", "checkpoint", "workload", "job", "simulation", "planner",
+          "design", "config", "kernel"]
+KERNEL = {"errors", "units", "host", "sizing", "metrics"}
 
 #: where a project module may be imported inside a function: the CLI process keeps torch (and with
 #: it the rank's whole stack) out until a subcommand needs it (docs/architecture.md)

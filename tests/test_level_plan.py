@@ -3,9 +3,10 @@
 - level_inputs on a design whose numbers can be checked by hand (2 nodes, 100 GB per node,
   a 400 Gb/s NIC, 10 GB/s NVMe, 20 GB/s global storage for the job, 20 GB/s host memory);
 - a calibration from a results.json written by hand in the shape a run with levels writes;
-- the CLI: plan and simulate print every tier, goodput by both models and the planner's choice;
+- the CLI: simulate prints every tier, goodput by both models and the planner's choice;
   the planner's intervals agree with the best cell of simulate --sweep over the same grid
-  within one grid step; bad input is one line, exit 2, nothing written.
+  within one grid step; bad input is one line, exit 2, nothing written (`plan CONFIG` on the
+  design: tests/test_plan_design.py).
 No emulation runs here: every input is a config or a hand-written results.json.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from emu import ckpt_emu
 
 from emulator.config import load_config
 from emulator.simulation.design import full_size_groups
-from emulator.multilevel import recovery_levels
+from emulator.planner.model import recovery_levels
 from emulator.simulation.level_design import class_rates, describe_design, level_inputs, read_calibration
 from emulator.sizing import checkpoint_size
 from emulator.units import GIB
@@ -224,26 +225,6 @@ def _json(proc) -> dict:
     return json.loads(proc.stdout)
 
 
-def test_plan_prints_every_tier_both_goodputs_and_the_recommendation(tmp_path):
-    cfg = _config(tmp_path)
-    text = ckpt_emu("plan", cfg, "--mttf-hours", "20000", "--days", "10", check=True).stdout
-    for name in ("memory", "peer", "local", "global"):
-        assert name in text
-    for words in ("analytic", "simulated", "recommended", "process", "node", "group"):
-        assert words in text, text
-    p = _json(ckpt_emu("plan", cfg, "--mttf-hours", "20000", "--days", "10", "--json"))["levels"]
-    assert list(p["tiers"]) == ["memory", "peer", "local", "global"]
-    g = p["tiers"]["global"]
-    assert g["job_bytes_per_s"] == pytest.approx(2 * g["bytes_per_s"])
-    assert g["bytes_per_s"] == pytest.approx(p["node_bytes"] / g["interval_s"])
-    # the two models agree on the config's intervals within a few percent
-    assert p["goodput"]["simulated"] == pytest.approx(p["goodput"]["analytic"], rel=0.03)
-    rec = p["recommended"]
-    assert rec["every"]["memory"] == 1 and rec["goodput"]["analytic"] >= p["goodput"]["analytic"]
-    assert [c["class"] for c in p["classes"]] == ["process", "node", "group"]
-    assert all(c["recovery_s"] > 0 and c["lost_work_s"] > 0 for c in p["classes"])
-
-
 def test_simulate_reports_levels_and_keeps_its_two_tier_study(tmp_path):
     out = _json(ckpt_emu("simulate", _config(tmp_path), "--days", "5", "--mttf-hours", "20000",
                          "--out", tmp_path / "sim", "--json"))
@@ -295,18 +276,6 @@ def test_bad_level_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, 
         assert not (tmp_path / "sim").exists()
 
 
-def test_tune_plans_levels_from_its_measurement(tmp_path):
-    """What tune adds where the config has levels: the planner's intervals from the measured run."""
-    from emulator.cli.tune import level_recommendation
-    cfg_path = _config(tmp_path)
-    cfg = load_config(str(cfg_path))
-    rec = level_recommendation(cfg, str(_results(tmp_path, cfg_path)), accelerators=16, nodes=2,
-                               mttf_hours=20000)
-    assert rec["every"]["memory"] == 1 and set(rec["every"]) == {"memory", "peer", "local", "global"}
-    assert rec["interval_s"]["global"] == pytest.approx(rec["every"]["global"] * 300.0)
-    assert rec["calibrated_by"].endswith("results.json")
-
-
 def test_a_trace_gives_each_failure_its_class_and_the_classes_their_rates(tmp_path):
     from emulator.simulation.arrivals import read_trace
     from emulator.simulation.level_design import trace_classes, trace_rates
@@ -315,7 +284,8 @@ def test_a_trace_gives_each_failure_its_class_and_the_classes_their_rates(tmp_pa
     failures = trace_classes(read_trace(str(trace)), node_loss_fraction=0.5, group_loss_fraction=0.1, seed=0)
     assert failures == [(3600.0, "process"), (7200.0, "node"), (10800.0, "group"), (14400.0, "process")]
     assert trace_rates(failures) == pytest.approx({"process": 2 / 14400, "node": 1 / 14400, "group": 1 / 14400})
-    out = _json(ckpt_emu("plan", _config(tmp_path), "--failures", trace, "--days", "1", "--json"))["levels"]
+    out = _json(ckpt_emu("simulate", _config(tmp_path), "--failures", trace, "--days", "1", "--out", tmp_path / "sim",
+                         "--json"))["levels"]
     assert [c["failures_per_day"] for c in out["classes"]] == pytest.approx([12.0, 6.0, 6.0])
 
 
@@ -324,7 +294,7 @@ def test_a_failure_restores_the_newest_checkpoint_a_surviving_level_holds():
     peer's copy at 400 s of work and global's at 600 s restores from global, and a group loss
     right after it still finds global's copy (before: it was dropped as 'newer', and the next
     failure found no level at all)."""
-    from emulator.multilevel import FailureClass, Level, LevelInputs
+    from emulator.planner.model import FailureClass, Level, LevelInputs
     from emulator.simulation.levels import LevelJob
     inp = LevelInputs(100.0, (Level("memory", 1, 0.0, 0.0, 1.0), Level("peer", 4, 0.0, 0.0, 2.0),
                               Level("global", 2, 0.0, 0.0, 3.0)),

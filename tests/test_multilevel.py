@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from emulator import planner
-from emulator.multilevel import (FailureClass, Grid, Level, LevelInputs, breakdown, goodput, optimize,
+from emulator.planner import reference as planner
+from emulator.planner.model import (FailureClass, Grid, Level, LevelInputs, breakdown, goodput, optimize,
                                  recovery_levels, young_every)
 from emulator.simulation.levels import LevelJob, simulate, sweep
 

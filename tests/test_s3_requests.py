@@ -221,22 +221,26 @@ def test_tune_prices_the_jobs_checkpoint_at_the_recommended_interval(tmp_path, m
     from test_tune import L405_SUBSET, _faked_tune
 
     from emulator.config import load_config
+    from emulator.design import resolve
     data = copy.deepcopy(L405_SUBSET)
     data["tiers"]["global"] = {"backend": "s3", "bucket": "priced", "part_size_mib": 64,
                                "emulate": {"write_gib_s": 400.0, "read_gib_s": 800.0, "shared_by": "job"}}
     path = tmp_path / "l405-s3.yaml"
     path.write_text(yaml.safe_dump(data))
     cfg = load_config(str(path), [f"run.out={tmp_path / 'out'}"])
-    tune_mod, _ = _faked_tune(monkeypatch)
+    tune_mod, runs = _faked_tune(monkeypatch)
     r = tune_mod.tune(cfg, accelerators=16384)
-    files, file_bytes = 16384, -(-r["checkpoint_bytes"] // 16384)
-    parts = math.ceil(file_bytes / (64 * MIB))
-    read_back = 1 if parts <= 4 else parts  # drain.verify=checksum reads every copy back
-    put_class, get_class = files * (parts + 2) + 1 + 2, files * (1 + read_back) + 3
+    put_class = get_class = 0
+    for g in resolve(runs[0]).job.groups:  # every file of a group at its largest size
+        parts = math.ceil(g.file_bytes / (64 * MIB))
+        read_back = 1 if parts <= 4 else parts  # drain.verify=checksum reads every copy back
+        put_class += g.nodes * g.files * (parts + 2)
+        get_class += g.nodes * g.files * (1 + read_back)
+    put_class, get_class = put_class + 1 + 2, get_class + 3  # the manifest, retention's LISTs; its GETs
     per_ckpt = put_class / 1000 * 0.005 + get_class / 1000 * 0.0004
     storage_day = 2 * r["checkpoint_bytes"] / (1 << 30) * 0.023 / (730 / 24)
     cost = r["s3_cost"]
-    assert cost["interval_s"] == r["recommended"]["interval_s"]
+    assert cost["interval_s"] == pytest.approx(r["recommended"]["tier_interval_s"]["global"], rel=0.01)
     assert cost["per_checkpoint_usd"] == pytest.approx(per_ckpt)
     assert cost["per_day_usd"] == pytest.approx(86400 / cost["interval_s"] * per_ckpt + storage_day)
     assert f"S3 cost at the recommended interval: {s3cost.format_cost(cost)}" in tune_mod.format_tune(r)

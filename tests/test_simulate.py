@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from emu import ckpt_emu, results, run_two_agents, small_config
 
-from emulator import planner
+from emulator.planner import reference as planner
 
 SCALE = 0.0005  # about 6.8 MiB per rank: emulated rates, not this host, set every duration
 MISSES = dict(  # one node; drains (0.67 s) cannot keep up with 6 steps of 0.05 s in async mode
@@ -337,40 +337,6 @@ def test_bench_sim_keeps_its_shape():
     assert r["accelerators"] == 100_000 and r["days"] == SCENARIOS["100k_30d"]["days"]
     assert r["seconds"] > 0 and r["peak_rss_bytes"] > 0 and isinstance(r["met"], bool)
     assert set(r["checkpoints"]) == {"sync", "async"} and all(v > 0 for v in r["failures"].values())
-
-
-def test_tune_takes_the_simulators_recommendation(one_node_runs, tmp_path, monkeypatch):
-    """`tune --nodes 4`: the branch in emulator/cli/tune.py, with the emulation runs replaced by the
-    fixture's results (the measurement) so that only the planning is new work here. The fixture's
-    2 ranks are one node of the 8-rank 8B job: 8 accelerators on 4 nodes are that job, so the planner
-    (every node costing what the measured one did) and the simulator plan the same checkpoints; a
-    short MTTF keeps the simulated spans short."""
-    import shutil
-
-    from emulator.cli import tune as tune_mod
-    from emulator.config import load_config
-    src = one_node_runs[0].parent / "out" / "results.json"
-
-    def fake_run(cfg, out, **_):
-        out.mkdir(parents=True, exist_ok=True)
-        shutil.copy(src, out / "results.json")
-        return json.loads(src.read_text())
-    monkeypatch.setattr(tune_mod, "_run", fake_run)
-    monkeypatch.setattr(tune_mod, "_check_folders", lambda *a: None)  # no run: no results folder to check
-    cfg = load_config(str(one_node_runs[0]), [f"run.out={tmp_path}"])
-    planned = tune_mod.tune(cfg, accelerators=8, mttf_hours=100)
-    simulated = tune_mod.tune(cfg, accelerators=8, nodes=4, mttf_hours=100)
-    assert planned["recommended"]["source"] == "planner" and planned["recommended"]["simulation"] is None
-    rec = simulated["recommended"]
-    assert rec["source"] == "simulator" and rec["simulation"]["nodes"] == 4
-    assert simulated["checkpoint_bytes"] == rec["simulation"]["checkpoint_bytes"] == planned["checkpoint_bytes"]
-    assert rec["interval_s"] == rec["simulation"]["interval_s"] and rec["mode"] == rec["simulation"]["mode"]
-    # both at full size: sync, without contention (a per-node global tier), lands near Daly's interval
-    # for the measured full-size costs (async differs: the measured stall includes waits for drains
-    # that were late at the measurement's interval, the simulation's only where they are late)
-    assert 0.7 <= rec["simulation"]["per_mode"]["sync"]["interval_s"] / planned["recommended"]["daly_s"] <= 1.4
-    assert simulated["confirmation"]["interval_s"] == pytest.approx(rec["interval_s"], rel=0.5)
-    assert "by simulation: 4 nodes" in tune_mod.format_tune(simulated)
 
 
 # --------------------------------------------------------------------------- design rates after --calibrate

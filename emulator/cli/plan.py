@@ -1,329 +1,451 @@
-"""``ckpt-emu plan``: the planner (emulator/planner.py) as a command.
+"""``ckpt-emu plan``: the analytic planner (emulator/planner) as a command, with or without a config.
 
-Values come from defaults, then the config (a YAML file with a ``plan:`` section, or a run
-config's checkpoint size), then flags, the later winning. The config is the positional CONFIG
-or ``--config FILE``: the two mean the same. Flags are parsed here rather than by argparse types
-so every bad value becomes one UserError/ConfigError line naming the flag or
-key it came from (the top-level CLI prints it as "ckpt-emu: error: ..." and
-exits 2).
+- ``plan CONFIG [--accelerators N] [--nodes N] ...``: the config's design (emulator/design: its job,
+  tiers, links, failure classes), resolved for the job the flags name;
+- ``plan --accelerators N --size SIZE --bandwidth BW``: a napkin design, N accelerators and one
+  global storage of aggregate BW (emulator/design/napkin.py); without ``--bandwidth`` only the
+  failure model, the rule of thumb and the bandwidth it needs.
 
-A run config with levels is planned per level instead (memory, peer, NVMe, global:
-emulator/simulation/level_design.py): per tier its interval and bandwidth, goodput by the
-analytic model and by the SimPy level model, the planner's intervals, and per failure class
-its recovery and the work it loses.
+Both print one report: the failures per class and what each costs, one checkpoint's costs, the
+reference intervals (rule of thumb, Young, Daly), per mode the best base interval and ``every`` per
+tier with its goodput, what each tier needs at it, and what goes to global storage a day (flagged
+when absurd; its S3 cost where the global tier is S3). Every flag is read here, in the one unit
+grammar (emulator/units.py): a bad value is one line naming it, exit 2, nothing written.
 """
 from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
-
-import yaml
 
 from emulator import planner
 from emulator.cli.common import config_completer
 from emulator.errors import ConfigError, UserError
-from emulator.units import fmt_bytes, fmt_duration, fmt_pct, fmt_rate, table
+from emulator.units import (
+    fmt_bytes,
+    fmt_duration,
+    fmt_pct,
+    fmt_rate,
+    parse_duration,
+    parse_size,
+    rate_and_family,
+    table,
+)
 
 DEFAULT_PLOT = "./ckpt-emu-data/plan-sweep.png"
-
-#: YAML key / flag stem -> PlanInputs field; "size" is the one renamed
-_KEYS = {
-    "accelerators": "accelerators",
-    "mttf_hours": "mttf_hours",
-    "checkpoints_per_failure": "checkpoints_per_failure",
-    "overhead_budget": "overhead_budget",
-    "size": "checkpoint_bytes",
-    "restart_seconds": "restart_seconds",
-    "stall_seconds": "stall_seconds",
-    "drain_seconds": "drain_seconds",
-    "async_stall_seconds": "async_stall_seconds",
-    "commit_seconds": "commit_seconds",
-    "overlap_target": "overlap_target",
-    "bandwidth": "bandwidth",
-}
-_UNITS = {"": 1, "b": 1}
-for _i, _p in enumerate("kmgtp", start=1):
-    _UNITS[_p] = _UNITS[_p + "b"] = 1000 ** _i
-    _UNITS[_p + "ib"] = 1024 ** _i
-_SIZE_RE = re.compile(r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
-
-
-def _amount(text):
-    """A number with an optional byte unit -> float (may be negative or inf); None if it is not one."""
-    if isinstance(text, bool):
-        return None
-    if isinstance(text, int):  # exact (a YAML integer)
-        return text if abs(text) < 10 ** 300 else (math.inf if text > 0 else -math.inf)
-    if isinstance(text, float):
-        return text
-    m = _SIZE_RE.match(str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        return None
-    if re.fullmatch(r"[+-]?\d+", m.group(1)):  # exact for whole numbers of any size
-        n = int(m.group(1)) * _UNITS[m.group(2).lower()]
-        return n if abs(n) < 10 ** 300 else (math.inf if n > 0 else -math.inf)
-    return float(m.group(1)) * _UNITS[m.group(2).lower()]
-
-
-def parse_bytes(text) -> int | None:
-    """'105GiB', '1.5TB', '123456', '2e12' -> bytes; None if it is not a byte size.
-
-    Units are case-insensitive: K/M/G/T/P(B) are powers of 1000, KiB..PiB of 1024.
-    A size with a sign is parsed (so that the caller can say it must be > 0);
-    one that is not finite is None.
-    """
-    v = _amount(text)
-    if v is None or not math.isfinite(v):
-        return None
-    return v if isinstance(v, int) else int(round(v))
-
-
-def resolve_size(text, where: str = "--size", overrides=()) -> tuple[int, str | None]:
-    """A byte size, or a preset name / config file sized with MLPerf's formulas.
-
-    Returns (bytes, preset-or-file name or None).
-    """
-    v = _amount(text)
-    if v is not None:
-        if not math.isfinite(v):
-            raise UserError(f"{where}: {text!r} is not a finite size")
-        n = v if isinstance(v, int) else int(round(v))
-        if n <= 0:
-            raise UserError(f"{where}: must be > 0 bytes, got {text!r}")
-        return n, None
-    from emulator.config import load_config, preset_names
-    from emulator.sizing import checkpoint_size
-
-    text = str(text).strip()
-    path_like = text.endswith((".yaml", ".yml")) or "/" in text or Path(text).exists()
-    if not path_like and text not in preset_names():
-        raise UserError(f"{where}: {text!r} is neither a size (e.g. 105GiB, 1.5TB, 123456) "
-                        f"nor a preset ({', '.join(preset_names())})")
-    try:
-        cfg = load_config(text, list(overrides))
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    return checkpoint_size(cfg.model, cfg.parallelism).total_bytes, text
-
-
-def parse_bandwidth(text, where: str = "--bandwidth") -> float:
-    """'200GB/s', '50GiB', '1e11' -> bytes per second."""
-    s = text if isinstance(text, (int, float)) and not isinstance(text, bool) else re.sub(
-        r"\s*/\s*s(ec)?\s*$", "", str(text), flags=re.IGNORECASE)
-    v = _amount(s)
-    if v is None:
-        raise UserError(f"{where}: {text!r} is not a bandwidth (e.g. 200GB/s, 50GiB/s)")
-    if not math.isfinite(v):
-        raise UserError(f"{where}: {text!r} is not a finite bandwidth")
-    return float(v)
+#: bounds far outside anything real that keep every derived figure finite (no overflow, no 0 interval)
+MAX_ACCELERATORS = 10 ** 9
+MAX_HOURS = 1e9
+MAX_SECONDS = 1e9
+MAX_BYTES = 10 ** 18
+RATES = (1.0, 1e18)
 
 
 def add_plan_parser(subparsers):
     """Register ``plan`` on an argparse subparsers object; returns its parser."""
     p = subparsers.add_parser(
-        "plan", help="checkpoint interval, goodput and bandwidth for a cluster (instant, no I/O)",
-        description="Plan checkpoint intervals from a failure model: cluster MTTF, rule-of-thumb, "
-                    "Young and Daly intervals, expected goodput (sync and async) and the bandwidth needed.",
-        examples=("ckpt-emu plan --accelerators 16384 --size llama3-405b --bandwidth 400GB/s --sweep",
-                  "ckpt-emu plan llama3-405b --accelerators 16384  # the config's checkpoint size",
-                  "ckpt-emu plan design-memory-peer-pfs  # a config with levels: each tier's interval"))
+        "plan", help="best checkpoint intervals, goodput and bandwidth of a design (instant, no I/O)",
+        description="Plan a design's checkpoint intervals with the multi-level model: per failure class its "
+                    "cost, per mode the best base interval and every-N-th per tier, the bandwidth each tier "
+                    "needs, the volume written to global storage. CONFIG is a run config (preset or YAML); "
+                    "without one, --accelerators, --size and --bandwidth describe a napkin design.",
+        examples=("ckpt-emu plan design-llama405-2048-nvme-pfs",
+                  "ckpt-emu plan llama3-405b-subset --accelerators 16384 --bandwidth 400GB/s --sweep",
+                  "ckpt-emu plan --accelerators 16384 --size 5.3TB --bandwidth 400Gb/s  # a napkin design"))
     a = p.add_argument
-    a("config", nargs="?", default=None, metavar="CONFIG",
-      help="a YAML file with a plan: section (these flags' names), or a run config (preset or YAML): its "
-           "checkpoint size, or with levels its tiers' intervals (the flags below marked 'levels' apply)"
+    a("config", nargs="?", default=None, metavar="CONFIG", help="a run config (preset or YAML): plan its design"
       ).completer = config_completer
-    a("--set", action="append", metavar="KEY=VALUE", help="levels: override any key of CONFIG")
-    a("--nodes", metavar="N", help="levels: nodes in the job (default: the config's design.job.nodes)")
-    a("--node-loss-fraction", metavar="F", help="levels: share of failures that lose a node (default 0.78)")
-    a("--group-loss-fraction", metavar="F", help="levels: share of failures that lose a replica group "
-      "(default 0.01, an assumption)")
-    a("--calibrate", metavar="RESULTS_JSON", help="levels: lags and recoveries from a run's results.json")
-    a("--failures", metavar="TRACE_CSV", help="levels: failure trace (TIME[,KIND]; KIND process|node|group)")
-    a("--days", metavar="D", help="levels: days the SimPy level model simulates (default 30)")
-    a("--seed", metavar="N", help="levels: random seed of the simulated failures (default 0)")
-    a("--accelerators", metavar="N", help="accelerators in the job (required, here or in --config)")
-    a("--mttf-hours", metavar="H", help="per-accelerator MTTF in hours (default 50000)")
-    a("--checkpoints-per-failure", metavar="K", help="checkpoints per expected failure (default 20)")
-    a("--overhead-budget", metavar="F", help="fraction of time sync checkpoints may take (default 0.05)")
-    a("--size", metavar="SIZE", help="checkpoint size: bytes (105GiB, 1.5TB, 123456) or a preset (llama3-405b)")
-    a("--restart-seconds", metavar="S", help=f"restart cost per failure (default {planner.DEFAULT_RESTART_SECONDS:g})")
-    a("--stall-seconds", metavar="S", help="measured sync checkpoint stall (default: size/bandwidth, else the time budget)")
-    a("--async-stall-seconds", metavar="S", help="measured async stall (default: "
-      f"{planner.ASYNC_STALL_FRACTION:.0%}% of the sync stall)")
-    a("--drain-seconds", metavar="S", help="measured drain time (default: size/bandwidth, else the sync stall)")
-    a("--commit-seconds", metavar="S", help="measured async commit: from the end of the stall until durable on "
-      "the global tier, i.e. local write + drain + manifest (the report's durability lag; default: the drain time)")
-    a("--bandwidth", metavar="BW", help="global storage write bandwidth, e.g. 200GB/s (sets sync stall and drain)")
-    a("--overlap-target", metavar="F", help="largest drain overlap for async (default 0.10)")
-    a("--config", metavar="FILE", dest="config_flag", help="the same as CONFIG")
-    a("--sweep", action="store_true", help="also print goodput vs interval and write a plot")
+    a("--set", action="append", metavar="KEY=VALUE", help="override any key of CONFIG")
+    a("--accelerators", metavar="N", help="accelerators in the job (CONFIG: its design's, else its preset's)")
+    a("--nodes", metavar="N", help="nodes in the job (default: accelerators / the design's accelerators per node)")
+    a("--size", metavar="SIZE", help="napkin: the checkpoint (105GiB, 1.5TB) or a preset sized by MLPerf's table")
+    a("--bandwidth", metavar="RATE", help="global storage's aggregate write rate (400GB/s, 3.2Tb/s, 50GiB/s)")
+    a("--nic", metavar="RATE", help="each node's link (default: the design's, else 400Gb/s)")
+    a("--snapshot-rate", metavar="RATE", help="each accelerator's copy to host memory (default: the design's, "
+      "else 48GiB/s)")
+    a("--mttf-hours", metavar="H", help="MTTF of one accelerator in hours (default: the design's, else 50000)")
+    a("--node-loss-fraction", metavar="F", help="share of failures that lose a node (default 0.78)")
+    a("--group-loss-fraction", metavar="F", help="share of failures that lose a replica group (default 0.01)")
+    a("--restart-seconds", metavar="T", help="one restart or replacement time for every failure class (90s, 10m; "
+      "default: each class's own, design.failures)")
+    a("--interval", metavar="T", help="the base interval to evaluate beside the best (default: the config's "
+      "interval_steps x step_seconds; napkin: the rule of thumb's)")
+    a("--calibrate", metavar="RESULTS_JSON", help="CONFIG: rates, fixed costs and recoveries a run measured")
+    a("--checkpoints-per-failure", metavar="K", help="the rule of thumb's checkpoints per failure (default 20)")
+    a("--overhead-budget", metavar="F", help="the rule of thumb's share of time for sync checkpoints (default 0.05)")
+    a("--overlap-target", metavar="F", help="the largest share of a tier's interval its copy may take (default 0.10)")
+    a("--sweep", action="store_true", help="also print goodput against the base interval and write a plot")
     a("--plot", metavar="PATH", help=f"where --sweep writes its PNG (default {DEFAULT_PLOT}; implies --sweep)")
     a("--json", action="store_true", help="print one JSON object instead of tables")
+    a("--config", dest="plan_config", metavar="FILE", help="removed: give the run config as `plan CONFIG`")
     p.set_defaults(func=run_plan)
     return p
 
 
-# --------------------------------------------------------------------------- inputs
+# --------------------------------------------------------------------------- flags
 
-def _read_plan_section(path: str) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"--config {path}: file not found")
+def _whole(value, flag: str) -> int | None:
+    if value is None:
+        return None
     try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise ConfigError(f"--config {path}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"--config {path}: not a text file") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(f"{path}: not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
-    if not isinstance(data, dict) or "plan" not in data:
-        raise ConfigError(f"{path}: no 'plan:' section")
-    section = data["plan"] or {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"{path}: plan: must be a mapping")
-    out = {}
-    for raw, value in section.items():
-        key = str(raw).replace("-", "_")
-        if key not in _KEYS:
-            raise ConfigError(f"{path}: plan.{raw}: unknown key (known keys: {', '.join(_KEYS)})")
-        out[key] = value
-    return out
+        n = int(str(value).strip(), 10)
+    except ValueError:
+        raise UserError(f"{flag}: expected a whole number, got {value!r}") from None
+    if n < 1:
+        raise UserError(f"{flag}: must be >= 1, got {value}")
+    if n > MAX_ACCELERATORS:
+        raise UserError(f"{flag}: must be <= {MAX_ACCELERATORS:,}, got {n:,}")
+    return n
 
 
-def _flag(key: str) -> str:
-    return "--" + key.replace("_", "-")
-
-
-def build_inputs(args) -> tuple[planner.PlanInputs, str | None]:
-    """PlanInputs from --config's plan: section and flags; also the preset the size came from."""
-    cfg_path = getattr(args, "plan_config", None)
-    raw = {k: (v, f"{cfg_path}: plan.{k}") for k, v in (_read_plan_section(cfg_path) if cfg_path else {}).items()}
-    for key in _KEYS:
-        value = getattr(args, key, None)
-        if value is not None:
-            raw[key] = (value, _flag(key))
-    if "accelerators" not in raw:
-        raise UserError("plan: --accelerators N is required (or accelerators: in the config's plan: section)")
-
-    kwargs, where_of, preset = {}, {}, None
-    for key, (value, where) in raw.items():
-        where_of[_KEYS[key]] = where
-        if key == "size":
-            value, preset = resolve_size(value, where, getattr(args, "set", None) or ())
-        elif key == "bandwidth":
-            value = parse_bandwidth(value, where)
-        elif isinstance(value, str):  # a flag; YAML numbers arrive typed and are checked by PlanInputs
-            try:
-                value = int(value, 10) if key == "accelerators" else float(value)
-            except ValueError:
-                kind = "a whole number" if key == "accelerators" else "a number"
-                raise UserError(f"{where}: expected {kind}, got {value!r}") from None
-        kwargs[_KEYS[key]] = value
+def _number(value, flag: str, *, at_most: float | None = None, zero: bool = False) -> float | None:
+    if value is None:
+        return None
     try:
-        return planner.PlanInputs(**kwargs), preset
-    except ConfigError as exc:  # say which flag or key, not the dataclass field
-        name = getattr(exc, "field", None)
-        if name in where_of:
-            raise ConfigError(f"{where_of[name]}: {str(exc).split(': ', 1)[1]}") from None
-        raise
+        v = float(str(value).strip())
+    except ValueError:
+        raise UserError(f"{flag}: expected a number, got {value!r}") from None
+    if not math.isfinite(v) or v < 0 or (v == 0 and not zero):
+        raise UserError(f"{flag}: must be a finite number {'>= 0' if zero else '> 0'}, got {value!r}")
+    if at_most is not None and v > at_most:
+        raise UserError(f"{flag}: must be <= {at_most:g}, got {value}")
+    return v
 
 
-_SOURCES = {
-    "measured": "measured",
-    "bandwidth": "size / bandwidth",
-    "budget": "time budget",
-    "assumed": f"assumed {planner.ASYNC_STALL_FRACTION:.0%} of sync stall",
-    "sync-cost": "assumed equal to sync stall",
-}
+def _rate(value, flag: str) -> tuple[float | None, str | None]:
+    if value is None:
+        return None, None
+    bps, family = rate_and_family(value, flag)
+    if not RATES[0] <= bps <= RATES[1]:
+        raise UserError(f"{flag}: {value!r} is outside {RATES[0]:g} B/s .. {RATES[1]:g} B/s")
+    return bps, family
 
 
-def render(p: planner.Plan, preset: str | None = None) -> str:
-    i, c = p.inputs, p.costs
-    size = ""
-    if i.checkpoint_bytes is not None:
-        size = f", checkpoint {fmt_bytes(i.checkpoint_bytes)}" + (f" ({preset})" if preset else "")
-    out = [f"Plan for {i.accelerators:,} accelerators (MTTF {i.mttf_hours:,g} h each){size}", ""]
-    rows = [
-        ["Failures"],
-        ["  cluster MTTF", fmt_duration(p.cluster_mttf_s)],
-        ["  failures per day", f"{p.failures_per_day:.2f}"],
-        [f"Rule of thumb ({i.checkpoints_per_failure:g} checkpoints per failure, "
-         f"{i.overhead_budget * 100:g}% overhead budget)"],
-        ["  interval", fmt_duration(p.rule_of_thumb_interval_s)],
-        ["  checkpoints per day", f"{p.checkpoints_per_day:,.1f}"],
-        ["  time budget per sync checkpoint", fmt_duration(p.sync_budget_s)],
-        ["Checkpoint costs"],
-        ["  sync stall C", fmt_duration(c.sync_stall_s), _SOURCES[c.sync_stall_source]],
-        ["  async stall", fmt_duration(c.async_stall_s), _SOURCES[c.async_stall_source]],
-        ["  drain", fmt_duration(c.drain_s), _SOURCES[c.drain_source]],
-        ["  restart", fmt_duration(c.restart_s)],
-    ]
-    if p.bytes_per_day is not None:
-        rows += [
-            ["Bandwidth needed (at the rule-of-thumb interval)"],
-            ["  sync: size / time budget", fmt_rate(p.sync_bandwidth_bytes_per_s)],
-            [f"  async drain: size / ({i.overlap_target * 100:g}% x interval)",
-             fmt_rate(p.async_drain_bandwidth_bytes_per_s)],
-            ["  written per day", fmt_bytes(p.bytes_per_day)],
-            ["  sustained average", fmt_rate(p.average_bytes_per_s)],
-        ]
-    else:
-        rows += [["Bandwidth needed: give --size (bytes or a preset)"]]
-    out += [table(rows, indent="", left=(0, 2)), ""]
-    labels = {"rule_of_thumb": "rule of thumb", "young": "Young sqrt(2CM)", "daly": "Daly",
-              "optimal_sync": "best for sync", "optimal_async": "best for async"}
-    est_rows = [[labels[k], fmt_duration(e.interval_s), fmt_pct(e.sync_goodput), fmt_pct(e.async_goodput),
-                 fmt_pct(e.sync_overhead), fmt_pct(e.async_overhead), fmt_pct(e.drain_overlap)]
-                for k, e in p.intervals.items()]
-    out.append("Expected goodput (useful fraction of time, after stalls, lost work and restarts)")
-    out.append(table(est_rows, ["", "interval", "sync", "async", "sync overhead", "async overhead", "drain overlap"]))
+def _duration(value, flag: str, *, zero: bool = False) -> float | None:
+    if value is None:
+        return None
+    seconds = parse_duration(value, flag, allow_zero=zero)
+    if seconds > MAX_SECONDS:
+        raise UserError(f"{flag}: {value!r} is more than {MAX_SECONDS:g} s")
+    return seconds
+
+
+def _failure_flags(args) -> dict:
+    node = _number(args.node_loss_fraction, "--node-loss-fraction", at_most=1, zero=True)
+    group = _number(args.group_loss_fraction, "--group-loss-fraction", at_most=1, zero=True)
+    if (node or 0) + (group or 0) > 1:
+        raise UserError(f"--node-loss-fraction + --group-loss-fraction: {(node or 0) + (group or 0):g} is above 1")
+    mttf = _number(args.mttf_hours, "--mttf-hours", at_most=MAX_HOURS)
+    restart = _duration(args.restart_seconds, "--restart-seconds", zero=True)
+    return dict(mttf_hours=mttf, node_loss_fraction=node, group_loss_fraction=group, restart_s=restart)
+
+
+def _plan_options(args) -> dict:
+    return {k: v for k, v in (
+        ("checkpoints_per_failure", _number(args.checkpoints_per_failure, "--checkpoints-per-failure", at_most=1e6)),
+        ("overhead_budget", _number(args.overhead_budget, "--overhead-budget", at_most=1)),
+        ("overlap_target", _number(args.overlap_target, "--overlap-target", at_most=1))) if v is not None}
+
+
+def resolve_size(text, where: str = "--size") -> tuple[int, str | None]:
+    """A size with its unit (105GiB, 1.5TB), or a preset or config file sized by MLPerf's table:
+    (bytes, the preset or file it came from, or None)."""
+    from emulator.config import load_config, preset_names
+    from emulator.sizing import checkpoint_size
+    text = str(text).strip()
+    path_like = text.endswith((".yaml", ".yml")) or "/" in text or Path(text).exists()
+    if not path_like and text not in preset_names():
+        if text[:1].isdigit() or text[:1] in "+-.":
+            size = parse_size(text, where)
+            if size > MAX_BYTES:
+                raise UserError(f"{where}: {text!r} is more than {MAX_BYTES:.0e} bytes")
+            return size, None
+        raise UserError(f"{where}: {text!r} is neither a size (e.g. 105GiB, 1.5TB) "
+                        f"nor a preset ({', '.join(preset_names())})")
+    try:
+        cfg = load_config(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return checkpoint_size(cfg.model, cfg.parallelism).total_bytes, text
+
+
+# --------------------------------------------------------------------------- the design
+
+def config_design(args, *, calibration=None):
+    """(config, design) of ``plan CONFIG``: the job the flags name, the design's tiers and failures."""
+    from emulator.config import load_config
+    from emulator.design import resolve
+    if args.size is not None:
+        raise UserError("--size: the config's model sizes its checkpoint (--size is for a napkin plan, "
+                        "without CONFIG)")
+    cfg = load_config(args.config, list(args.set or []))
+    nodes, per_node = job_shape(cfg, _whole(args.accelerators, "--accelerators"), _whole(args.nodes, "--nodes"))
+    bandwidth, _ = _rate(args.bandwidth, "--bandwidth")
+    nic, _ = _rate(args.nic, "--nic")
+    snapshot, _ = _rate(args.snapshot_rate, "--snapshot-rate")
+    design = resolve(cfg, nodes=nodes, accelerators_per_node=per_node, calibration=calibration,
+                     global_write_bps=bandwidth, nic_bps=nic, snapshot_bps=snapshot,
+                     base_interval_s=_duration(args.interval, "--interval"), **_failure_flags(args))
+    unpaced = [n for n in design.tiers if n != "peer" and design.sources.get(f"{n}_write") == "none"]
+    if unpaced:
+        keys = " and ".join(f"{'design.global' if n == 'global' else f'design.node.{n}'} (or "
+                            f"tiers.{n}.emulate.write_gib_s)" for n in unpaced)
+        raise UserError(f"plan: the {' and '.join(unpaced)} tier{'s have' if len(unpaced) > 1 else ' has'} no rate "
+                        f"to plan with: give {keys}, or --calibrate RESULTS_JSON of a run")
+    return cfg, design
+
+
+def job_shape(cfg, accelerators: int | None, nodes: int | None) -> tuple[int | None, int | None]:
+    """(nodes, accelerators per node) of the job ``--accelerators`` and ``--nodes`` name (None: the config's)."""
+    per_node = cfg.design.accelerators_per_node if cfg.design is not None else 8
+    if accelerators is None:
+        return nodes, None
+    if nodes is None:
+        if accelerators % per_node:
+            raise UserError(f"--accelerators: {accelerators:,} is not a whole number of {per_node}-accelerator "
+                            f"nodes (design.job.accelerators_per_node); give --nodes too")
+        return accelerators // per_node, per_node
+    if accelerators % nodes:
+        raise UserError(f"--nodes: {accelerators:,} accelerators do not split evenly over {nodes:,} nodes")
+    return nodes, accelerators // nodes
+
+
+def napkin(args):
+    """(design or None, reference figures, size, preset) of a napkin plan."""
+    from emulator.design.napkin import napkin_design
+    if args.set:
+        raise UserError("--set: overrides a config's keys; give a CONFIG (or describe the napkin with flags)")
+    if args.calibrate is not None:
+        raise UserError("--calibrate: calibrates a config's design; give the CONFIG the run was made of")
+    accelerators = _whole(args.accelerators, "--accelerators")
+    if accelerators is None:
+        raise UserError("plan: give a CONFIG, or --accelerators N (with --size and --bandwidth) for a napkin plan")
+    size, preset = resolve_size(args.size) if args.size is not None else (None, None)
+    bandwidth, family = _rate(args.bandwidth, "--bandwidth")
+    if bandwidth is not None and size is None:
+        raise UserError("--bandwidth: needs --size, the checkpoint it moves")
+    nic, _ = _rate(args.nic, "--nic")
+    snapshot, _ = _rate(args.snapshot_rate, "--snapshot-rate")
+    failures = _failure_flags(args)
+    options = _plan_options(args)
+    interval = _duration(args.interval, "--interval")
+    nodes = _whole(args.nodes, "--nodes")
+    per_node = 8
+    if nodes is not None:
+        if accelerators % nodes:
+            raise UserError(f"--nodes: {accelerators:,} accelerators do not split evenly over {nodes:,} nodes")
+        per_node = accelerators // nodes
+    design = None
+    if bandwidth is not None:
+        design = napkin_design(accelerators, size, bandwidth, family=family, accelerators_per_node=per_node,
+                               nic_bps=nic, snapshot_bps=snapshot, base_interval_s=interval, **failures)
+    mttf = failures["mttf_hours"] or 50_000.0
+    figures = planner.reference_figures(accelerators, mttf, **{k: v for k, v in options.items()
+                                                               if k != "overlap_target"})
+    if figures.cluster_mttf_s < 1:
+        raise UserError(f"--mttf-hours: {mttf:g} h over {accelerators:,} accelerators is a cluster MTTF under a second")
+    return design, figures, size, preset
+
+
+# --------------------------------------------------------------------------- the report
+
+def _rate_of(bps: float, family: str) -> str:
+    return "unlimited" if math.isinf(bps) else fmt_rate(bps, family)
+
+
+def _header(p: planner.Plan, label: str) -> list:
+    d = p.design
+    j = d.job
+    per = "" if len(j.groups) == 1 else f", the heaviest node {fmt_bytes(j.heaviest.node_bytes)}"
+    return [f"Plan for {label}: {j.nodes:,} node{'s' if j.nodes != 1 else ''} x {j.accelerators_per_node} "
+            f"accelerators ({j.accelerators:,}), checkpoint {fmt_bytes(j.checkpoint_bytes)}"
+            f" ({fmt_bytes(j.heaviest.node_bytes)} per node{per})", ""]
+
+
+def _failure_rows(p: planner.Plan) -> list:
+    r = p.reference
+    rows = [[f"Failures (MTTF {r.mttf_hours:,g} h per accelerator)"],
+            ["  cluster MTTF", fmt_duration(r.cluster_mttf_s)],
+            ["  failures per day", f"{r.failures_per_day:.3g}"]]
+    return rows
+
+
+def _class_table(p: planner.Plan) -> str:
+    rows = [[c.name, f"{c.per_day:.3g}", c.tier, fmt_duration(c.detect_s), fmt_duration(c.restart_s),
+             fmt_duration(c.restore_s), fmt_duration(c.recovery_s)] for c in p.classes]
+    return table(rows, ["class", "per day", "restores from", "detect", "restart", "restore", "recovery"],
+                 left=(0, 2))
+
+
+def _cost_rows(p: planner.Plan) -> list:
+    c, d = p.costs, p.design
+    rows = [["One checkpoint, alone (every node at once)"], ["  snapshot", fmt_duration(c.snapshot_s),
+                                                              f"{d.sources.get('snapshot', 'design')}"]]
+    for name in d.tiers:
+        rows.append([f"  {name} copy", fmt_duration(c.copy_s[name]), f"durable {fmt_duration(c.lag_s[name])} "
+                     f"after the snapshot"])
+    rows += [["  sync stall C", fmt_duration(c.sync_stall_s), "snapshot + every copy"],
+             ["  async stall", fmt_duration(c.async_stall_s), "the snapshot"]]
+    return rows
+
+
+def _reference_rows(r) -> list:
+    rows = [[f"Reference intervals ({r.checkpoints_per_failure:g} checkpoints per failure, "
+             f"{r.overhead_budget * 100:g}% overhead budget)"],
+            ["  rule of thumb", fmt_duration(r.rule_of_thumb_s), f"{r.checkpoints_per_day:,.1f} a day, a sync "
+             f"checkpoint may take {fmt_duration(r.sync_budget_s)}"]]
+    if r.young_s is not None:
+        rows += [["  Young sqrt(2CM)", fmt_duration(r.young_s), "for the sync stall C"],
+                 ["  Daly", fmt_duration(r.daly_s), "for the sync stall C"]]
+    return rows
+
+
+def _every_text(cell) -> str:
+    return ", ".join(f"{n} every {e}" for n, e in list(cell.every.items())[1:]) or "one tier"
+
+
+def _best_table(p: planner.Plan) -> str:
+    rows = []
+    for m, s in p.modes.items():
+        mark = "<- recommended" if m == p.recommended else ""
+        edge = f"on the grid's edge: {', '.join(s.on_edge)}" if s.on_edge else ""
+        rows.append([m, fmt_duration(s.best.base_interval_s), _every_text(s.best), fmt_pct(s.best.goodput),
+                     fmt_pct(s.configured.goodput), " ".join(x for x in (mark, edge) if x)])
+    own = next(iter(p.modes.values())).configured
+    return table(rows, ["mode", "interval", "other tiers", "goodput",
+                        f"at the design's ({fmt_duration(own.base_interval_s)}, {_every_text(own)})", ""],
+                 left=(0, 2, 5))
+
+
+def _tier_table(p: planner.Plan) -> str:
+    rows = []
+    for t in p.tiers:
+        per = "for the job" if t.scope == "job" else "per node"
+        rows.append([t.name, f"every {t.every}", fmt_duration(t.interval_s), fmt_duration(t.copy_s),
+                     fmt_pct(t.overlap), f"{_rate_of(t.rate_bps, t.family)} {per}",
+                     f"{fmt_rate(t.needed_bps, t.family)} {per}", f"x{t.headroom:.3g}",
+                     "" if t.overlap <= p.overlap_target else "over the overlap target"])
+    return table(rows, ["tier", "takes", "interval", "copy", "overlap", "moves at",
+                        f"needs ({p.overlap_target * 100:g}% overlap)", "headroom", ""], left=(0, 1, 5, 6, 8))
+
+
+def _volume_lines(p: planner.Plan, s3: dict | None) -> list:
+    v = p.volume
+    if v is None:
+        return []
+    lines = [f"Global storage: {fmt_bytes(v.bytes_per_day)} a day ({v.checkpoints_per_day:,.1f} checkpoints, "
+             f"{v.per_failure:,.0f} per failure that restores from it)"]
+    if v.flagged:
+        kept = p.modes[p.recommended].kept
+        lines.append(f"  FLAG: more than {v.limit_per_failure:g} checkpoints per failure ("
+                     f"{v.limit_per_failure / p.reference.checkpoints_per_failure:g} x the rule of thumb) and more "
+                     f"than one every 15 minutes: storage traffic, wear and cost the model does not price, for little goodput")
+        if kept is not None:
+            g = kept.every.get("global", 1) * kept.base_interval_s
+            lines.append(f"  best under that: every {fmt_duration(kept.base_interval_s)}, {_every_text(kept)} "
+                         f"(global every {fmt_duration(g)}), goodput {fmt_pct(kept.goodput)} "
+                         f"({(kept.goodput - p.best.goodput) * 100:+.2f} points)")
+    if s3 is not None:
+        from emulator.simulation import s3cost
+        lines.append(f"  S3 cost at the recommended interval: {s3cost.format_cost(s3)}")
+    return lines
+
+
+def _config_lines(p: planner.Plan, cfg) -> list:
+    step = cfg.training.step_seconds if cfg is not None else 0
+    if not step:
+        return []
+    base = max(1, round(p.best.base_interval_s / step))
+    tiers = ", ".join(f"tiers.{n}.interval_steps: {base * e}" for n, e in list(p.best.every.items())[1:] if e > 1)
+    return [f"  as config: checkpoint.interval_steps: {base} ({fmt_duration(base * step)} of "
+            f"{fmt_duration(step)} steps){', ' + tiers if tiers else ''}"]
+
+
+def render(p: planner.Plan, label: str, *, cfg=None, s3: dict | None = None) -> str:
+    out = _header(p, label)
+    out.append(table(_failure_rows(p), indent="", left=(0, 2)))
+    out.append(_class_table(p))
+    out.append(table(_cost_rows(p) + _reference_rows(p.reference), indent="", left=(0, 2)))
+    out += ["", "Best intervals (the multi-level model over a grid of base intervals and every-N-th per tier)",
+            _best_table(p), "",
+            f"Tiers at the recommended intervals ({p.recommended}, every {fmt_duration(p.best.base_interval_s)})",
+            _tier_table(p)]
+    out += _config_lines(p, cfg) + _volume_lines(p, s3)
+    if p.notes:
+        out += ["Notes"] + [f"  - {n}" for n in p.notes]
     return "\n".join(out)
 
 
-def render_sweep(sw: planner.Sweep) -> str:
-    # the grid is log-spaced: the nearest point is the nearest in ratio
-    best = {m: min(range(len(sw.intervals_s)), key=lambda k: abs(math.log(sw.intervals_s[k] / o["interval_s"])))
-            for m, o in sw.optimum.items()}
+def render_napkin(r, size: int | None, preset: str | None, overlap_target: float) -> str:
+    out = [f"Plan for {r.accelerators:,} accelerators (MTTF {r.mttf_hours:,g} h each)"
+           + (f", checkpoint {fmt_bytes(size)}" + (f" ({preset})" if preset else "") if size else ""), ""]
+    rows = [["Failures"], ["  cluster MTTF", fmt_duration(r.cluster_mttf_s)],
+            ["  failures per day", f"{r.failures_per_day:.3g}"]] + _reference_rows(r)
+    if size:
+        rows += [["Bandwidth needed at the rule of thumb's interval"],
+                 ["  sync: size / time budget", fmt_rate(size / r.sync_budget_s)],
+                 [f"  async: size / ({overlap_target * 100:g}% x interval)",
+                  fmt_rate(size / (overlap_target * r.rule_of_thumb_s))],
+                 ["  written per day", fmt_bytes(size * r.checkpoints_per_day)]]
+    out.append(table(rows, indent="", left=(0, 2)))
+    out.append("give --size and --bandwidth (or a CONFIG) for the best intervals and their goodput"
+               if not size else "give --bandwidth (the global storage's write rate) for the best intervals and "
+                                "their goodput")
+    return "\n".join(out)
+
+
+#: the sweep shows the base intervals where some mode is within this many points of its best
+SWEEP_SPAN = 0.20
+
+
+def _shown(p: planner.Plan) -> list:
+    """Indices of the grid's base intervals the sweep shows: where some mode comes within SWEEP_SPAN of its best."""
+    curves = [(s.curve, s.best.goodput) for s in p.modes.values()]
+    return [k for k in range(len(curves[0][0])) if any(c[k][1] >= best - SWEEP_SPAN for c, best in curves)]
+
+
+def render_sweep(p: planner.Plan) -> str:
+    modes = list(p.modes)
+    curves = [p.modes[m].curve for m in modes]
     rows = []
-    for k, t in enumerate(sw.intervals_s):
-        mark = " ".join(f"<- {m}" for m in planner.MODES if best[m] == k)
-        rows.append([fmt_duration(t), fmt_pct(sw.sync_goodput[k]), fmt_pct(sw.async_goodput[k]), mark])
-    lines = ["Goodput vs interval", table(rows, ["interval", "sync", "async", ""], left=(0, 3))]
-    for m, o in sw.optimum.items():
-        lines.append(f"  best {m}: every {fmt_duration(o['interval_s'])}, goodput {fmt_pct(o['goodput'])}")
+    for k in _shown(p):
+        marks = [f"<- {m}" for m, c in zip(modes, curves) if c[k][0] == p.modes[m].grid_best.base_interval_s]
+        rows.append([fmt_duration(curves[0][k][0])] + [fmt_pct(c[k][1]) for c in curves] + [" ".join(marks)])
+    lines = [f"Goodput against the base interval (each at its best every-N-th per tier; within "
+             f"{SWEEP_SPAN * 100:g} points of a best)", table(rows, ["interval", *modes, ""], left=(0, len(modes) + 1))]
+    for m in modes:
+        b = p.modes[m].best
+        lines.append(f"  best {m}: every {fmt_duration(b.base_interval_s)}, goodput {fmt_pct(b.goodput)}")
     return "\n".join(lines)
 
 
 def plot_figure(p: planner.Plan):
-    """Figure of goodput vs interval, both modes, optima and reference intervals marked."""
+    """Goodput against the base interval for each mode, the optima and the reference intervals marked."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter
 
-    sw = planner.sweep(p.inputs, points=200)
-    minutes = [t / 60 for t in sw.intervals_s]
     fig = Figure(figsize=(8, 5), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    for mode, ys, color in (("sync", sw.sync_goodput, "tab:blue"), ("async", sw.async_goodput, "tab:orange")):
-        ax.plot(minutes, [y * 100 for y in ys], color=color, label=mode)
-        o = sw.optimum[mode]
-        ax.plot([o["interval_s"] / 60], [o["goodput"] * 100], marker="*", markersize=14, color=color,
-                linestyle="none", label=f"best {mode}: {fmt_duration(o['interval_s'])}, {fmt_pct(o['goodput'])}")
-    for name, t, style in (("rule of thumb", p.rule_of_thumb_interval_s, ":"),
-                           ("Young", p.young_interval_s, "--"), ("Daly", p.daly_interval_s, "-.")):
-        ax.axvline(t / 60, color="grey", linestyle=style, linewidth=1, label=f"{name}: {fmt_duration(t)}")
+    shown = _shown(p)
+    for (mode, s), color in zip(p.modes.items(), ("tab:blue", "tab:orange")):
+        ax.plot([s.curve[k][0] / 60 for k in shown], [s.curve[k][1] * 100 for k in shown], color=color, label=mode)
+        ax.plot([s.best.base_interval_s / 60], [s.best.goodput * 100], marker="*", markersize=14, color=color,
+                linestyle="none", label=f"best {mode}: {fmt_duration(s.best.base_interval_s)}, "
+                                        f"{fmt_pct(s.best.goodput)}")
+    r = p.reference
+    for name, t, style in (("rule of thumb", r.rule_of_thumb_s, ":"), ("Young", r.young_s, "--"),
+                           ("Daly", r.daly_s, "-.")):
+        if t is not None:
+            ax.axvline(t / 60, color="grey", linestyle=style, linewidth=1, label=f"{name}: {fmt_duration(t)}")
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 1, 10, 100 rather than 10^0
-    best = [o["goodput"] * 100 for o in sw.optimum.values()]
-    ax.set_ylim(max(0.0, min(best) - 25), min(100.0, max(best) + 2))  # both optima always in view
-    ax.set_xlabel("checkpoint interval (minutes)")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    best = [s.best.goodput * 100 for s in p.modes.values()]
+    ax.set_ylim(max(0.0, min(best) - 25), min(100.0, max(best) + 2))
+    ax.set_xlabel("base checkpoint interval (minutes)")
     ax.set_ylabel("expected goodput (%)")
-    ax.set_title(f"{p.inputs.accelerators:,} accelerators, cluster MTTF {fmt_duration(p.cluster_mttf_s)}")
+    ax.set_title(f"{p.design.job.accelerators:,} accelerators, cluster MTTF {fmt_duration(r.cluster_mttf_s)}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower center")
     return fig
@@ -331,104 +453,69 @@ def plot_figure(p: planner.Plan):
 
 def write_plot(p: planner.Plan, path: str) -> Path:
     """PNG of :func:`plot_figure` at ``path`` (parent folders are created)."""
-    fig = plot_figure(p)
     out = Path(path)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, format="png")
+        plot_figure(p).savefig(out, format="png")
     except OSError as exc:
         raise UserError(f"--plot {path}: cannot write: {exc.strerror}") from None
     return out
 
 
-_LEVEL_DEFAULTS = {"mttf_hours": "50000", "restart_seconds": str(planner.DEFAULT_RESTART_SECONDS),
-                   "node_loss_fraction": "0.78", "group_loss_fraction": "0.01", "days": "30", "seed": "0",
-                   "snapshot_gib_s": None, "interval": "config"}
+def s3_figures(cfg, p: planner.Plan) -> dict | None:
+    """The S3 cost of the recommended global interval, where the config's global tier is S3."""
+    if cfg is None or cfg.tiers.global_.backend != "s3" or "global" not in p.best.every:
+        return None
+    from emulator.simulation import s3cost
+    part = cfg.tiers.global_.options.part_size_mib * (1 << 20)
+    groups = [(g.nodes, g.files, g.file_bytes) for g in p.design.job.groups]
+    verify = p.design.verify if p.design.tiers[0] != "global" else "none"
+    ckpt, restore = s3cost.job_requests(groups, part, verify=verify, keep=p.design.tier("global").keep)
+    interval = p.best.every["global"] * p.best.terms.period_s
+    return s3cost.cost_figures(cfg.cost, checkpoint=ckpt, checkpoint_bytes=p.design.job.checkpoint_bytes,
+                               keep=p.design.tier("global").keep, interval_s=interval, restore=restore,
+                               restore_bytes=p.design.job.checkpoint_bytes)
 
 
-def run_level_plan(args) -> int:
-    """``plan CONFIG``: the config's levels at full size, planned (emulator/simulation/level_design.py)."""
-    from emulator.cli.simulate import level_design_from_args
-    from emulator.config import load_config
-    from emulator.simulation import level_design as ld
-    from emulator.simulation.design import DEFAULT_SNAPSHOT_GIB_S
-    from emulator.simulation.level_report import render_levels
-    for key, value in _LEVEL_DEFAULTS.items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, str(DEFAULT_SNAPSHOT_GIB_S) if key == "snapshot_gib_s" else value)
-    cfg = load_config(args.config, list(args.set or []))
-    nodes = _level_nodes(args, cfg)
-    design, failures, horizon, seed = level_design_from_args(args, cfg, nodes=nodes)
-    p = ld.plan(design, horizon_s=horizon, seed=seed, failures=failures)
-    print(json.dumps({"levels": p}, indent=1) if args.json else render_levels(p).lstrip("\n"), end="\n" if args.json else "")
-    return 0
-
-
-def _level_nodes(args, cfg) -> int:
-    if args.nodes is not None:
-        try:
-            n = int(args.nodes)
-        except ValueError:
-            raise UserError(f"--nodes: expected a whole number, got {args.nodes!r}") from None
-        if n < 1:
-            raise UserError(f"--nodes: must be >= 1, got {args.nodes}")
-        return n
-    if cfg.design is None:
-        raise UserError("--nodes: required (the config has no design.job.nodes)")
-    return cfg.design.job_nodes(cfg.parallelism.world_size)
-
-
-def _plan_section_file(config: str) -> bool:
-    """Whether ``config`` is a YAML file with a ``plan:`` section (not a run config or a preset)."""
-    path = Path(config)
-    if not path.is_file():
-        return False
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return False  # the run config's loader says what is wrong with it
-    return isinstance(data, dict) and "plan" in data
-
-
-def _one_config(args) -> str | None:
-    """CONFIG or --config FILE (one meaning: the two name the same thing)."""
-    if args.config is not None and args.config_flag is not None and args.config != args.config_flag:
-        raise UserError(f"plan: CONFIG {args.config!r} and --config {args.config_flag!r} differ: give one")
-    return args.config if args.config is not None else args.config_flag
+def _label(cfg) -> str:
+    return cfg.model.name if cfg is not None else "a napkin design"
 
 
 def run_plan(args) -> int:
-    args.config = _one_config(args)
-    args.plan_config = None
-    if args.config is not None and _plan_section_file(args.config):
-        args.plan_config = args.config
-    elif args.config is not None:
-        from emulator.config import load_config
-        from emulator.simulation.level_design import has_levels
-        try:
-            cfg = load_config(args.config, list(args.set or []))
-        except ConfigError as exc:
-            raise ConfigError(f"{'--config' if args.config_flag else 'plan'}: {exc}") from None
-        if has_levels(cfg):
-            return run_level_plan(args)
-        if args.size is None:  # a run config without levels: its checkpoint, for --accelerators
-            args.size = args.config
-    inputs, preset = build_inputs(args)
-    p = planner.plan(inputs)
+    if args.plan_config is not None:
+        raise UserError("--config: a plan: section is no longer read; give the run config as `plan CONFIG`, or "
+                        "describe the job with flags (--accelerators, --size, --bandwidth)")
     want_sweep = args.sweep or args.plot is not None
-    sw = planner.sweep(inputs) if want_sweep else None
+    options = _plan_options(args)
+    cfg = None
+    if args.config is not None:
+        calibration = None
+        if args.calibrate is not None:
+            from emulator.simulation.calibrate import read_calibration
+            calibration = read_calibration(args.calibrate)
+        cfg, design = config_design(args, calibration=calibration)
+    else:
+        design, figures, size, preset = napkin(args)
+        if design is None:
+            if want_sweep:
+                raise UserError("--sweep: needs the costs: give --size and --bandwidth (or a CONFIG)")
+            overlap = options.get("overlap_target", planner.OVERLAP_TARGET)
+            if args.json:
+                print(json.dumps({"reference": vars(figures), "checkpoint_bytes": size, "size_from": preset}, indent=1))
+            else:
+                print(render_napkin(figures, size, preset, overlap))
+            return 0
+    p = planner.plan(design, **options)
     plot = write_plot(p, args.plot or DEFAULT_PLOT) if want_sweep else None
+    s3 = s3_figures(cfg, p)
     if args.json:
         d = p.to_dict()
-        d["size_from"] = preset
-        if sw is not None:
-            d["sweep"] = sw.to_dict()
-            d["plot"] = str(plot)
-        print(json.dumps(d, indent=2))
+        d.update(s3_cost=s3, plot=str(plot) if plot else None)
+        print(json.dumps(d, indent=1))
         return 0
-    print(render(p, preset))
-    if sw is not None:
+    print(render(p, _label(cfg), cfg=cfg, s3=s3))
+    if want_sweep:
         print()
-        print(render_sweep(sw))
+        print(render_sweep(p))
         print(f"\nplot written to {plot}")
     return 0

@@ -182,6 +182,12 @@ def _share(limits: LinkLimits, job, node_bytes: int, alone: bool = False) -> flo
     return node_bytes / finish
 
 
+def paced_share(limits: LinkLimits, job) -> float:
+    """The rate the run's first node is paced at on a link, every node of the job moving its bytes at once
+    (:func:`tier_emulation`): what a measurement of that node can reach."""
+    return _share(limits, job, job.emulated_as[0] if job.emulated_as else job.heaviest.node_bytes)
+
+
 def tier_emulation(cfg, name: str, job, *, run_node: int = 0, alone_read: bool = False) -> EmulateConfig | None:
     """Tier ``name``'s ``emulate`` for node ``run_node`` of a run of ``job``: its own devices at their
     rates, shared by its ranks; the global storage at its share when every node of the job moves its

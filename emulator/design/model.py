@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from emulator.config.design import DEFAULT_SNAPSHOT
 from emulator.design.failures import FailureModel, failure_model
 from emulator.design.job import Job, job_of
-from emulator.design.links import LinkLimits, NodeLinks, TierLinks, node_links, tier_emulation
+from emulator.design.links import LinkLimits, NodeLinks, TierLinks, node_links, paced_share, tier_emulation
 from emulator.errors import UserError
 from emulator.units import parse_rate
 
@@ -131,25 +131,36 @@ def _snapshot(cfg, override_bps: float | None, cal: Calibration | None, sources:
     return Snapshot(parse_rate(DEFAULT_SNAPSHOT, "design.node.snapshot.rate"), spec.fixed_s if spec else 0.0)
 
 
-def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes: list) -> NodeLinks:
+def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes: list, job: Job) -> NodeLinks:
     """A measured rate replaces the design's where the run could not reach it: a node device's rate
-    outright; a shared link's per-node cap (its aggregate holds)."""
+    outright; a shared link's per-node cap (its aggregate holds). What the run could reach on a shared
+    link is the share its node was paced at, every node of the job moving its bytes at once."""
     if cal is None:
         return links
     tiers = dict(links.tiers)
     for name, t in links.tiers.items():
         copy, read = cal.copy_bps.get(name), cal.read_bps.get(name)
+        if not read and copy and t.source == "none" and t.read is None:
+            read = copy
+            notes.append(f"{name}: no restore from it measured; its reads are planned at its measured write rate")
         changes = {}
+        # a shared store nothing paced was seen from one node: its aggregate is unknown, so the job is
+        # credited with no more than that node's rate (never every node at it: that would flatter it)
+        unknown_aggregate = t.source == "none" and name == "global"
         if copy:
-            design = t.drain.node_rate(1)
+            design = paced_share(t.drain, job)
             if copy < HOST_BOUND * design or t.source == "none":
-                changes["write"] = changes["drain"] = LinkLimits(t.drain.aggregate_bps, copy)
+                changes["write"] = changes["drain"] = LinkLimits(copy if unknown_aggregate else t.drain.aggregate_bps,
+                                                                 copy)
                 sources[f"{name}_write"] = "measured"
-                notes.append(f"{name}: the run reached {copy / 1e9:.3g} GB/s of its node's "
+                notes.append(f"{name}: an unpaced store measured from one node at {copy / 1e9:.3g} GB/s: the job "
+                             f"is credited with that rate, its aggregate being unknown" if unknown_aggregate else
+                             f"{name}: the run reached {copy / 1e9:.3g} GB/s of its node's "
                              f"{design / 1e9:.3g} GB/s: the host limited it; planned at the measured rate")
-        if read and t.read is not None:
-            if read < HOST_BOUND * t.read.node_rate(1) or t.source == "none":
-                changes["read"] = LinkLimits(t.read.aggregate_bps, read)
+        if read and (t.read is not None or t.source == "none"):  # an unpaced tier reads at what it measured
+            base = t.read if t.read is not None else t.drain
+            if read < HOST_BOUND * paced_share(base, job) or t.source == "none":
+                changes["read"] = LinkLimits(read if unknown_aggregate else base.aggregate_bps, read)
                 sources[f"{name}_read"] = "measured"
         if changes:
             tiers[name] = replace(t, **changes)
@@ -169,7 +180,7 @@ def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None 
     links = _overridden(links, global_write_bps, nic_bps)
     if not links.nic_stated and nic_bps is None:
         notes.append("design.node.nic: not given; assumed 400Gb/s per node")
-    links = _calibrated(links, calibration, sources, notes)
+    links = _calibrated(links, calibration, sources, notes, job)
     for name, t in links.tiers.items():
         sources.setdefault(f"{name}_write", t.source)
     fm = failure_model(cfg.design.failures if cfg.design is not None else None, job.accelerators,

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulator.config import from_mapping
+from emulator.design import Calibration as DesignCalibration
+from emulator.design import resolve
 from emulator.errors import ConfigError, UserError
 from emulator.simulation.inputs import Calibration, retention_requests, tier_latency, tier_sharing
 from emulator.simulation.sharing import bytes_sharing, rate_from
@@ -361,3 +363,49 @@ def load_calibration(cfg, path: str, modes=("sync", "async")) -> dict:
             c.notes.append(f"retention: {c.retention_request_s * 1000:.2f} ms per request beyond the latency, "
                            f"measured in the other mode")
     return cals
+
+
+# --------------------------------------------------------------------------- the design model's calibration
+
+def read_calibration(path: str) -> DesignCalibration:
+    """A run's results.json as the design model's :class:`emulator.design.Calibration`: per node at full
+    size, each tier's copy and restore rate (its bytes over its phase, less the tier's requests), the
+    snapshot rate per accelerator (its async stall, where it has async checkpoints), the fixed costs per
+    checkpoint, each class's recovery and the async interference share. The tiers' rates come from the
+    run's synchronous checkpoints where it has some (no overlap with the next checkpoint); a run with
+    levels gives each tier's own stage.
+
+    An adapter of this module's figures (``calibrate``) until the simulator reads the design itself;
+    ``plan --calibrate`` and ``tune`` read a run through it."""
+    fig = read_results(path)
+    run = fig.config
+    latency = {n: t.latency_s for n, t in resolve(run).links.tiers.items()}
+    copy, read, snapshot, fixed = {}, {}, None, (0.0, 0.0)
+
+    def rate(seconds, requests_s: float, moved: float) -> float | None:
+        return moved / (seconds - requests_s) if seconds is not None and seconds > requests_s else None
+    for tier, v in fig.level_stages.items():  # a run with levels: each tier's own stage
+        copy[tier] = rate(v["seconds_mean"], 0.0, v["node_bytes"])
+    for tier, v in fig.tier_restores.items():
+        read[tier] = rate(v["seconds"], 0.0, v["node_bytes"])
+    if fig.records or not fig.level_stages:
+        old, st = calibrate(run, fig, "sync"), _Steps(fig, "sync")
+        # the snapshot as the async mode stalls for it (its copy and what the loop waits for with it)
+        snapshot, fixed = calibrate(run, fig, "async").snapshot_bps, (old.coord_pre_s, old.coord_post_s)
+        node = st.node_bytes(st.steps[0])
+        first = run.tiers.configured()[0]
+        written = st.mean(lambda recs: _Steps.node_max(recs, "local_write_s"),
+                          lambda recs: first == "global" or all(r.written_to == first for r in recs))
+        copy.setdefault(first, rate(written, 2 * latency.get(first, 0.0), node))
+        if first != "global" and "global" in latency:
+            waves = math.ceil(st.per_node / max(1, run.drain.concurrency))
+            copy.setdefault("global", rate(st.mean(lambda recs: _Steps.node_max(recs, "drain_s")),
+                                           2 * waves * latency["global"], node))
+        for tier, seconds in fig.recovery_s.items():
+            read.setdefault(tier, rate(seconds, 2 * latency.get(tier, 0.0), node))
+    return DesignCalibration(
+        source=str(path), snapshot_bps=snapshot,
+        copy_bps={k: v for k, v in copy.items() if v}, read_bps={k: v for k, v in read.items() if v},
+        fixed_pre_s=fixed[0], fixed_post_s=fixed[1],
+        recovery_s={c: v["seconds_full_size"] for c, v in fig.recoveries.items() if v["seconds_full_size"] > 0},
+        interference_share=interference_share(fig, "async"), notes=[f"calibrated by {path}"])

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from emulator.design.links import node_share
 from emulator.errors import UserError
-from emulator.multilevel import FailureClass, Grid, Level, LevelInputs, breakdown, optimize, recovery_levels
+from emulator.planner.model import FailureClass, Grid, Level, LevelInputs, breakdown, optimize, recovery_levels
 from emulator.simulation import levels as level_model
 from emulator.simulation.arrivals import GROUP, HOUR, NODE, RESTART
 from emulator.simulation.calibrate import interference_share, read_results

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from emulator.multilevel import Grid, LevelInputs, recovery_levels
+from emulator.planner.model import Grid, LevelInputs, recovery_cost, recovery_levels
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ class LevelJob:
         self.failures[c] += 1
         self.lost_s[c] += self.progress - restored
         self.progress = restored
-        self.owed = (c, self.inp.restart_s + self.inp.levels[i].restore_s)
+        self.owed = (c, recovery_cost(self.inp, c, i))
 
     def _recover(self):
         c, seconds = self.owed

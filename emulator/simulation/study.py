@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from emulator import planner
+from emulator.planner import reference as planner
 from emulator.simulation.arrivals import Arrivals
 from emulator.simulation.design import Design
 from emulator.simulation.model import RunSpec, simulate
@@ -37,7 +37,7 @@ class Study:
     mttf_hours: float | None = 50_000.0
     trace: list | None = None
     node_loss_fraction: float = 0.78
-    restart_s: float = planner.DEFAULT_RESTART_SECONDS
+    restart_s: float = 600.0
     seed: int = 0
     as_run_saves: int | None = None  # as run: checkpoints per mode instead of days
 

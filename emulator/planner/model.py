@@ -1,6 +1,6 @@
-"""Multi-level checkpointing (issue 24): goodput of a ladder of levels, and the best ``every`` per level.
+"""The planner's model: goodput of a ladder of checkpoint levels, and the best cell of a grid.
 
-Pure math, no I/O, instant. A job checkpoints every base interval T (start to start, as the
+Pure math, no I/O, instant; emulator/planner/levels.py builds its inputs from a design. A job checkpoints every base interval T (start to start, as the
 planner's interval); checkpoint number n (counted from the job's start, across failures) goes to
 every level whose ``every`` divides n: host memory every one, a peer replica every k_peer-th, node
 NVMe every k_local-th, global storage every k_global-th. A failure class (process crash, node loss,
@@ -10,15 +10,15 @@ recovers from that one: restart, restore, and the work since its newest durable 
 First-order model, in the style of Moody et al., "Design, modeling, and evaluation of a scalable
 multi-level checkpointing system" (SC10, SCR) and Di et al., "Optimization of multi-level
 checkpoint model for large scale HPC applications" (IPDPS 2014). Per level l: every e_l, stall
-s_l, lag d_l (stall end to durable), restore r_l; per class c: rate lambda_c, recovering at level
-l(c); restart R::
+s_l, lag d_l (stall end to durable); per class c: rate lambda_c, recovering at level l(c) at a
+cost R_c (detection, restart or replacement, and the restore from that level)::
 
     S    = sum_l s_l / e_l                       mean stall per base checkpoint
     S_l  = sum_j s_j e_l / lcm(e_j, e_l)         mean stall of a checkpoint that goes to l
     W_l  = max(0, S_l + d_l - e_l T)             wait for l's previous copy (staging reuse)
     P    = T + sum_l W_l / e_l                   mean period between base checkpoints
     f    = (T - S) / P                           working fraction between failures
-    L_c  = R + r_l(c) + e_l(c) P / 2 + d_l(c)    per failure: restart, restore, lost work
+    L_c  = R_c + e_l(c) P / 2 + d_l(c)          per failure: recovery, lost work
     G    = f * max(0, 1 - sum_c lambda_c L_c)
 
 Assumptions: failures of each class are Poisson and independent; rates are small against the
@@ -26,7 +26,9 @@ intervals (at most one failure per period, so no second failure during a recover
 destroyed levels are written again: second-order terms dropped); a failure is uniform in time, so
 on average half a level's period plus its lag is lost; a copy becomes durable ``lag_s`` after its
 checkpoint's stall ends; copies to one level are serialised (the next waits for the previous).
-With one level this is exactly :func:`emulator.planner.goodput` (sync: lag 0; async: lag = D).
+With one level and one class this is exactly :func:`emulator.planner.reference.goodput` (sync:
+lag 0; async: lag = D). A class without its own ``recovery_s`` costs the inputs' ``restart_s`` plus
+its level's ``restore_s`` (one restart for every class, as older callers give it).
 """
 from __future__ import annotations
 
@@ -46,13 +48,13 @@ class Level:
     ``stall_s``: training time it costs per checkpoint it takes (the blocking part); ``lag_s``:
     from the end of that checkpoint's stall until the copy is durable here (background);
     ``restore_s``: reading the checkpoint back from here, *after* the restart
-    (:attr:`LevelInputs.restart_s`, paid once per failure whatever the level)."""
+    (:attr:`LevelInputs.restart_s`), for a class without a ``recovery_s`` of its own."""
 
     name: str
     every: int
     stall_s: float
     lag_s: float
-    restore_s: float
+    restore_s: float = 0.0
 
     def __post_init__(self):
         if isinstance(self.every, bool) or not isinstance(self.every, int) or self.every < 1:
@@ -66,16 +68,22 @@ class Level:
 @dataclass(frozen=True)
 class FailureClass:
     """Failures of one kind: Poisson at ``rate_per_s``; ``nearest`` names the lowest level that
-    survives them (process -> memory, node -> peer, group -> global); the levels below are lost."""
+    survives them (process -> memory, node -> peer, group -> global); the levels below are lost.
+    ``recovery_s``: what one costs until training resumes (detection, restart or replacement, the
+    restore); None: the inputs' ``restart_s`` plus the level's ``restore_s``."""
 
     name: str
     rate_per_s: float
     nearest: str
+    recovery_s: float | None = None
 
     def __post_init__(self):
         v = self.rate_per_s
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
             raise ValueError(f"class {self.name}: rate_per_s must be a finite number >= 0, got {v!r}")
+        r = self.recovery_s
+        if r is not None and not (isinstance(r, (int, float)) and math.isfinite(r) and r >= 0):
+            raise ValueError(f"class {self.name}: recovery_s must be a finite number >= 0, got {r!r}")
 
 
 @dataclass(frozen=True)
@@ -120,11 +128,17 @@ def recovery_levels(inputs: LevelInputs) -> tuple:
     return tuple(out)
 
 
+def recovery_cost(inputs: LevelInputs, k: int, level: int) -> float:
+    """Seconds class ``k`` costs until training resumes when it restores from level ``level``."""
+    c = inputs.classes[k]
+    return c.recovery_s if c.recovery_s is not None else inputs.restart_s + inputs.levels[level].restore_s
+
+
 # --------------------------------------------------------------------------- goodput
 
 @dataclass(frozen=True)
 class ClassCost:
-    """One class's share of wall time: restart + restore (``recovery``) and lost work (``lost``)."""
+    """One class's share of wall time: its recovery (``recovery``) and lost work (``lost``)."""
 
     name: str
     level: str
@@ -152,9 +166,9 @@ def breakdown(inputs: LevelInputs) -> Breakdown:
     period = T + sum(w / lv.every for w, lv in zip(waits, levels))
     working = max(0.0, T - mean_stall) / period
     costs, failing = [], 0.0
-    for c, i in zip(inputs.classes, recovery_levels(inputs)):
+    for k, (c, i) in enumerate(zip(inputs.classes, recovery_levels(inputs))):
         lv = levels[i]
-        recovery = c.rate_per_s * (inputs.restart_s + lv.restore_s)
+        recovery = c.rate_per_s * recovery_cost(inputs, k, i)
         lost = c.rate_per_s * (lv.every * period / 2 + lv.lag_s)
         failing += recovery + lost
         costs.append(ClassCost(c.name, lv.name, working * recovery, working * lost))
@@ -199,25 +213,36 @@ class Grid:
     every: Mapping = field(default_factory=dict)
     base_interval_s: tuple = ()
 
-    def cells(self, inputs: LevelInputs) -> list:
-        """Every combination as inputs, in a fixed order (base interval outermost)."""
-        names = [lv.name for lv in inputs.levels]
+    def combos(self, names, own: Mapping) -> list:
+        """Every combination of ``every`` as {level: every}, levels not named at ``own``'s value."""
         unknown = set(self.every) - set(names)
         if unknown:
             raise ValueError(f"grid names levels that the inputs lack: {sorted(unknown)}")
-        axes = [tuple(self.every.get(n, (lv.every,))) for n, lv in zip(names, inputs.levels)]
+        axes = [tuple(self.every.get(n, (own[n],))) for n in names]
+        return [dict(zip(names, combo)) for combo in itertools.product(*axes)]
+
+    def cells(self, inputs: LevelInputs) -> list:
+        """Every combination as inputs with the same stalls and lags, in a fixed order (base
+        interval outermost). A design's lags change with ``every``: emulator/planner/search.py
+        builds its cells from the design instead."""
+        names = [lv.name for lv in inputs.levels]
+        combos = self.combos(names, {lv.name: lv.every for lv in inputs.levels})
         intervals = tuple(self.base_interval_s) or (inputs.base_interval_s,)
         return [replace(inputs, base_interval_s=t,
-                        levels=tuple(replace(lv, every=e) for lv, e in zip(inputs.levels, combo)))
-                for t in intervals for combo in itertools.product(*axes)]
+                        levels=tuple(replace(lv, every=c[lv.name]) for lv in inputs.levels))
+                for t in intervals for c in combos]
 
 
 @dataclass(frozen=True)
-class Choice:
-    """The best cell: its inputs and goodput."""
+class Cell:
+    """One evaluated cell: the model's inputs and its goodput, term by term."""
 
     inputs: LevelInputs
-    goodput: float
+    terms: Breakdown
+
+    @property
+    def goodput(self) -> float:
+        return self.terms.goodput
 
     @property
     def every(self) -> dict:
@@ -228,16 +253,25 @@ class Choice:
         return self.inputs.base_interval_s
 
 
-def optimize(inputs: LevelInputs, grid: Grid) -> Choice:
+def evaluate(inputs: LevelInputs) -> Cell:
+    return Cell(inputs, breakdown(inputs))
+
+
+def best_of(cells) -> Cell:
+    """The cell with the highest :func:`goodput` (the first of equals)."""
+    best = None
+    for inputs in cells:
+        cell = evaluate(inputs)
+        if best is None or cell.goodput > best.goodput:
+            best = cell
+    return best
+
+
+def optimize(inputs: LevelInputs, grid: Grid) -> Cell:
     """The cell of ``grid`` with the highest :func:`goodput` (the first of equals).
 
     Exhaustive search, as SCR's model is evaluated (Moody et al. SC10) rather than solved: the
     ``every`` values are whole numbers, levels interact through shared stalls and waits, and a
     grid of a few values per level is thousands of cells at most, each a few sums.
     """
-    best = None
-    for cell in grid.cells(inputs):
-        g = goodput(cell)
-        if best is None or g > best.goodput:
-            best = Choice(cell, g)
-    return best
+    return best_of(grid.cells(inputs))
