@@ -1,6 +1,6 @@
 """The planner's model: goodput of a ladder of checkpoint levels, and the best cell of a grid.
 
-Pure math, no I/O, instant; emulator/planner/levels.py builds its inputs from a design. A job checkpoints every base interval T (start to start, as the
+Pure math, no I/O, instant; emulator/planner/inputs.py builds its inputs from a design. A job checkpoints every base interval T (start to start, as the
 planner's interval); checkpoint number n (counted from the job's start, across failures) goes to
 every level whose ``every`` divides n: host memory every one, a peer replica every k_peer-th, node
 NVMe every k_local-th, global storage every k_global-th. A failure class (process crash, node loss,
