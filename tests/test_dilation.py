@@ -2,6 +2,7 @@
 paced spans a phase logs, and how a phase's seconds become the full-size design's."""
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -130,3 +131,26 @@ def test_a_span_the_host_overran_ends_when_its_bytes_were_due():
     spans.record_due("local_write", t - 1.0, -0.6)  # began a second ago, was due 0.6 s ago
     assert spans.seconds("local_write", t - 1.0, t) == pytest.approx(0.4, abs=0.01)
     spans.clear()
+
+
+def test_a_phases_bytes_are_booked_back_to_back_from_its_anchor():
+    """Two writes of one phase with a pause between them (the host's scheduling): inside an anchored
+    block the device stays busy with the phase's bytes, so they are due 2 x 0.1 s after the anchor,
+    not 0.1 s after the second write began; outside one, the pause is lost to the device."""
+    import asyncio
+
+    from tiers.emulated import EmulatedTier, anchored_at
+    from tiers.memory import MemoryTier
+
+    def booked_end(anchored: bool) -> float:
+        tier = EmulatedTier(MemoryTier(), write_bps=10e6, shared_by="rank")
+        bucket = tier._writes.bucket()
+        anchor = time.time()
+        with anchored_at(anchor) if anchored else contextlib.nullcontext():
+            asyncio.run(tier.put("a", b"x" * 1_000_000))
+            time.sleep(0.3)
+            asyncio.run(tier.put("b", b"x" * 1_000_000))
+        return bucket._tat - (bucket.clock() - (time.time() - anchor))  # seconds after the anchor
+
+    assert booked_end(anchored=True) == pytest.approx(0.2, abs=0.02)
+    assert booked_end(anchored=False) >= 0.4  # the pause came before the second write's 0.1 s

@@ -85,14 +85,21 @@ def counted_as(phase: str):
 
 @contextlib.contextmanager
 def anchored_at(wall_time: float):
-    """Write streams opened inside the block book their bytes from ``wall_time`` on (the moment every
-    rank of the node left the barrier), not from when this process got round to them: on a host with
-    fewer cores than ranks, a rank scheduled late is the host's delay, not the device's."""
+    """Transfers inside the block book their bytes as if they had run back to back from ``wall_time``
+    on (the moment every rank of the node left the barrier), not from when this process got round to
+    each piece: on a host with fewer cores than ranks, a rank scheduled late, or a stream that paused
+    for the CPU, is the host's delay, not the device's (the device stays busy with the phase's bytes)."""
     token = _ANCHOR.set(wall_time)
     try:
         yield
     finally:
         _ANCHOR.reset(token)
+
+
+def _anchored_start(now: float) -> float:
+    """When a transfer starting ``now`` (on a bucket's clock) books from: the phase's anchor, if any."""
+    anchor = _ANCHOR.get()
+    return now if anchor is None else now - max(0.0, time.time() - anchor)
 
 
 def is_paced(tier) -> bool:
@@ -222,7 +229,7 @@ class _ThrottledSink(WrappedSink):
                 raise
             self._reserved += n
         now = self._tier._now(self._bucket)
-        if self._anchor is not None and self._due == -math.inf:  # the first bytes: from the anchor
+        if self._anchor is not None:  # the phase's bytes, back to back from its anchor
             return now - max(0.0, time.time() - self._anchor)
         return now
 
@@ -266,13 +273,13 @@ class _ThrottledReader:
         return self._bucket.clock() if self._bucket else 0.0
 
     def read(self, size: int = -1) -> bytes:
-        start, wall = self._clock(), time.time()
+        start, wall = _anchored_start(self._clock()), time.time()
         data = self._inner.read(size)
         self._pacer.finish_sync(self._bucket, len(data), start, wall)
         return data
 
     def readinto(self, buf) -> int:
-        start, wall = self._clock(), time.time()
+        start, wall = _anchored_start(self._clock()), time.time()
         n = self._inner.readinto(buf) or 0
         self._pacer.finish_sync(self._bucket, n, start, wall)
         return n
@@ -429,7 +436,7 @@ class EmulatedTier(TierWrapper):
         ``nbytes`` is a count, or a function of op's result (for reads).
         """
         bucket = pacer.bucket() if pacer.bucket else None
-        start, wall = self._now(bucket), time.time()
+        start, wall = _anchored_start(self._now(bucket)), time.time()
         result = await op()
         n = nbytes(result) if callable(nbytes) else nbytes
         answered = self._answered(pacer.bytes_due(bucket, n, start), what)

@@ -466,7 +466,7 @@ class Checkpointer:
         comm, ok, seconds, paced_s = self.drain_comm, False, 0.0, None
         if comm.is_node_leader and written and rec.local_complete:
             files = [r.entry for r in receipts if r.node == comm.node and r.where == "memory"]
-            with counted_as("persist"):
+            with counted_as("persist"), anchored_at(time.time()):
                 copy = await self._drainer("memory", "local").drain(files)
             paced_s = paced.seconds("persist", copy.start, copy.end) if is_paced(self.local) else None
             ok = copy.ok and await self._guarded(
@@ -488,7 +488,7 @@ class Checkpointer:
         drain = None
         if comm.is_node_leader:
             if written:
-                with counted_as("drain"):
+                with counted_as("drain"), anchored_at(time.time()):
                     drain = await self._drainer(source, "global").drain(
                         [r.entry for r in mine if r.where == where],
                         after_file=lambda: self.faults.hit("drain", rec.seq))

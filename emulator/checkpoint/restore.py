@@ -45,7 +45,7 @@ from emulator.checkpoint.tally import Tally
 from emulator.metrics import NULL_METRICS
 from tiers import paced
 from tiers.base import TierError
-from tiers.emulated import counted_as
+from tiers.emulated import anchored_at, counted_as
 from tiers.s3_requests import Bill, charged_to
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
@@ -120,7 +120,8 @@ class Restorer:
         only; the step becomes live on every rank once all ranks verified it, and if no
         step is loadable on every rank, no rank's live state changes. The record carries
         the S3 requests the restore made on this rank (``requests``)."""
-        with charged_to(Bill("restore", self.metrics.count_s3_request)) as bill, counted_as("restore"):
+        with charged_to(Bill("restore", self.metrics.count_s3_request)) as bill, counted_as("restore"), \
+                anchored_at(time.time()):
             rec = self._load()
         rec.requests = bill.counts()
         return rec
