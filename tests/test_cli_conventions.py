@@ -72,22 +72,19 @@ def _plan_json(capsys, *argv) -> dict:
 
 
 def test_plan_takes_a_config_one_way(tmp_path, capsys):
-    """``plan FILE`` and ``plan --config FILE`` are the same; a run config without levels is
-    planned for --accelerators with its checkpoint size."""
-    section = tmp_path / "plan.yaml"
-    section.write_text(yaml.safe_dump({"plan": {"accelerators": 16384, "size": "5TB"}}))
-    assert _plan_json(capsys, str(section)) == _plan_json(capsys, "--config", str(section))
-
+    """A config is ``plan CONFIG``, whatever it is (a file, a preset), planned for the job its flags
+    name; ``--config`` is not a second spelling of it but one line saying what to give instead."""
     run_cfg = tmp_path / "run.yaml"
-    run_cfg.write_text(yaml.safe_dump({"extends": "llama3-405b"}))
+    run_cfg.write_text(yaml.safe_dump({"extends": "design-llama405-2048-nvme-pfs"}))
     by_file = _plan_json(capsys, str(run_cfg), "--accelerators", "1024")
-    assert by_file == _plan_json(capsys, "--config", str(run_cfg), "--accelerators", "1024")
-    assert by_file == _plan_json(capsys, "--size", "llama3-405b", "--accelerators", "1024") | \
-        {"size_from": str(run_cfg)}
-    assert _plan_json(capsys, "llama3-405b", "--accelerators", "1024")["size_from"] == "llama3-405b"
+    assert by_file["job"] == _plan_json(capsys, "design-llama405-2048-nvme-pfs", "--accelerators", "1024")["job"]
+    assert by_file["job"]["accelerators"] == 1024
+    assert main(["plan", "--config", str(run_cfg), "--accelerators", "1024"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ckpt-emu: error: --config: ") and "plan CONFIG" in err[0]
 
 
-def test_plan_with_two_different_configs_is_one_line(tmp_path, capsys):
+def test_plan_with_a_config_flag_besides_one_is_one_line(tmp_path, capsys):
     assert main(["plan", "llama3-8b", "--config", "llama3-70b", "--accelerators", "8"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--config" in err[0], err

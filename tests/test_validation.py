@@ -26,14 +26,14 @@ def _restore_s(out: dict) -> float:
 
 
 def _class_per_54_days(name: str):
-    return lambda out: DAYS * next(c["failures_per_day"] for c in out["levels"]["classes"] if c["class"] == name)
+    return lambda out: DAYS * out["classes"][name]["per_day"]
 
 
 #: how each row's figure is read from its command's --json output
 FIGURES = {
     **{f"mlperf-{m}": (lambda out: out["total_bytes"] / GIB) for m in ("8b", "70b", "405b", "1t")},
     **{f"mlperf-{m}-subset": (lambda out: out["run_bytes"] / GIB) for m in ("8b", "70b", "405b", "1t")},
-    "llama3-interruptions": lambda out: DAYS * out["failures_per_day"],
+    "llama3-interruptions": lambda out: DAYS * out["reference"]["failures_per_day"],
     "llama3-node": _class_per_54_days("node"),
     "llama3-process": _class_per_54_days("process"),
     "llama3-group": _class_per_54_days("group"),
