@@ -32,8 +32,8 @@ def test_tune_end_to_end(tmp_path):
     assert abs(c["interval_s"] - rec["interval_s"] * c["compression"]) <= step_full / 2 + 1e-9
     assert c["checkpoints"] == 3 and c["drains_beat_next_checkpoint"]
     # the prediction holds within a noisy machine's factor (the same measured rates; a 2-core machine)
-    assert 0.4 < c["measured_overhead"] / c["predicted_overhead"] < 2.5, c
-    assert 0.4 < c["measured_overlap"] / c["predicted_overlap"] < 2.5, c
+    assert 0.55 < c["measured_overhead"] / c["predicted_overhead"] < 1.8, c
+    assert 0.55 < c["measured_overlap"] / c["predicted_overlap"] < 1.8, c
     # headroom: the job's drain at the measured rates against what the job's checkpoint (the 8B job's
     # 104.7 GiB, MLPerf's table, not the 2 ranks' 26 GiB) needs at a 10 % overlap target at the recommended
     # global interval. The global tier is a plain folder (a real store seen from one node): the job is
