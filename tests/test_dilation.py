@@ -154,3 +154,34 @@ def test_a_phases_bytes_are_booked_back_to_back_from_its_anchor():
 
     assert booked_end(anchored=True) == pytest.approx(0.2, abs=0.02)
     assert booked_end(anchored=False) >= 0.4  # the pause came before the second write's 0.1 s
+
+
+def test_a_write_the_host_committed_late_is_paced_only_until_its_bytes_were_due():
+    """The bytes of 1 MB at 100 MB/s are due in 10 ms; the host's commit took 0.3 s more: the
+    paced (design) part of the write is the 10 ms, the rest is the host's."""
+    from tiers.base import Sink
+    from tiers.emulated import EmulatedTier, anchored_at, counted_as
+    from tiers.memory import MemoryTier
+
+    class SlowCommit(MemoryTier):
+        def open_write(self, key):
+            sink = super().open_write(key)
+            commit = sink.commit
+
+            def slow():
+                time.sleep(0.3)
+                commit()
+            sink.commit = slow
+            return sink
+
+    tier = EmulatedTier(SlowCommit(), write_bps=100e6, shared_by="rank")
+    spans.clear()
+    t0 = time.time()
+    with counted_as("local_write"), anchored_at(t0):
+        with tier.open_write("k") as sink:
+            sink.write(b"x" * 1_000_000)
+    t1 = time.time()
+    assert t1 - t0 >= 0.3
+    assert spans.seconds("local_write", t0, t1) == pytest.approx(0.01, abs=0.005)
+    spans.clear()
+    assert isinstance(sink, Sink)

@@ -182,8 +182,14 @@ class _Pacer:
         return bucket.reserve(n * self.weight, start) if bucket is not None and n else start
 
 
+#: a write stream books its bytes on its bucket in pieces of at least this much (and at its commit):
+#: a shared bucket costs a lock and two syscalls per booking, and torch.save writes in small pieces
+BOOK_PIECE = 256 << 10
+
+
 class _ThrottledSink(WrappedSink):
-    """Books each write's bytes and claims capacity before it; waits once, after the real commit.
+    """Books its writes' bytes (in pieces of BOOK_PIECE) and claims capacity before each write; waits
+    once, after the real commit.
 
     Waiting at the commit, not write by write, lets the backend's real commit (a
     DirTier's fsync) overlap the emulated transfer: the stream takes
@@ -197,6 +203,7 @@ class _ThrottledSink(WrappedSink):
         self._due = -math.inf  # when the emulated device has every byte booked so far
         self._phase, self._anchor = _PHASE.get(), _ANCHOR.get()
         self._opened = time.time() if self._anchor is None else min(time.time(), self._anchor)
+        self._pending, self._pending_start = 0, None  # written, not yet booked, and since when
 
     def write(self, data) -> int:
         n = memoryview(data).nbytes
@@ -233,14 +240,21 @@ class _ThrottledSink(WrappedSink):
             return now - max(0.0, time.time() - self._anchor)
         return now
 
-    def _book(self, n: int, start: float) -> None:
-        self._due = max(self._due, self._tier._writes.bytes_due(self._bucket, n, start))
+    def _book(self, n: int, start: float, *, now: bool = False) -> None:
+        """Add ``n`` bytes written from ``start`` on; book what is pending once it is a piece (or ``now``)."""
+        if self._pending_start is None:
+            self._pending_start = start
+        self._pending += n
+        if self._pending and (now or self._pending >= BOOK_PIECE):
+            self._due = max(self._due, self._tier._writes.bytes_due(self._bucket, self._pending, self._pending_start))
+            self._pending, self._pending_start = 0, None
 
     def commit(self) -> None:
         if self._done:
             return
         capacity = self._tier._capacity
         replaced = _run_sync(self._tier.inner.size(self._key)) if capacity is not None else None
+        self._book(0, self._tier._now(self._bucket), now=True)
         issued = self._tier._now(self._bucket)
         try:
             self._inner.commit()
@@ -249,7 +263,10 @@ class _ThrottledSink(WrappedSink):
             raise
         self._done = True
         answered = self._tier._answered(max(self._due, issued), f"commit {self._key}")
-        paced.record_due(self._phase, self._opened, answered - self._tier._now(self._bucket))
+        # the device's time ends with its bytes (and the commit's latency): a commit this host issued
+        # later than that is the host's time, not the device's
+        device_done = answered - max(0.0, issued - self._due)
+        paced.record_due(self._phase, self._opened, device_done - self._tier._now(self._bucket))
         self._tier._count("write", self._tier._wait_sync(self._bucket, answered))
         if capacity is not None:
             capacity.free(replaced)
