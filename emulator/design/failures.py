@@ -88,9 +88,10 @@ class FailureModel:
 
 def failure_model(spec, accelerators: int, *, mttf_hours: float | None = None,
                   node_loss_fraction: float | None = None, group_loss_fraction: float | None = None,
-                  restart_s: float | None = None) -> FailureModel:
+                  restart_s: float | dict | None = None) -> FailureModel:
     """The model from ``design.failures`` (``spec``, or None for the defaults), overridden by flags;
-    ``restart_s`` replaces every class's restart (one figure for all, as the older ``--restart-seconds``)."""
+    ``restart_s`` replaces every class's restart (a number), or the restarts of the classes it names
+    (``{"node": 300.0}``, ``simulate --restart node=5m``); detection stays the design's."""
     def pick(flag, key, default):
         given = getattr(spec, key, None)
         return flag if flag is not None else given if given is not None else default
@@ -99,8 +100,9 @@ def failure_model(spec, accelerators: int, *, mttf_hours: float | None = None,
     group = pick(group_loss_fraction, "group_loss_fraction", DEFAULT_GROUP_LOSS_FRACTION)
     recovery = dict(DEFAULT_RECOVERY, **(getattr(spec, "recovery", None) or {}))
     shares = {"process": 1 - node - group, "node": node, "group": group}
-    classes = tuple(FailureClass(c, shares[c], recovery[c][0], recovery[c][1] if restart_s is None else restart_s)
-                    for c in CLASSES)
+    restarts = restart_s if isinstance(restart_s, dict) else \
+        {c: restart_s for c in CLASSES} if restart_s is not None else {}
+    classes = tuple(FailureClass(c, shares[c], recovery[c][0], restarts.get(c, recovery[c][1])) for c in CLASSES)
     return FailureModel(accelerators, mttf, classes)
 
 

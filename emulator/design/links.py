@@ -76,6 +76,19 @@ class TierLinks:
     #: "design" (design:), "config" (emulate: knobs) or "none" (not paced: as fast as the host)
     source: str = "design"
 
+    def shared_device(self) -> LinkLimits | None:
+        """A node's own device where its reads and writes share it (not duplex, both rates known): one
+        link per node whose streams, reads and writes alike, share the write rate (a read books
+        :attr:`read_cost` bytes per byte, as the emulator's one bucket does). None otherwise."""
+        if self.duplex or self.read is None or math.isinf(self.write.node_bps):
+            return None
+        return LinkLimits(aggregate_bps=self.write.node_bps)
+
+    @property
+    def read_cost(self) -> float:
+        """Bytes of a shared device's write time one byte read takes: write rate / read rate."""
+        return self.write.node_bps / self.read.node_bps
+
 
 @dataclass(frozen=True)
 class NodeLinks:
@@ -220,3 +233,33 @@ def _paced(e: EmulateConfig, links: TierLinks, job, run_node: int, alone_read: b
     read = _share(links.read, job, node_bytes, alone=alone_read) if links.read is not None else None
     return replace(e, shared_by="node", write_gib_s=write / GIB if write else e.write_gib_s,
                    read_gib_s=read / GIB if read else e.read_gib_s)
+
+
+def pacing(cfg, name: str, job, run_node: int = 0) -> tuple:
+    """(write bytes/s, read bytes/s, shared_by) node ``run_node`` of a run of ``job`` is paced at on tier
+    ``name`` (None where it is not paced; a peer's copies: the NIC). A run measured under the same
+    pacing as a design measured that design itself, with the host's costs (emulator/design/model.py)."""
+    if name == "peer":
+        nic = nic_of(cfg)[0]
+        return nic, nic, "node"
+    e = tier_emulation(cfg, name, job, run_node=run_node)
+    if e is None or not e.write_gib_s:
+        return None, None, "none"
+    return e.write_gib_s * GIB, (e.read_gib_s or 0) * GIB or None, e.shared_by
+
+
+def run_links(cfg, job) -> NodeLinks:
+    """Every tier as a run paces its heaviest node (:func:`tier_emulation`): what ``simulate --as-run``
+    shares, so it reproduces the run rather than the job the run is part of."""
+    node = max(range(len(job.emulated)), key=lambda i: job.emulated[i].node_bytes)
+    files = job.emulated[node].files
+    links = node_links(cfg, files=files)
+    tiers = dict(links.tiers)
+    for name in tiers:
+        if name == "peer":
+            continue
+        e = tier_emulation(cfg, name, job, run_node=node)
+        knobs = _from_knobs(e, links.nic_bps, files=files, concurrency=cfg.drain.concurrency,
+                            is_global=name == "global")
+        tiers[name] = replace(knobs, family=tiers[name].family, source=tiers[name].source)
+    return replace(links, tiers=tiers)

@@ -16,12 +16,15 @@ from dataclasses import dataclass, field, replace
 
 from emulator.config.design import DEFAULT_SNAPSHOT
 from emulator.design.failures import FailureModel, failure_model
-from emulator.design.job import Job, job_of
-from emulator.design.links import LinkLimits, NodeLinks, TierLinks, node_links, tier_emulation
+from emulator.design.job import Job, as_run_job, job_of
+from emulator.design.links import LinkLimits, NodeLinks, TierLinks, node_links, pacing, run_links, tier_emulation
 from emulator.errors import UserError
 from emulator.units import parse_rate
 
 LADDER = ("memory", "peer", "local", "global")
+#: the tiers whose copies survive each failure class: a crash keeps host memory and the NVMe, a lost
+#: node its peers' copies (its own memory and NVMe are gone), a lost group only global storage
+SURVIVES = {"process": LADDER, "node": ("peer", "global"), "group": ("global",)}
 #: a measured rate below this share of the design's was limited by the emulating host, not the design
 HOST_BOUND = 0.9
 
@@ -50,7 +53,9 @@ class Snapshot:
 class Calibration:
     """What a run measured, per node at full size: its own copy rate into each tier, its restore
     rate from each tier, the snapshot rate per accelerator, fixed costs per checkpoint before
-    the write and after the drain, each class's recovery, and the background interference."""
+    the write and after the drain, each class's recovery, and the background interference.
+    ``paced``: per tier, what the run's node was paced at (emulator/design/links.py ``pacing``): a
+    design paced the same way is the one the run measured, and its measured rates stand."""
 
     source: str = ""
     snapshot_bps: float | None = None
@@ -61,6 +66,9 @@ class Calibration:
     recovery_s: dict = field(default_factory=dict)
     interference_share: float = 0.0
     notes: list = field(default_factory=list)
+    paced: dict = field(default_factory=dict)
+    #: what each retention request took beyond its tier's latency (the host's file operations)
+    retention_request_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,9 @@ class Design:
     measured_recovery_s: dict = field(default_factory=dict)
     sources: dict = field(default_factory=dict)
     notes: tuple = ()
+    retention_request_s: float = 0.0
+    #: the run itself (``simulate --as-run``): its nodes at run.scale, paced as the run paced them
+    as_run: bool = False
 
     @property
     def tiers(self) -> tuple:
@@ -99,9 +110,11 @@ class Design:
     def recovery_tier(self, cls: str) -> str:
         """The nearest tier that survives ``cls``: a process crash keeps host memory and the NVMe, a
         node loss its peers' copies, a group loss only global storage."""
-        survives = {"process": ("memory", "peer", "local", "global"), "node": ("peer", "global"),
-                    "group": ("global",)}[cls]
-        return next(t for t in self.tiers if t in survives)
+        return next(t for t in self.tiers if t in SURVIVES[cls])
+
+    def survives(self, cls: str, tier: str) -> bool:
+        """Whether the copies on ``tier`` survive a failure of ``cls`` (:data:`SURVIVES`)."""
+        return tier in SURVIVES[cls]
 
 
 def ladder_of(cfg) -> tuple:
@@ -131,24 +144,30 @@ def _snapshot(cfg, override_bps: float | None, cal: Calibration | None, sources:
     return Snapshot(parse_rate(DEFAULT_SNAPSHOT, "design.node.snapshot.rate"), spec.fixed_s if spec else 0.0)
 
 
-def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes: list) -> NodeLinks:
+def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes: list,
+                paced: dict | None = None) -> NodeLinks:
     """A measured rate replaces the design's where the run could not reach it: a node device's rate
-    outright; a shared link's per-node cap (its aggregate holds)."""
+    outright; a shared link's per-node cap (its aggregate holds). Where the run's node was paced as
+    this design paces it (``paced``: tier -> :func:`pacing`), the run measured this design, and what
+    it reached stands: it holds the host's per-byte costs the design's rate leaves out."""
     if cal is None:
         return links
     tiers = dict(links.tiers)
     for name, t in links.tiers.items():
         copy, read = cal.copy_bps.get(name), cal.read_bps.get(name)
+        same = name in cal.paced and paced is not None and _same_pace(cal.paced[name], paced.get(name))
         changes = {}
         if copy:
             design = t.drain.node_rate(1)
-            if copy < HOST_BOUND * design or t.source == "none":
+            if copy < HOST_BOUND * design or t.source == "none" or same:
                 changes["write"] = changes["drain"] = LinkLimits(t.drain.aggregate_bps, copy)
                 sources[f"{name}_write"] = "measured"
+                why = ("the run measured this design" if same and copy >= HOST_BOUND * design
+                       else "the host limited it")
                 notes.append(f"{name}: the run reached {copy / 1e9:.3g} GB/s of its node's "
-                             f"{design / 1e9:.3g} GB/s: the host limited it; planned at the measured rate")
+                             f"{design / 1e9:.3g} GB/s: {why}; planned at the measured rate")
         if read and t.read is not None:
-            if read < HOST_BOUND * t.read.node_rate(1) or t.source == "none":
+            if read < HOST_BOUND * t.read.node_rate(1) or t.source == "none" or same:
                 changes["read"] = LinkLimits(t.read.aggregate_bps, read)
                 sources[f"{name}_read"] = "measured"
         if changes:
@@ -156,20 +175,34 @@ def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes:
     return replace(links, tiers=tiers)
 
 
+def _same_pace(a, b) -> bool:
+    """Two :func:`pacing` tuples alike (rates within a millionth)."""
+    if a is None or b is None or a[2] != b[2]:
+        return False
+    return all(x == y or (x and y and abs(x - y) <= 1e-6 * max(x, y)) for x, y in zip(a[:2], b[:2]))
+
+
 def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None = None,
             emulated_nodes: int = 1, calibration: Calibration | None = None,
             global_write_bps: float | None = None, nic_bps: float | None = None,
             snapshot_bps: float | None = None, mttf_hours: float | None = None,
             node_loss_fraction: float | None = None, group_loss_fraction: float | None = None,
-            restart_s: float | None = None, base_interval_s: float | None = None) -> Design:
-    """The design of ``cfg``, with a calibration and the commands' overrides (None: the config's)."""
+            restart_s: float | dict | None = None, base_interval_s: float | None = None,
+            as_run: bool = False) -> Design:
+    """The design of ``cfg``, with a calibration and the commands' overrides (None: the config's).
+    ``as_run``: the run of ``cfg`` itself, its ``emulated_nodes`` nodes at ``run.scale`` paced as the
+    run paced them (``simulate --as-run``: the model checked against an emulated run)."""
     sources, notes = {}, list(calibration.notes) if calibration is not None else []
     job = job_of(cfg, nodes=nodes, accelerators_per_node=accelerators_per_node, emulated_nodes=emulated_nodes)
-    links = node_links(cfg, files=job.heaviest.files)
+    paced = {name: pacing(cfg, name, job) for name in cfg.tiers.configured()}
+    if as_run:
+        links, job = run_links(cfg, job), as_run_job(job, cfg.run.scale)
+    else:
+        links = node_links(cfg, files=job.heaviest.files)
     links = _overridden(links, global_write_bps, nic_bps)
     if not links.nic_stated and nic_bps is None:
         notes.append("design.node.nic: not given; assumed 400Gb/s per node")
-    links = _calibrated(links, calibration, sources, notes)
+    links = _calibrated(links, calibration, sources, notes, paced)
     for name, t in links.tiers.items():
         sources.setdefault(f"{name}_write", t.source)
     fm = failure_model(cfg.design.failures if cfg.design is not None else None, job.accelerators,
@@ -187,8 +220,9 @@ def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None 
                   restore_readers=cfg.checkpoint.restore_readers, drain_concurrency=cfg.drain.concurrency,
                   verify=cfg.drain.verify, async_waits_for=cfg.checkpoint.async_waits_for,
                   fixed_pre_s=cal.fixed_pre_s, fixed_post_s=cal.fixed_post_s,
-                  interference_share=cal.interference_share, measured_recovery_s=dict(cal.recovery_s),
-                  sources=sources, notes=tuple(notes))
+                  interference_share=cal.interference_share,
+                  measured_recovery_s={} if as_run else dict(cal.recovery_s),
+                  sources=sources, notes=tuple(notes), retention_request_s=cal.retention_request_s, as_run=as_run)
 
 
 def _overridden(links: NodeLinks, global_write_bps: float | None, nic_bps: float | None) -> NodeLinks:

@@ -1,0 +1,128 @@
+"""What the simulator needed of the design (emulator/design): the closed forms' corrections, the run
+itself as a design (``simulate --as-run``), a calibration of this very design, per-class restarts,
+retention, and which tiers survive which class."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from emulator.config import load_config
+from emulator.design import Calibration, resolve
+from emulator.design.costs import (checkpoint_costs, copy_seconds, lag_seconds, restore_seconds,
+                                   retention_seconds)
+from emulator.design.links import pacing
+from emulator.units import GIB
+
+
+def _cfg(tmp_path, data: dict, *sets):
+    if "design" in data:  # a design part only for the tiers the config has
+        node = {k: v for k, v in data["design"]["node"].items() if k == "nic" or (data["tiers"].get(k))}
+        data = {**data, "design": {**data["design"], "node": node}}
+    path = tmp_path / "d.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_config(str(path), list(sets))
+
+
+def _tiers(tmp_path, *names, **extra):
+    paths = {"memory": "/dev/shm/x", "local": str(tmp_path / "nvme"), "global": str(tmp_path / "pfs")}
+    out = {"local": None, "global": {"backend": "dir", "path": paths["global"]}}
+    for n in names:
+        out[n] = {"backend": "dir", "path": paths[n], **extra.get(n, {})}
+    return out
+
+
+DESIGN = {"job": {"nodes": 4}, "node": {"nic": "400Gb/s", "local": {"write": "7GB/s", "read": "7GB/s"},
+                                        "memory": {"capacity": "512GiB", "write": "20GB/s"}},
+          "global": {"write": "4GB/s", "read": "8GB/s", "latency_ms": 10}}
+
+
+def test_a_direct_write_to_global_pays_its_commit_and_the_manifest_not_three_latencies(tmp_path):
+    """The ranks write straight to global: each file's commit, then the global manifest (before: a
+    node manifest too, which only a node tier has)."""
+    d = resolve(_cfg(tmp_path, {"extends": "llama3-8b", "tiers": _tiers(tmp_path), "design": DESIGN}))
+    b, lat = d.job.heaviest.node_bytes, 0.010
+    assert copy_seconds(d, "global") == pytest.approx(b * 4 / 4e9 + lat)
+    c = checkpoint_costs(d)
+    assert c.lag_s["global"] == pytest.approx(b * 4 / 4e9 + 2 * lat)
+
+
+def test_the_first_tier_of_a_checkpoint_is_the_nearest_file_tier_taking_it(tmp_path):
+    """Memory every 2nd checkpoint, NVMe every one: the 1st checkpoint is written to NVMe (its
+    commit and manifest), not copied there."""
+    data = {"extends": "llama3-8b", "checkpoint": {"interval_steps": 5},
+            "tiers": _tiers(tmp_path, "memory", "local", memory={"interval_steps": 10}),
+            "design": {**DESIGN, "node": {**DESIGN["node"], "local": {"write": "7GB/s", "read": "7GB/s",
+                                                                      "latency_ms": 2}}}}
+    d = resolve(_cfg(tmp_path, data))
+    b = d.job.heaviest.node_bytes
+    assert lag_seconds(d, "local") == pytest.approx(b / 7e9 + 2 * 0.002)
+    assert copy_seconds(d, "local") == pytest.approx(b / 7e9)  # behind memory: a copy, no manifest
+
+
+def test_a_measured_drain_holds_its_read_back(tmp_path):
+    cfg = _cfg(tmp_path, {"extends": "llama3-8b", "tiers": _tiers(tmp_path, "local"), "design": DESIGN})
+    d = resolve(cfg)
+    b, f = d.job.heaviest.node_bytes, d.job.heaviest.file_bytes
+    waves = -(-d.job.heaviest.files // d.drain_concurrency)
+    assert copy_seconds(d, "global") == pytest.approx(2 * waves * 0.010 + b * 4 / 4e9 + f * 4 / 8e9)
+    measured = resolve(cfg, calibration=Calibration(copy_bps={"global": 0.1e9}))
+    assert measured.sources["global_write"] == "measured"
+    assert copy_seconds(measured, "global") == pytest.approx(2 * waves * 0.010 + b / 0.1e9)
+
+
+def test_a_run_of_this_design_measured_it_and_its_rates_stand(tmp_path):
+    """A calibration made under the pacing this design gives its node replaces the design's rate even
+    where the host reached 95 % of it (the per-byte costs a design's rate leaves out); a run of another
+    design does not, unless its host fell below 90 %."""
+    cfg = _cfg(tmp_path, {"extends": "llama3-8b", "tiers": _tiers(tmp_path, "local"), "design": DESIGN})
+    job = resolve(cfg).job
+    near = 0.95 * 7e9
+    same = Calibration(copy_bps={"local": near}, paced={"local": pacing(cfg, "local", job)})
+    other = Calibration(copy_bps={"local": near}, paced={"local": (8e9, 8e9, "node")})
+    assert resolve(cfg, calibration=same).link("local").write.node_bps == pytest.approx(near)
+    assert resolve(cfg, calibration=other).link("local").write.node_bps == pytest.approx(7e9)
+    slow = Calibration(copy_bps={"local": 0.5 * 7e9}, paced={"local": (8e9, 8e9, "node")})
+    assert resolve(cfg, calibration=slow).link("local").write.node_bps == pytest.approx(3.5e9)
+
+
+def test_the_run_itself_as_a_design(tmp_path):
+    """``as_run``: the run's 2 ranks at run.scale, one node, paced as the run paces it: its share of
+    the job's global storage (4 nodes draining at once: 1 GB/s each, under the NIC)."""
+    cfg = _cfg(tmp_path, {"extends": "llama3-8b", "parallelism": {"ranks": 2}, "run": {"scale": 0.001},
+                          "tiers": _tiers(tmp_path, "local"), "design": DESIGN})
+    full, run = resolve(cfg), resolve(cfg, as_run=True)
+    assert run.as_run and run.job.nodes == 1 and run.job.groups[0].files == 2
+    assert run.job.groups[0].node_bytes == pytest.approx(full.job.emulated[0].node_bytes * 0.001, abs=1)
+    assert run.link("global").drain.node_rate(1) == pytest.approx(1e9)
+    assert run.link("local").write.node_rate(1) == pytest.approx(7e9)
+    assert full.link("global").drain.node_rate(1) == pytest.approx(4e9)  # the job's node alone
+
+
+def test_a_flag_overrides_one_classes_restart(tmp_path):
+    cfg = _cfg(tmp_path, {"extends": "llama3-8b", "tiers": _tiers(tmp_path, "local"), "design": DESIGN})
+    d = resolve(cfg, restart_s={"node": 300.0})
+    assert (d.failures.of("node").detect_s, d.failures.of("node").restart_s) == (60.0, 300.0)
+    assert d.failures.of("process").restart_s == 150.0  # the documented default stands
+    assert resolve(cfg, restart_s=20.0).failures.of("group").restart_s == 20.0
+
+
+def test_retention_is_its_requests_one_at_a_time(tmp_path):
+    cfg = _cfg(tmp_path, {"extends": "llama3-8b", "checkpoint": {"keep": 2},
+                          "tiers": _tiers(tmp_path, "local"), "design": DESIGN})
+    d = resolve(cfg, calibration=Calibration(retention_request_s=0.001))
+    per_node, world = d.job.heaviest.files, sum(g.nodes * g.files for g in d.job.groups)
+    assert retention_seconds(d) == pytest.approx((2 + 4 + per_node) * 0.001 + (2 + 4 + world) * 0.011)
+
+
+def test_which_tiers_survive_which_class(tmp_path):
+    cfg = _cfg(tmp_path, {"extends": "llama3-8b", "tiers": {**_tiers(tmp_path, "memory", "local"),
+                                                            "peer": {"replicas": 1}}, "design": DESIGN})
+    d = resolve(cfg)
+    assert [t for t in d.tiers if d.survives("node", t)] == ["peer", "global"]
+    assert [t for t in d.tiers if d.survives("process", t)] == ["memory", "peer", "local", "global"]
+    assert [t for t in d.tiers if d.survives("group", t)] == ["global"]
+    # a peer's copy: fetched over the NIC, then read from memory
+    b = d.job.heaviest.node_bytes
+    assert restore_seconds(d, "peer") == pytest.approx(b / 50e9 + b / 20e9)
+    assert d.link("memory").shared_device() is not None and d.link("local").read_cost == pytest.approx(1.0)
+    assert GIB  # units in use
