@@ -71,18 +71,23 @@ def test_a_measured_drain_holds_its_read_back(tmp_path):
 
 
 def test_a_run_of_this_design_measured_it_and_its_rates_stand(tmp_path):
-    """A calibration made under the pacing this design gives its node replaces the design's rate even
-    where the host reached 95 % of it (the per-byte costs a design's rate leaves out); a run of another
+    """A calibration made under the pacing this design gives its node scales the design's links by what
+    the host reached of it, even 95 % (the per-byte costs a design's rate leaves out); a run of another
     design does not, unless its host fell below 90 %."""
     cfg = _cfg(tmp_path, {"extends": "llama3-8b", "tiers": _tiers(tmp_path, "local"), "design": DESIGN})
     job = resolve(cfg).job
     near = 0.95 * 7e9
     same = Calibration(copy_bps={"local": near}, paced={"local": pacing(cfg, "local", job)})
-    other = Calibration(copy_bps={"local": near}, paced={"local": (8e9, 8e9, "node")})
+    other = Calibration(copy_bps={"local": near}, paced={"local": (8e9, 8e9, 8e9, "node")})
     assert resolve(cfg, calibration=same).link("local").write.node_bps == pytest.approx(near)
     assert resolve(cfg, calibration=other).link("local").write.node_bps == pytest.approx(7e9)
-    slow = Calibration(copy_bps={"local": 0.5 * 7e9}, paced={"local": (8e9, 8e9, "node")})
+    slow = Calibration(copy_bps={"local": 0.5 * 7e9}, paced={"local": (8e9, 8e9, 8e9, "node")})
     assert resolve(cfg, calibration=slow).link("local").write.node_bps == pytest.approx(3.5e9)
+    # global storage shared by 4 nodes (1 GB/s each): a run of it reaching 0.8 GB/s plans the whole
+    # link at 80 %, the job's aggregate included, so unequal nodes keep their max-min fair dynamics
+    shared = Calibration(copy_bps={"global": 0.8e9}, paced={"global": pacing(cfg, "global", job)})
+    g = resolve(cfg, calibration=shared).link("global").drain
+    assert (g.aggregate_bps, g.node_bps) == (pytest.approx(3.2e9), pytest.approx(0.8 * 50e9))
 
 
 def test_the_run_itself_as_a_design(tmp_path):
@@ -125,4 +130,15 @@ def test_which_tiers_survive_which_class(tmp_path):
     b = d.job.heaviest.node_bytes
     assert restore_seconds(d, "peer") == pytest.approx(b / 50e9 + b / 20e9)
     assert d.link("memory").shared_device() is not None and d.link("local").read_cost == pytest.approx(1.0)
-    assert GIB  # units in use
+
+
+def test_a_knobs_capacity_counts_a_runs_bytes_and_the_design_the_jobs(tmp_path):
+    """``emulate.capacity_gib`` is in the bytes a run moves (x run.scale, as the emulator counts them);
+    the design's local tier is at full size, and so its capacity."""
+    data = {"extends": "llama3-8b", "run": {"scale": 0.01},
+            "tiers": {"local": {"backend": "dir", "path": str(tmp_path / "nvme"),
+                                "emulate": {"write_gib_s": 6, "capacity_gib": 2}},
+                      "global": {"backend": "dir", "path": str(tmp_path / "pfs")}}}
+    cfg = _cfg(tmp_path, data)
+    assert resolve(cfg).link("local").capacity_bytes == pytest.approx(200 * GIB, rel=1e-9)
+    assert resolve(cfg, as_run=True).link("local").capacity_bytes == pytest.approx(2 * GIB, rel=1e-9)

@@ -119,18 +119,22 @@ def lag_seconds(design: Design, name: str, every: dict | None = None) -> float:
     return total
 
 
+def retention_requests(design: Design) -> dict:
+    """Requests of the retention after each checkpoint, per tier: list, read the keep + 1 manifests,
+    delete the oldest one's manifest, list its folder, a delete per file (the node's on a node tier,
+    the job's on global storage)."""
+    job = design.job
+    return {t.name: t.keep + 4 + (sum(g.nodes * g.files for g in job.groups) if t.name == "global"
+                                  else job.heaviest.files)
+            for t in design.ladder if t.name != "peer"}
+
+
 def retention_seconds(design: Design) -> float:
     """The retention after each checkpoint, before the next one's pipeline may start: rank 0, one
-    request at a time, each node tier (list, read the keep + 1 manifests, delete the oldest one's
-    manifest, list its folder, a delete per file of the node) then global storage (the same, a delete
-    per file of the job), each request at its tier's latency plus what a run measured beyond it."""
-    job, total = design.job, 0.0
-    for tier in design.ladder:
-        if tier.name == "peer":
-            continue
-        files = sum(g.nodes * g.files for g in job.groups) if tier.name == "global" else job.heaviest.files
-        total += (tier.keep + 4 + files) * (_latency(design, tier.name) + design.retention_request_s)
-    return total
+    request at a time, the node tiers then global storage (:func:`retention_requests`), each at its
+    tier's latency plus what a run measured beyond it."""
+    return sum(n * (_latency(design, name) + design.retention_request_s)
+               for name, n in retention_requests(design).items())
 
 
 # --------------------------------------------------------------------------- restores and recoveries

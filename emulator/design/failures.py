@@ -32,6 +32,9 @@ DEFAULT_GROUP_LOSS_FRACTION = 0.01
 #: process restart reuses its nodes (tens of seconds to re-launch and re-initialise communicators,
 #: plus warm-up); a node replacement schedules a spare and starts its container; a group, several.
 DEFAULT_RECOVERY = {"process": (30.0, 150.0), "node": (60.0, 540.0), "group": (60.0, 840.0)}
+#: the tiers whose copies survive each class: a crash keeps host memory, the peers' copies and the
+#: NVMe; a lost node its peers' copies (its own memory and NVMe are gone); a lost group global storage
+SURVIVES = {"process": ("memory", "peer", "local", "global"), "node": ("peer", "global"), "group": ("global",)}
 #: what the trace files and older configs called the classes
 ALIASES = {"restart": "process", "process_restart": "process", "node_loss": "node", "node-loss": "node"}
 

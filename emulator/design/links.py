@@ -38,6 +38,10 @@ class LinkLimits:
     def capped(self, node_bps: float) -> "LinkLimits":
         return LinkLimits(self.aggregate_bps, min(self.node_bps, node_bps))
 
+    def scaled(self, factor: float) -> "LinkLimits":
+        """Both limits x ``factor``: every byte over the link takes 1 / factor as long."""
+        return LinkLimits(self.aggregate_bps * factor, self.node_bps * factor)
+
 
 def node_share(aggregate_bps: float, nic_bps: float, concurrent_nodes: int) -> float:
     """Bytes/s one node gets when ``concurrent_nodes`` use a link of ``aggregate_bps`` behind a NIC."""
@@ -180,8 +184,11 @@ def node_links(cfg, *, files: int) -> NodeLinks:
         if part is not None:
             tiers[name] = _from_design(part, name, nic, text)
         else:
-            tiers[name] = _from_knobs(cfg.tiers.entry(name).emulate, nic, files=files,
-                                      concurrency=cfg.drain.concurrency, is_global=name == "global")
+            t = _from_knobs(cfg.tiers.entry(name).emulate, nic, files=files,
+                            concurrency=cfg.drain.concurrency, is_global=name == "global")
+            if t.capacity_bytes:  # emulate: counts a run's bytes (at run.scale); the design's are full size
+                t = replace(t, capacity_bytes=int(t.capacity_bytes / cfg.run.scale))
+            tiers[name] = t
     return NodeLinks(tiers, nic, stated, nic_family)
 
 
@@ -236,16 +243,19 @@ def _paced(e: EmulateConfig, links: TierLinks, job, run_node: int, alone_read: b
 
 
 def pacing(cfg, name: str, job, run_node: int = 0) -> tuple:
-    """(write bytes/s, read bytes/s, shared_by) node ``run_node`` of a run of ``job`` is paced at on tier
-    ``name`` (None where it is not paced; a peer's copies: the NIC). A run measured under the same
-    pacing as a design measured that design itself, with the host's costs (emulator/design/model.py)."""
+    """(write, drain, read bytes/s, shared_by) node ``run_node`` of a run of ``job`` is paced at on tier
+    ``name``: its own rates, as a run of it is given them (None where not paced; a peer's copies: the
+    NIC). A run measured under the same pacing as a design measured that design itself, with the
+    host's costs, and what it reached over these is the host's efficiency (emulator/design/model.py)."""
+    nic = nic_of(cfg)[0]
     if name == "peer":
-        nic = nic_of(cfg)[0]
-        return nic, nic, "node"
+        return nic, nic, nic, "node"
     e = tier_emulation(cfg, name, job, run_node=run_node)
     if e is None or not e.write_gib_s:
-        return None, None, "none"
-    return e.write_gib_s * GIB, (e.read_gib_s or 0) * GIB or None, e.shared_by
+        return None, None, None, "none"
+    t = _from_knobs(e, nic, files=job.emulated[run_node].files, concurrency=cfg.drain.concurrency,
+                    is_global=name == "global")
+    return t.write.node_rate(1), t.drain.node_rate(1), t.read.node_rate(1) if t.read else None, e.shared_by
 
 
 def run_links(cfg, job) -> NodeLinks:

@@ -15,16 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from emulator.config.design import DEFAULT_SNAPSHOT
-from emulator.design.failures import FailureModel, failure_model
+from emulator.design.failures import SURVIVES, FailureModel, failure_model
 from emulator.design.job import Job, as_run_job, job_of
 from emulator.design.links import LinkLimits, NodeLinks, TierLinks, node_links, pacing, run_links, tier_emulation
 from emulator.errors import UserError
 from emulator.units import parse_rate
 
 LADDER = ("memory", "peer", "local", "global")
-#: the tiers whose copies survive each failure class: a crash keeps host memory and the NVMe, a lost
-#: node its peers' copies (its own memory and NVMe are gone), a lost group only global storage
-SURVIVES = {"process": LADDER, "node": ("peer", "global"), "group": ("global",)}
 #: a measured rate below this share of the design's was limited by the emulating host, not the design
 HOST_BOUND = 0.9
 
@@ -113,7 +110,7 @@ class Design:
         return next(t for t in self.tiers if t in SURVIVES[cls])
 
     def survives(self, cls: str, tier: str) -> bool:
-        """Whether the copies on ``tier`` survive a failure of ``cls`` (:data:`SURVIVES`)."""
+        """Whether the copies on ``tier`` survive a failure of ``cls`` (failures.SURVIVES)."""
         return tier in SURVIVES[cls]
 
 
@@ -145,11 +142,12 @@ def _snapshot(cfg, override_bps: float | None, cal: Calibration | None, sources:
 
 
 def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes: list,
-                paced: dict | None = None) -> NodeLinks:
+                paced: dict | None = None, first: str | None = None) -> NodeLinks:
     """A measured rate replaces the design's where the run could not reach it: a node device's rate
     outright; a shared link's per-node cap (its aggregate holds). Where the run's node was paced as
-    this design paces it (``paced``: tier -> :func:`pacing`), the run measured this design, and what
-    it reached stands: it holds the host's per-byte costs the design's rate leaves out."""
+    this design paces it (``paced``: tier -> :func:`pacing`), the run measured this design: what it
+    reached over its pace is the host's efficiency, and the tier's links are scaled by it (the
+    host's per-byte costs, which the design's rates leave out, at any size and any sharing)."""
     if cal is None:
         return links
     tiers = dict(links.tiers)
@@ -157,17 +155,25 @@ def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes:
         copy, read = cal.copy_bps.get(name), cal.read_bps.get(name)
         same = name in cal.paced and paced is not None and _same_pace(cal.paced[name], paced.get(name))
         changes = {}
-        if copy:
+        if copy and same:
+            pace = cal.paced[name][0 if name == first else 1]
+            eff = min(1.0, copy / pace)
+            changes["write"], changes["drain"] = t.write.scaled(eff), t.drain.scaled(eff)
+            sources[f"{name}_write"] = "measured"
+            notes.append(f"{name}: a run of this design reached {copy / 1e9:.3g} GB/s of the {pace / 1e9:.3g} GB/s "
+                         f"it was paced at ({eff:.1%}): its links planned at that share")
+        elif copy:
             design = t.drain.node_rate(1)
-            if copy < HOST_BOUND * design or t.source == "none" or same:
+            if copy < HOST_BOUND * design or t.source == "none":
                 changes["write"] = changes["drain"] = LinkLimits(t.drain.aggregate_bps, copy)
                 sources[f"{name}_write"] = "measured"
-                why = ("the run measured this design" if same and copy >= HOST_BOUND * design
-                       else "the host limited it")
                 notes.append(f"{name}: the run reached {copy / 1e9:.3g} GB/s of its node's "
-                             f"{design / 1e9:.3g} GB/s: {why}; planned at the measured rate")
+                             f"{design / 1e9:.3g} GB/s: the host limited it; planned at the measured rate")
         if read and t.read is not None:
-            if read < HOST_BOUND * t.read.node_rate(1) or t.source == "none" or same:
+            if same and cal.paced[name][2]:
+                changes["read"] = t.read.scaled(min(1.0, read / cal.paced[name][2]))
+                sources[f"{name}_read"] = "measured"
+            elif read < HOST_BOUND * t.read.node_rate(1) or t.source == "none":
                 changes["read"] = LinkLimits(t.read.aggregate_bps, read)
                 sources[f"{name}_read"] = "measured"
         if changes:
@@ -177,9 +183,9 @@ def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes:
 
 def _same_pace(a, b) -> bool:
     """Two :func:`pacing` tuples alike (rates within a millionth)."""
-    if a is None or b is None or a[2] != b[2]:
+    if a is None or b is None or a[3] != b[3] or a[1] is None:
         return False
-    return all(x == y or (x and y and abs(x - y) <= 1e-6 * max(x, y)) for x, y in zip(a[:2], b[:2]))
+    return all(x == y or (x and y and abs(x - y) <= 1e-6 * max(x, y)) for x, y in zip(a[:3], b[:3]))
 
 
 def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None = None,
@@ -202,7 +208,8 @@ def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None 
     links = _overridden(links, global_write_bps, nic_bps)
     if not links.nic_stated and nic_bps is None:
         notes.append("design.node.nic: not given; assumed 400Gb/s per node")
-    links = _calibrated(links, calibration, sources, notes, paced)
+    first = next((t for t in links.tiers if t != "peer"), None)
+    links = _calibrated(links, calibration, sources, notes, paced, first)
     for name, t in links.tiers.items():
         sources.setdefault(f"{name}_write", t.source)
     fm = failure_model(cfg.design.failures if cfg.design is not None else None, job.accelerators,
@@ -241,6 +248,11 @@ def _overridden(links: NodeLinks, global_write_bps: float | None, nic_bps: float
         cap = LinkLimits(node_bps=nic)
         tiers["peer"] = replace(tiers["peer"], write=cap, read=cap, drain=cap)
     return replace(links, tiers=tiers, nic_bps=nic, nic_stated=links.nic_stated or nic_bps is not None)
+
+
+def overridden(design: Design, *, global_write_bps: float | None = None, nic_bps: float | None = None) -> Design:
+    """``design`` with the global aggregate and the NIC the flags give (a sweep's row of bandwidths)."""
+    return replace(design, links=_overridden(design.links, global_write_bps, nic_bps))
 
 
 def run_emulation(cfg, name: str, *, run_node: int = 0, run_nodes: int = 1, alone_read: bool = False):
