@@ -74,12 +74,13 @@ def _fake_results(cfg, *, snapshot: float = 0.02, interference: float = 0.0, res
     seconds a load from it took (the slowest rank)."""
     import math
 
+    from emulator.design import run_emulation
     from emulator.sizing import checkpoint_size, rank_size
     scale, ranks, saves = cfg.run.scale, cfg.parallelism.active_ranks, cfg.checkpoint.saves
     files = [int(rank_size(cfg.model, cfg.parallelism, r).total_bytes * scale) for r in range(ranks)]
-    g = cfg.tiers.global_.emulate
+    g = run_emulation(cfg, "global")  # as the run paces its node (a design's share, or the knobs)
     requests = 2 * math.ceil(ranks / cfg.drain.concurrency) * (g.latency_ms / 1000)
-    local = sum(files) / (cfg.tiers.local.emulate.write_gib_s * GIB)
+    local = sum(files) / (run_emulation(cfg, "local").write_gib_s * GIB)
     drain = sum(files) / (g.write_gib_s * GIB) + 0.01 + requests
     stall = {"sync": snapshot + local + drain, "async": snapshot}
     step_wall = cfg.wall_step_seconds * cfg.checkpoint.interval_steps
@@ -143,9 +144,9 @@ def _faked_tune(monkeypatch, **fake):
     def spy(*args, **kwargs):
         designs.append(build(*args, **kwargs))
         return designs[-1]
-    build = rec_mod.build_design
+    build = rec_mod.resolve
     monkeypatch.setattr(tune_mod, "_run", fake_run)
-    monkeypatch.setattr(rec_mod, "build_design", spy)
+    monkeypatch.setattr(rec_mod, "resolve", spy)
     return tune_mod, designs
 
 
@@ -153,18 +154,19 @@ def test_tune_plans_the_jobs_checkpoint_not_nodes_times_one_node(tune_405b_subse
     """`tune llama3-405b-subset --nodes 2048`: the 8 measured ranks are one node of the job; the simulator
     must spread the job's checkpoint over 2,048 nodes (what `simulate` sizes), not give every node the
     measured node's 98.5 GiB (2,048 x 98.5 = 201,819 GiB)."""
-    from emulator.simulation.design import Options, build_design
+    from emulator.design import resolve
     tune_mod, cfg, designs = tune_405b_subset
     # by hand: MLPerf's 5,292 GiB for 405B on 512 ranks (tests/test_sizing.py); DP stretched to 16,384 ranks
     # adds each extra rank's 5H fp32 optimizer pad (3 states x 4 bytes): 60 x 16,384 x 15,872 bytes = 14.5 GiB
     by_hand = 5292.0 * GIB + 60 * 16384 * (16384 - 512)
-    simulate_sizes = build_design(cfg, Options(nodes=2048, accelerators_per_node=8)).checkpoint_bytes
+    simulate_sizes = resolve(cfg, nodes=2048, accelerators_per_node=8).job.checkpoint_bytes
     assert simulate_sizes == pytest.approx(by_hand, rel=0.002)
 
     r = tune_mod.tune(cfg, accelerators=16384, nodes=2048)
-    assert designs and all(d.nodes == 2048 for d in designs)
-    assert [d.checkpoint_bytes for d in designs] == [simulate_sizes] * len(designs), \
-        [f"{d.checkpoint_bytes / GIB:,.0f} GiB" for d in designs]
+    designs = [d for d in designs if d.job.nodes == 2048]  # the recommendation's (not the sizing's)
+    assert designs and all(not d.as_run for d in designs)
+    assert [d.job.checkpoint_bytes for d in designs] == [simulate_sizes] * len(designs), \
+        [f"{d.job.checkpoint_bytes / GIB:,.0f} GiB" for d in designs]
     assert r["checkpoint_bytes"] == simulate_sizes
     assert r["measured"]["full_size_bytes"] / GIB == pytest.approx(98.54, rel=0.001)  # the one node measured
     # the global bandwidth needed is the job's checkpoint drained in 10 % of the recommended interval
@@ -203,8 +205,8 @@ def test_tune_reads_the_same_design_as_simulate(tmp_path, monkeypatch):
     import yaml
 
     from emulator.config import load_config
-    from emulator.design.share import LinkLimits, node_share
-    from emulator.simulation.design import Options, build_design
+    from emulator.design import resolve, run_emulation
+    from emulator.design.links import LinkLimits, node_share
     path = tmp_path / "design.yaml"
     path.write_text(yaml.safe_dump({
         "extends": "llama3-405b-subset", "run": {"scale": 0.001}, "training": {"step_seconds": 62.5},
@@ -216,11 +218,19 @@ def test_tune_reads_the_same_design_as_simulate(tmp_path, monkeypatch):
     cfg = load_config(str(path), [f"run.out={tmp_path / 'out'}"])
     tune_mod, designs = _faked_tune(monkeypatch)
     r = tune_mod.tune(cfg, accelerators=16384, nodes=2048)
-    simulated = build_design(cfg, Options(nodes=2048, accelerators_per_node=8))
-    assert designs and all(d.drain == LinkLimits(400e9, 50e9) == simulated.drain for d in designs)
-    assert r["checkpoint_bytes"] == simulated.checkpoint_bytes
-    # the run's node is paced at the share every node gets when all 2,048 drain at once
-    assert cfg.tiers.global_.emulate.write_gib_s * GIB == pytest.approx(node_share(400e9, 50e9, 2048))
+    simulated = resolve(cfg, nodes=2048, accelerators_per_node=8)
+    designs = [d for d in designs if d.job.nodes == 2048]
+    assert simulated.link("global").drain == LinkLimits(400e9, 50e9)
+    # calibrated by a run of this design: the job's aggregate, each node at what the run reached of its share
+    share = node_share(400e9, 50e9, 2048)
+    assert designs and all(d.link("global").drain.aggregate_bps == 400e9 for d in designs)
+    assert all(d.link("global").drain.node_rate(2048) == pytest.approx(share, rel=0.05) for d in designs)
+    assert r["checkpoint_bytes"] == simulated.job.checkpoint_bytes
+    # the run's node (the heaviest, node 0) is paced at its max-min fair finish when all 2,048 drain at once
+    from emulator.design.links import fair_finish
+    loads, heavy = [(g.nodes, g.node_bytes) for g in simulated.job.groups], simulated.job.heaviest.node_bytes
+    want = heavy / max(fair_finish(LinkLimits(400e9, 50e9), loads))
+    assert run_emulation(cfg, "global").write_gib_s * GIB == pytest.approx(want)
 
 
 # --------------------------------------------------------------------------- costs at full size (no torchrun)

@@ -7,7 +7,7 @@ key it came from (the top-level CLI prints it as "ckpt-emu: error: ..." and
 exits 2).
 
 ``ckpt-emu plan CONFIG`` plans a run config's levels instead (memory, peer, NVMe, global:
-emulator/simulation/level_design.py): per tier its interval and bandwidth, goodput by the
+emulator/simulation/planning.py, on the design of emulator/design): per tier its interval and bandwidth, goodput by the
 analytic model and by the SimPy level model, the planner's intervals, and per failure class
 its recovery and the work it loses.
 """
@@ -335,44 +335,28 @@ def write_plot(p: planner.Plan, path: str) -> Path:
     return out
 
 
-_LEVEL_DEFAULTS = {"mttf_hours": "50000", "restart_seconds": str(planner.DEFAULT_RESTART_SECONDS),
-                   "node_loss_fraction": "0.78", "group_loss_fraction": "0.01", "days": "30", "seed": "0",
-                   "snapshot_gib_s": None, "interval": "config"}
+_LEVEL_DEFAULTS = {"days": "30", "seed": "0", "interval": "config"}
 
 
 def run_level_plan(args) -> int:
-    """``plan CONFIG``: the config's levels at full size, planned (emulator/simulation/level_design.py)."""
-    from emulator.cli.simulate import level_design_from_args
-    from emulator.config import load_config
-    from emulator.simulation import level_design as ld
-    from emulator.simulation.design import DEFAULT_SNAPSHOT_GIB_S
+    """``plan CONFIG``: the config's levels at full size, planned (emulator/simulation/planning.py)."""
+    from emulator.cli.simulate import build_study
     from emulator.simulation.level_report import render_levels
+    from emulator.simulation.planning import has_levels, level_plan
     for key, value in _LEVEL_DEFAULTS.items():
         if getattr(args, key, None) is None:
-            setattr(args, key, str(DEFAULT_SNAPSHOT_GIB_S) if key == "snapshot_gib_s" else value)
-    cfg = load_config(args.config, list(args.set or []))
-    if not ld.has_levels(cfg):
+            setattr(args, key, value)
+    args.as_run, args.sweep, args.out = False, None, None
+    cfg, study, _ = build_study(args)
+    if not has_levels(cfg):
         raise UserError(f"plan {args.config}: the config has no levels (a memory or peer tier, or a tier's "
                         f"interval_steps); plan it with --accelerators or `ckpt-emu simulate`")
-    nodes = _level_nodes(args, cfg)
-    design, failures, horizon, seed = level_design_from_args(args, cfg, nodes=nodes)
-    p = ld.plan(design, horizon_s=horizon, seed=seed, failures=failures)
+    mode = "async" if "async" in study.modes else "sync"
+    d = study.designs[mode]
+    p = level_plan(d, mode, rates=study.rates(), horizon_s=study.days * 86400,
+                   simulated=lambda x: study.run(mode, interval_s=study.intervals[mode], design=x).goodput)
     print(json.dumps({"levels": p}, indent=1) if args.json else render_levels(p).lstrip("\n"), end="\n" if args.json else "")
     return 0
-
-
-def _level_nodes(args, cfg) -> int:
-    if args.nodes is not None:
-        try:
-            n = int(args.nodes)
-        except ValueError:
-            raise UserError(f"--nodes: expected a whole number, got {args.nodes!r}") from None
-        if n < 1:
-            raise UserError(f"--nodes: must be >= 1, got {args.nodes}")
-        return n
-    if cfg.design is None:
-        raise UserError("--nodes: required (the config has no design.job.nodes)")
-    return cfg.design.job_nodes(cfg.parallelism.world_size)
 
 
 def run_plan(args) -> int:

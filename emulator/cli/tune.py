@@ -2,8 +2,8 @@
 
 1. Measure: a short run of the config (its scale and tiers): the no-checkpoint
    baseline, sync and async mode, and one load. ``simulate``'s calibration
-   (emulator/simulation/calibrate.py) turns it into costs, and the simulation of
-   the measured node at full size gives the stall per checkpoint, local write,
+   (emulator/simulation/calibrate.py) calibrates the design (emulator/design) with it, and the
+   design's closed forms at full size give the stall per checkpoint, local write,
    drain, the async commit (from the end of the stall until durable: local
    write + drain + manifest), the restore after a failure, and the interference
    (async steps slowed by the background work). Byte-proportional costs grow
@@ -103,7 +103,7 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
 def _levels(cfg, results: Path, accelerators: int, nodes: int | None, mttf_hours: float,
             interval_s: float) -> dict:
     """``{"levels": the planner's intervals per tier}`` where the config has levels, else nothing."""
-    from emulator.simulation.level_design import has_levels
+    from emulator.simulation.planning import has_levels
     if not has_levels(cfg):
         return {}
     n = nodes or (cfg.design.job_nodes(cfg.parallelism.world_size) if cfg.design else max(1, accelerators // 8))
@@ -113,58 +113,52 @@ def _levels(cfg, results: Path, accelerators: int, nodes: int | None, mttf_hours
 
 def level_recommendation(cfg, results: str, *, accelerators: int, nodes: int, mttf_hours: float,
                          base_interval_s: float | None = None) -> dict:
-    """The multi-level planner's ``every`` and interval per tier for ``accelerators`` on ``nodes``,
-    with the measured run's lags and recoveries (emulator/simulation/level_design.py); the base
-    interval: ``base_interval_s`` (tune's recommendation), else the config's."""
-    from emulator.multilevel import optimize
-    from emulator.simulation import level_design as ld
-    from emulator.simulation.arrivals import DEFAULT_NODE_LOSS_FRACTION
-    rates = ld.class_rates(accelerators=accelerators, mttf_hours=mttf_hours,
-                           node_loss_fraction=DEFAULT_NODE_LOSS_FRACTION)
-    inputs = ld.level_inputs(cfg, nodes=nodes, calibration=ld.read_calibration(results), class_rates=rates,
-                             accelerators_per_node=max(1, accelerators // nodes), base_interval_s=base_interval_s)
-    best = optimize(inputs, ld.planner_grid(inputs))
-    return {"every": best.every, "interval_s": {k: v * inputs.base_interval_s for k, v in best.every.items()},
-            "goodput": best.goodput, "calibrated_by": results}
+    """The multi-level planner's ``every`` and interval per tier for ``accelerators`` on ``nodes``, on
+    the design calibrated by the measured run (emulator/simulation/planning.py); the base interval:
+    ``base_interval_s`` (tune's recommendation), else the config's."""
+    from emulator.design import resolve
+    from emulator.simulation.calibrate import read_calibration
+    from emulator.simulation.planning import choose_every
+    mode = "async" if "async" in cfg.checkpoint.modes else "sync"
+    d = resolve(cfg, nodes=nodes, accelerators_per_node=max(1, accelerators // nodes), mttf_hours=mttf_hours,
+                calibration=read_calibration(results, mode), base_interval_s=base_interval_s)
+    every, goodput = choose_every(d, mode, d.failures.rates(), None, d.base_interval_s)
+    return {"every": every, "interval_s": {k: v * d.base_interval_s for k, v in every.items()},
+            "goodput": goodput, "calibrated_by": results}
 
 
 def _measure(cfg, out: Path, checkpoints: int, accelerators: int, mttf_hours: float) -> dict:
     """A short run of the config (baseline, sync, async, one load) and its costs at full size: the
-    measured node simulated at its full-size bytes with the run's calibration (simulate's model, so
-    latency and per-checkpoint costs are counted once, not / scale)."""
-    from emulator.simulation.calibrate import interference_share, load_calibration, read_results
-    from emulator.simulation.design import Options, build_design
-    from emulator.simulation.study import Study
+    design calibrated by the run, one checkpoint alone (emulator/design/costs.py: latency and
+    per-checkpoint costs counted once, not / scale)."""
+    from emulator.design import resolve
+    from emulator.design.costs import checkpoint_costs, class_restore_seconds, copy_seconds, first_tier
+    from emulator.simulation.calibrate import interference_share, mode_calibrations, read_results
     has_local = cfg.tiers.local is not None
     modes = ["sync", "async"] if has_local else ["sync"]
     res = _run(cfg, out, modes=["sync", "async"], saves=checkpoints, interval_steps=cfg.checkpoint.interval_steps,
                loads=1)
-    path = str(out / outdir.RESULTS)
-    cals = load_calibration(cfg, path, modes)
-    opts = Options(nodes=res["nodes"], accelerators_per_node=max(1, res["ranks"] // res["nodes"]),
-                   run_at_full_size=True)
-    designs = {m: build_design(cfg, opts, cals[m]) for m in modes}
-    sync = _alone(designs["sync"], "sync")
-    asyn = _alone(designs["async"], "async") if has_local else None
-    commit = max(0.0, asyn.durability_lag_mean_s - asyn.stall_mean_s) if has_local else 0.0
-    study = Study(cfg, designs, modes, 1.0, {}, accelerators=accelerators, mttf_hours=mttf_hours)
+    fig = read_results(str(out / outdir.RESULTS))
+    cals = mode_calibrations(fig, modes)
+    designs = {m: resolve(cfg, calibration=cals[m], mttf_hours=mttf_hours) for m in modes}
+    d = designs["sync"]
+    sync = checkpoint_costs(d)
+    first = first_tier(d.tiers)
+    asyn = checkpoint_costs(designs["async"]) if has_local else None
+    commit = max(asyn.lag_s.values()) if has_local else 0.0
+    rates = d.failures.rates()
+    restore = sum(r * class_restore_seconds(d, c) for c, r in rates.items()) / max(sum(rates.values()), 1e-300)
     return {
         "bytes": res["bytes"]["run_actual_state"], "full_size_bytes": res["bytes"]["run_emulated"],
         "scale": cfg.run.scale,
-        "sync_stall_s": sync.stall_mean_s, "async_stall_s": asyn.stall_mean_s if has_local else 0.0,
-        "local_write_s": sync.local_write_mean_s if has_local else 0.0,
-        "drain_s": sync.drain_mean_s if has_local else 0.0,
+        "sync_stall_s": sync.sync_stall_s, "async_stall_s": asyn.async_stall_s if has_local else 0.0,
+        "local_write_s": sync.copy_s[first] if has_local else 0.0,
+        "drain_s": copy_seconds(d, "global") if has_local else 0.0,
         # the async commit: from the end of the stall (the snapshot) until durable on the global tier
         "commit_s": commit,
-        "interference_s": interference_share(read_results(path), "async") * commit if has_local else 0.0,
-        "restore_s": study.mean_recovery_s(designs["sync"]),
+        "interference_s": interference_share(fig, "async") * commit if has_local else 0.0,
+        "restore_s": restore,
     }
-
-
-def _alone(design, mode: str):
-    """One failure-free checkpoint of ``design`` after another, far apart: its costs alone."""
-    from emulator.simulation.model import RunSpec, simulate
-    return simulate(design, RunSpec(mode, 1e9, saves=2))
 
 
 def _plan_inputs(cfg, m: dict, job_bytes: int, accelerators: int, mttf_hours: float, overlap_target: float):

@@ -1,4 +1,4 @@
-"""The text of a level plan and a level sweep (emulator/simulation/level_design.py), for `plan` and `simulate`."""
+"""The text of a level plan (emulator/simulation/planning.py ``level_plan``), for ``plan CONFIG``."""
 from __future__ import annotations
 
 from emulator.units import fmt_bytes, fmt_duration, fmt_pct, fmt_rate, table
@@ -15,7 +15,7 @@ def render_levels(p: dict) -> str:
     measured = p["sources"].get("recoveries_measured") or []
     lines = [f"\nLevels ({p['mode']}, {p['nodes']:,} nodes, {fmt_bytes(p['node_bytes'])} per node, "
              f"a checkpoint every {fmt_duration(T)}; rates from the "
-             f"{'run' if p['sources']['calibrated_by'] else 'design'}"
+             f"{'run' if p['sources']['rates'] == 'measured' else 'design'}"
              + (f"; recovery measured by the run: {', '.join(measured)}" if measured else "") + ")"]
     rows = []
     for name, t in p["tiers"].items():
@@ -43,16 +43,3 @@ def render_levels(p: dict) -> str:
     lines.append(table(rows, ["failure", "per day", "from", "recovery", "work lost", "of the time"],
                        left=(0, 2)))
     return "\n".join(lines) + "\n"
-
-
-def render_level_sweep(sw: dict) -> str:
-    """The grid's best cell (SimPy) beside the planner's choice over the same grid."""
-    b, p = sw["best"], sw["planner"]
-    return "\n".join([
-        f"\nLevel sweep: {len(sw['cells'])} cells ({'; '.join(f'{k} {v}' for k, v in sw['every'].items())})",
-        f"  best cell (simulated): {_every(b['every'])}: goodput {fmt_pct(b['goodput'])} "
-        f"(analytic {fmt_pct(b['goodput_analytic'])})",
-        f"  planner's choice:      {_every(p['every'])}: goodput {fmt_pct(p['goodput_simulated'])} "
-        f"(analytic {fmt_pct(p['goodput_analytic'])})",
-        "  agree within one grid step: " + ("yes" if sw["agree_within_one_step"] else "NO"),
-    ]) + "\n"
