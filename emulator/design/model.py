@@ -143,11 +143,12 @@ def _snapshot(cfg, override_bps: float | None, cal: Calibration | None, sources:
 
 def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes: list,
                 paced: dict | None = None, first: str | None = None) -> NodeLinks:
-    """A measured rate replaces the design's where the run could not reach it: a node device's rate
-    outright; a shared link's per-node cap (its aggregate holds). Where the run's node was paced as
-    this design paces it (``paced``: tier -> :func:`pacing`), the run measured this design: what it
-    reached over its pace is the host's efficiency, and the tier's links are scaled by it (the
-    host's per-byte costs, which the design's rates leave out, at any size and any sharing)."""
+    """A measured rate replaces the design's where the run could not reach it (below 90 % of what it
+    was paced at, or of the design's node alone): a node device's rate outright; a shared link's
+    per-node cap (its aggregate holds): the host's limit. Where the run's node was paced as this
+    design paces it (``paced``: tier -> :func:`pacing`) and reached it, the run measured this design:
+    what it reached of its pace is the host's efficiency, and the tier's links are scaled by it (the
+    per-byte costs the design's rates leave out, at any size and any sharing)."""
     if cal is None:
         return links
     tiers = dict(links.tiers)
@@ -155,26 +156,26 @@ def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes:
         copy, read = cal.copy_bps.get(name), cal.read_bps.get(name)
         same = name in cal.paced and paced is not None and _same_pace(cal.paced[name], paced.get(name))
         changes = {}
-        if copy and same:
-            pace = cal.paced[name][0 if name == first else 1]
-            eff = min(1.0, copy / pace)
-            changes["write"], changes["drain"] = t.write.scaled(eff), t.drain.scaled(eff)
-            sources[f"{name}_write"] = "measured"
-            notes.append(f"{name}: a run of this design reached {copy / 1e9:.3g} GB/s of the {pace / 1e9:.3g} GB/s "
-                         f"it was paced at ({eff:.1%}): its links planned at that share")
-        elif copy:
-            design = t.drain.node_rate(1)
-            if copy < HOST_BOUND * design or t.source == "none":
+        if copy:  # against what the run's node was paced at (this design), else the design's node alone
+            pace = cal.paced[name][0 if name == first else 1] if same else t.drain.node_rate(1)
+            if same and copy >= HOST_BOUND * pace:
+                eff = min(1.0, copy / pace)
+                changes["write"], changes["drain"] = t.write.scaled(eff), t.drain.scaled(eff)
+                notes.append(f"{name}: a run of this design reached {copy / 1e9:.3g} GB/s of the {pace / 1e9:.3g} "
+                             f"GB/s it was paced at ({eff:.1%}): its links planned at that share")
+            elif copy < HOST_BOUND * pace or t.source == "none":
                 changes["write"] = changes["drain"] = LinkLimits(t.drain.aggregate_bps, copy)
-                sources[f"{name}_write"] = "measured"
                 notes.append(f"{name}: the run reached {copy / 1e9:.3g} GB/s of its node's "
-                             f"{design / 1e9:.3g} GB/s: the host limited it; planned at the measured rate")
+                             f"{pace / 1e9:.3g} GB/s: the host limited it; planned at the measured rate")
+            if changes:
+                sources[f"{name}_write"] = "measured"
         if read and t.read is not None:
-            if same and cal.paced[name][2]:
-                changes["read"] = t.read.scaled(min(1.0, read / cal.paced[name][2]))
-                sources[f"{name}_read"] = "measured"
-            elif read < HOST_BOUND * t.read.node_rate(1) or t.source == "none":
+            pace = cal.paced[name][2] if same and cal.paced[name][2] else t.read.node_rate(1)
+            if same and read >= HOST_BOUND * pace:
+                changes["read"] = t.read.scaled(min(1.0, read / pace))
+            elif read < HOST_BOUND * pace or t.source == "none":
                 changes["read"] = LinkLimits(t.read.aggregate_bps, read)
+            if "read" in changes:
                 sources[f"{name}_read"] = "measured"
         if changes:
             tiers[name] = replace(t, **changes)
