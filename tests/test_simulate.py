@@ -265,7 +265,7 @@ def _bad_inputs(tmp: Path, run_results: Path) -> list:
     return [
         (base + ["--failures", trace], "line 3"),
         (base + ["--set", "tiers.global.emulate.write_gib_s=-1"], "write_gib_s: must be > 0"),
-        (base + ["--global-bandwidth", "-5GB/s"], "--global-bandwidth: '-5GB/s' must be a finite rate > 0"),
+        (base + ["--global-bandwidth=-5GB/s"], "--global-bandwidth: '-5GB/s' must be a finite rate > 0"),
         (base + ["--global-gib-s", "5"], "--global-gib-s: now --global-bandwidth"),
         (["simulate", cfg, "--nodes", 0], "--nodes: must be >= 1"),
         (base + ["--calibrate", run_results], "made with preset 'llama3-8b'"),

@@ -145,7 +145,7 @@ def resolve_designs(cfg, args, v: dict, modes) -> tuple[dict, object]:
     """({mode: the design}, the calibrating run's figures or None) from the config, the flags and
     ``--calibrate`` (one calibration per mode: each mode's own host costs)."""
     from emulator.design import resolve
-    from emulator.simulation.calibrate import check_same_preset, mode_calibrations, read_results
+    from emulator.simulation.calibrate import check_same_preset, mode_calibrations, read_results, run_groups
     fig = read_results(args.calibrate) if getattr(args, "calibrate", None) else None
     if fig is not None:
         check_same_preset(cfg, fig)
@@ -162,6 +162,9 @@ def resolve_designs(cfg, args, v: dict, modes) -> tuple[dict, object]:
             designs[m] = shared
         else:
             designs[m] = _fitted(cfg, resolve(cfg, calibration=cals[m], as_run=as_run, **job, **kw))
+    groups = run_groups(fig) if as_run and fig is not None else None
+    if groups is not None and sum(g.nodes for g in groups) == designs[modes[0]].job.nodes:
+        designs = {m: replace(d, job=replace(d.job, groups=groups)) for m, d in designs.items()}
     return designs, fig
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from emulator import planner
@@ -129,8 +129,8 @@ def level_recommendation(cfg, results: str, *, accelerators: int, nodes: int, mt
 
 def _measure(cfg, out: Path, checkpoints: int, accelerators: int, mttf_hours: float) -> dict:
     """A short run of the config (baseline, sync, async, one load) and its costs at full size: the
-    design calibrated by the run, one checkpoint alone (emulator/design/costs.py: latency and
-    per-checkpoint costs counted once, not / scale)."""
+    run's nodes at their full-size bytes, paced and calibrated as the run was, one checkpoint alone
+    (emulator/design/costs.py: latency and per-checkpoint costs counted once, not / scale)."""
     from emulator.design import resolve
     from emulator.design.costs import checkpoint_costs, class_restore_seconds, copy_seconds, first_tier
     from emulator.simulation.calibrate import interference_share, mode_calibrations, read_results
@@ -140,14 +140,19 @@ def _measure(cfg, out: Path, checkpoints: int, accelerators: int, mttf_hours: fl
                loads=1)
     fig = read_results(str(out / outdir.RESULTS))
     cals = mode_calibrations(fig, modes)
-    designs = {m: resolve(cfg, calibration=cals[m], mttf_hours=mttf_hours) for m in modes}
+
+    def measured_node(cal):  # the run's nodes as the run paced them, at full size (their bytes / scale)
+        d = resolve(cfg, calibration=cal, mttf_hours=mttf_hours, emulated_nodes=res["nodes"], as_run=True)
+        return replace(d, job=replace(d.job, groups=d.job.emulated), measured_recovery_s=dict(cal.recovery_s))
+    designs = {m: measured_node(cals[m]) for m in modes}
     d = designs["sync"]
     sync = checkpoint_costs(d)
     first = first_tier(d.tiers)
     asyn = checkpoint_costs(designs["async"]) if has_local else None
     commit = max(asyn.lag_s.values()) if has_local else 0.0
-    rates = d.failures.rates()
-    restore = sum(r * class_restore_seconds(d, c) for c, r in rates.items()) / max(sum(rates.values()), 1e-300)
+    job = resolve(cfg, calibration=cals["sync"], mttf_hours=mttf_hours)  # a failure restores the job's nodes
+    rates = job.failures.rates()
+    restore = sum(r * class_restore_seconds(job, c) for c, r in rates.items()) / max(sum(rates.values()), 1e-300)
     return {
         "bytes": res["bytes"]["run_actual_state"], "full_size_bytes": res["bytes"]["run_emulated"],
         "scale": cfg.run.scale,

@@ -22,14 +22,14 @@ checks this against a real run). Only ``--as-run`` simulates at F, with the run'
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulator.config import from_mapping
 from emulator.design import Calibration, resolve
 from emulator.design.costs import retention_requests
-from emulator.design.job import job_of
+from emulator.design.job import NodeGroup, job_of
 from emulator.design.links import pacing
 from emulator.errors import ConfigError, UserError
 
@@ -149,6 +149,22 @@ def check_same_preset(cfg, fig: RunFigures) -> None:
         raise UserError(f"--calibrate {fig.source}: made with preset {theirs.name!r}, this config is "
                         f"{mine.name!r} (model.{', model.'.join(diff)} differ); calibrate with a run of the "
                         f"same model")
+
+
+def run_groups(fig: RunFigures) -> tuple | None:
+    """The run's own nodes as node groups, their files as the run wrote them (``--as-run``: the bytes
+    the run moved, headers included, not the sizing's); None when a rank wrote nothing complete."""
+    first = {}
+    for r in fig.records:
+        if r.ok:
+            first.setdefault(r.rank, (r.node, r.file_bytes))
+    if len(first) != fig.ranks:
+        return None
+    by_node = defaultdict(list)
+    for node, size in first.values():
+        by_node[node].append(size)
+    counts = Counter((sum(s), max(s), len(s)) for s in by_node.values())
+    return tuple(NodeGroup(k, b, f, n) for (b, f, n), k in sorted(counts.items()))
 
 
 def step_seconds(fig: RunFigures, mode: str) -> float | None:
