@@ -83,13 +83,13 @@ def test_a_run_of_this_design_measured_it_and_its_rates_stand(tmp_path):
     assert resolve(cfg, calibration=other).link("local").write.node_bps == pytest.approx(7e9)
     slow = Calibration(copy_bps={"local": 0.5 * 7e9}, paced={"local": (8e9, 8e9, 8e9, "node")})
     assert resolve(cfg, calibration=slow).link("local").write.node_bps == pytest.approx(3.5e9)
-    # global storage shared by 4 nodes (1 GB/s each): a run of it reaching 0.95 GB/s plans the whole
-    # link at 95 %, the job's aggregate included, so unequal nodes keep their max-min fair dynamics;
-    # one reaching 0.5 GB/s was limited by its host: that is its cap, under the job's aggregate
-    shared = Calibration(copy_bps={"global": 0.95e9}, paced={"global": pacing(cfg, "global", job)})
+    # global storage shared by 4 nodes (1 GB/s each): a run of it reaching 0.8 GB/s plans the whole
+    # link at 80 %, the job's aggregate included, so a lone reader and unequal nodes keep their share;
+    # a run of another design reaching 0.5 GB/s was limited by its host: its cap, under the aggregate
+    shared = Calibration(copy_bps={"global": 0.8e9}, paced={"global": pacing(cfg, "global", job)})
     g = resolve(cfg, calibration=shared).link("global").drain
-    assert (g.aggregate_bps, g.node_bps) == (pytest.approx(3.8e9), pytest.approx(0.95 * 50e9))
-    host = Calibration(copy_bps={"global": 0.5e9}, paced={"global": pacing(cfg, "global", job)})
+    assert (g.aggregate_bps, g.node_bps) == (pytest.approx(3.2e9), pytest.approx(0.8 * 50e9))
+    host = Calibration(copy_bps={"global": 0.5e9}, paced={"global": (9e9, 9e9, 9e9, "node")})
     g = resolve(cfg, calibration=host).link("global").drain
     assert (g.aggregate_bps, g.node_bps) == (pytest.approx(4e9), pytest.approx(0.5e9))
 

@@ -259,11 +259,16 @@ def pacing(cfg, name: str, job, run_node: int = 0) -> tuple:
 
 
 def run_links(cfg, job) -> NodeLinks:
-    """Every tier as a run paces its heaviest node (:func:`tier_emulation`): what ``simulate --as-run``
-    shares, so it reproduces the run rather than the job the run is part of."""
+    """Every tier as a run paces its nodes: what ``simulate --as-run`` shares, so it reproduces the run
+    rather than the job the run is part of. A run of the whole job shares the job's links (each node
+    at its share when all move, a lone reader at its NIC); a run of some of its nodes gives each its
+    share of the job's (:func:`tier_emulation`, the heaviest node's)."""
     node = max(range(len(job.emulated)), key=lambda i: job.emulated[i].node_bytes)
     files = job.emulated[node].files
     links = node_links(cfg, files=files)
+    if len(job.emulated) == job.nodes:  # capacities in the bytes the run moves
+        return replace(links, tiers={n: replace(t, capacity_bytes=t.capacity_bytes and int(t.capacity_bytes * cfg.run.scale))
+                                     for n, t in links.tiers.items()})
     tiers = dict(links.tiers)
     for name in tiers:
         if name == "peer":

@@ -143,12 +143,12 @@ def _snapshot(cfg, override_bps: float | None, cal: Calibration | None, sources:
 
 def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes: list,
                 paced: dict | None = None, first: str | None = None) -> NodeLinks:
-    """A measured rate replaces the design's where the run could not reach it (below 90 % of what it
-    was paced at, or of the design's node alone): a node device's rate outright; a shared link's
-    per-node cap (its aggregate holds): the host's limit. Where the run's node was paced as this
-    design paces it (``paced``: tier -> :func:`pacing`) and reached it, the run measured this design:
-    what it reached of its pace is the host's efficiency, and the tier's links are scaled by it (the
-    per-byte costs the design's rates leave out, at any size and any sharing)."""
+    """Where the run's node was paced as this design paces it (``paced``: tier -> :func:`pacing`), the
+    run measured this design: what it reached of its pace is the host's efficiency, and the tier's
+    links are scaled by it, so that every sharing (a lone reader, a storm, unequal nodes) keeps the
+    design's dynamics at the run's speed. A run of another design sets a rate only where it could not
+    reach the design's node alone (below 90 %: its host's limit): a node device's rate outright, a
+    shared link's per-node cap (its aggregate holds)."""
     if cal is None:
         return links
     tiers = dict(links.tiers)
@@ -158,7 +158,7 @@ def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes:
         changes = {}
         if copy:  # against what the run's node was paced at (this design), else the design's node alone
             pace = cal.paced[name][0 if name == first else 1] if same else t.drain.node_rate(1)
-            if same and copy >= HOST_BOUND * pace:
+            if same:
                 eff = min(1.0, copy / pace)
                 changes["write"], changes["drain"] = t.write.scaled(eff), t.drain.scaled(eff)
                 notes.append(f"{name}: a run of this design reached {copy / 1e9:.3g} GB/s of the {pace / 1e9:.3g} "
@@ -170,8 +170,9 @@ def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes:
             if changes:
                 sources[f"{name}_write"] = "measured"
         if read and t.read is not None:
-            pace = cal.paced[name][2] if same and cal.paced[name][2] else t.read.node_rate(1)
-            if same and read >= HOST_BOUND * pace:
+            same_read = same and cal.paced[name][2]
+            pace = cal.paced[name][2] if same_read else t.read.node_rate(1)
+            if same_read:
                 changes["read"] = t.read.scaled(min(1.0, read / pace))
             elif read < HOST_BOUND * pace or t.source == "none":
                 changes["read"] = LinkLimits(t.read.aggregate_bps, read)

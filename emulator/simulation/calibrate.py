@@ -269,9 +269,14 @@ class _Calibrating:
     def reads(self) -> None:
         for tier, r in self.fig.tier_restores.items():
             self.rate(tier, "restore", r["seconds"], 2 * self.lat(tier), r["node_bytes"], self.cal.read_bps)
-        for tier, seconds in self.fig.recovery_s.items():
-            if tier in self.design.tiers and tier not in self.cal.read_bps:
+        for tier, seconds in self.fig.recovery_s.items():  # the run's loads; with failures injected they
+            # mix a lone reader with the others' reads: restore_by_tier alone times a tier then
+            if tier in self.design.tiers and tier not in self.cal.read_bps and not self.fig.recoveries:
                 self.rate(tier, "restore", seconds, 2 * self.lat(tier), self.node_bytes, self.cal.read_bps)
+        if "peer" in self.cal.copy_bps and "peer" not in self.cal.read_bps:  # a fetch travels the sends' path
+            self.cal.read_bps["peer"] = self.cal.copy_bps["peer"]
+            self.cal.notes.append(f"peer fetch: not timed alone; at the rate the run's peer copies reached, "
+                                  f"{self.cal.read_bps['peer'] / 1e9:.4g} GB/s per node")
 
     def fixed(self) -> None:
         """What a checkpoint took beyond its staging, transfers and requests (collectives, the host), and

@@ -136,9 +136,10 @@ class Outcome:
         days = wall / DAY
         glob, local = t.tiers.get("global"), t.tiers.get("local")
         lost = sum(t.lost.values())
+        training = t.train_end or wall  # as run, a tier's copies over the training time, as results.json
         tiers = {n: {"copies": len(x.copies), "copy_mean_s": _mean(x.copies),
                      "lag_mean_s": x.lag_sum / len(x.copies) if len(x.copies) else 0.0, "lag_max_s": x.lag_max,
-                     "overlap": x.busy / wall, "pb_per_day": x.bytes / days / 1e15} for n, x in t.tiers.items()}
+                     "overlap": x.busy / training, "pb_per_day": x.bytes / days / 1e15} for n, x in t.tiers.items()}
         classes = {c: {"failures": n, "lost_work_s": t.lost[c], "recovery_s": t.recovering[c]}
                    for c, n in t.failures.items()}
         done_global = len(glob.copies) if glob is not None else 0
