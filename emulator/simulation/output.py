@@ -64,11 +64,13 @@ def checkpoint_figures(d) -> dict:
 
 
 def _per_mode(study, fn) -> dict:
-    """``fn(design)`` per mode; one entry ("all") when every mode has the same design."""
+    """``fn(design)`` per mode; one entry ("all") when it is the same for every mode."""
     designs = study.designs
     if len({id(d) for d in designs.values()}) == 1:
         return {"all": fn(study.design)}
-    return {m: fn(d) for m, d in designs.items()}
+    out = {m: fn(d) for m, d in designs.items()}
+    first = next(iter(out.values()))
+    return {"all": first} if all(v == first for v in out.values()) else out
 
 
 def _failures(study, args) -> str:

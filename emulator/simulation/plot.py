@@ -58,7 +58,7 @@ def heatmap_figure(title: str, sweep: dict):
     """Goodput per (interval, global bandwidth) cell, one panel per mode, the best cell starred."""
     modes = list(sweep["modes"])
     rows = sweep["rows"]
-    labels = [row_label(r) for r in rows]
+    labels = [row_label(r, sweep.get("units", "decimal")) for r in rows]
     fig = _figure(figsize=(4 + 3.2 * len(modes), 1.8 + 0.45 * len(rows)), dpi=100)
     for k, mode in enumerate(modes):
         m = sweep["modes"][mode]
@@ -84,9 +84,9 @@ def heatmap_figure(title: str, sweep: dict):
     return fig
 
 
-def row_label(row: dict) -> str:
+def row_label(row: dict, family: str = "decimal") -> str:
     """A sweep row's bandwidth and ``every`` values, short."""
-    parts = [] if row["global_bandwidth_bps"] is None else [fmt_rate(row["global_bandwidth_bps"])]
+    parts = [] if row["global_bandwidth_bps"] is None else [fmt_rate(row["global_bandwidth_bps"], family)]
     parts += [f"{k[0]}{v}" for k, v in row["every"].items()]
     return " ".join(parts) or "config"
 

@@ -65,10 +65,10 @@ def _label(mode: str, what: str) -> str:
 def _design_lines(info: dict) -> list[str]:
     d, lines = info["design"], []
     for mode, c in d["checkpoint"].items():
+        stalls = [f"{m} stall {_s(c[f'{m}_stall_s'])}" for m in ("sync", "async") if mode in ("all", m)]
         lines.append(f"  {_label(mode, 'one checkpoint alone')}: snapshot {_s(c['snapshot_s'])} "
-                     f"({c['snapshot_rate']} per accelerator, {c['snapshot_source']}); sync stall "
-                     f"{_s(c['sync_stall_s'])}; async stall {_s(c['async_stall_s'])}; retention "
-                     f"{_s(c['retention_s'])} after each")
+                     f"({c['snapshot_rate']} per accelerator, {c['snapshot_source']}); {'; '.join(stalls)}; "
+                     f"retention {_s(c['retention_s'])} after each")
     for mode, tiers in d["tiers"].items():
         body = [[name, f"every {t['every']}", str(t["keep"]), _s(t["copy_s"]), _s(t["lag_s"]),
                  f"{t['link']} ({t['source']})"] for name, t in tiers.items()]
@@ -131,10 +131,10 @@ def render(info: dict, outcomes: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def _row_text(row: dict) -> str:
+def _row_text(row: dict, family: str = "decimal") -> str:
     parts = []
     if row.get("global_bandwidth_bps") is not None:
-        parts.append(f"global {fmt_rate(row['global_bandwidth_bps'])}")
+        parts.append(f"global {fmt_rate(row['global_bandwidth_bps'], family)}")
     parts += [f"{k} every {v}" for k, v in (row.get("every") or {}).items()]
     return ", ".join(parts) or "the config's design"
 
@@ -147,11 +147,11 @@ def render_sweep(sw: dict) -> str:
         b = m["best"]
         edge = (f"  ON THE GRID'S EDGE ({', '.join(b['on_edge'])}): the optimum may lie beyond it, widen the grid"
                 if b["on_edge"] else "")
-        lines.append(f"  best {mode}: every {fmt_duration(b['interval_s'])} with {_row_text(b)}: "
+        lines.append(f"  best {mode}: every {fmt_duration(b['interval_s'])} with {_row_text(b, sw['units'])}: "
                      f"goodput {b['goodput'] * 100:.2f} %{edge}")
         for row in m["fitted"]:
             if row["interval_s"] is not None:
-                lines.append(f"    {_row_text(row)}: fitted optimum every {fmt_duration(row['interval_s'])}")
+                lines.append(f"    {_row_text(row, sw['units'])}: fitted optimum every {fmt_duration(row['interval_s'])}")
         p = m.get("planner")
         if p:
             every = ", ".join(f"{k} {v}" for k, v in p["every"].items())

@@ -24,10 +24,12 @@ from dataclasses import replace
 from emulator.design.model import overridden
 from emulator.errors import UserError
 from emulator.simulation.planning import choose_every
-from emulator.units import parse_duration, parse_rate
+from emulator.units import parse_duration, parse_rate, rate_family
 
 EVERY_KEYS = tuple(f"{n}_every" for n in ("memory", "peer", "local", "global"))
 KEYS = ("interval", "global_bandwidth") + EVERY_KEYS
+#: the unit family the bandwidths were written in (not a key of the grid)
+FAMILY = "global_bandwidth_family"
 #: the sweep keys before the one unit grammar, and what they are now
 RENAMED = {"global_gib_s": "global_bandwidth (a rate with its unit, e.g. global_bandwidth=400GB/s)"}
 
@@ -72,7 +74,7 @@ def _value(key: str, text: str, where: str) -> float:
 def parse_spec(specs: list[str]) -> dict:
     """``['interval=5m,10m', 'global_bandwidth=100GB/s..400GB/s:3']`` -> {key: sorted values}."""
     out: dict = {}
-    key = None
+    key = family = None
     for spec in specs:
         for token in filter(None, (t.strip() for t in spec.split(","))):
             if "=" in token:
@@ -89,12 +91,16 @@ def parse_spec(specs: list[str]) -> dict:
                 raise UserError(f"--sweep: {token!r} has no key (write interval=..., global_bandwidth=... "
                                 f"or <tier>_every=...)")
             out[key] += _values(key, token.strip())
+            if key == "global_bandwidth" and family is None:
+                family = rate_family(token.strip().split("..")[0])
     if not out:
         raise UserError("--sweep: give interval=..., global_bandwidth=... or a tier's <tier>_every=...")
     for k, vals in out.items():
         if len(vals) != len(set(vals)):
             raise UserError(f"--sweep {k}: a value is listed twice")
         out[k] = sorted(vals)
+    if family is not None:  # rates are said in the units they were written in
+        out[FAMILY] = family
     return out
 
 
@@ -168,7 +174,8 @@ def run_sweep(study, spec: dict, progress=None) -> dict:
     per row, and with ``every`` keys the planner's choice beside the best cell."""
     every = check_spec(study.design, spec)
     rows = _rows(spec, every)
-    result = {"keys": {k: v for k, v in spec.items()}, "rows": rows, "modes": {}}
+    result = {"keys": {k: v for k, v in spec.items() if k in KEYS}, "rows": rows, "modes": {},
+              "units": spec.get(FAMILY, "decimal")}
     for mode in study.modes:
         cols = spec.get("interval") or [study.intervals[mode]]
         grid, fitted = [], []
