@@ -154,6 +154,7 @@ def test_repro_4_the_planners_interval_says_what_it_writes_a_day_and_flags_an_ab
     assert p["interval_s"] == pytest.approx(80.6, abs=0.5)
     assert p["global_bytes_per_day"] == pytest.approx(1.05e15, rel=0.02)
     assert p["notes"] and "ABSURD VOLUME" in p["notes"][0] and p["s3_per_day_usd"] > 0
+    assert "would write a tenth of it for 0.16 points of goodput" in p["notes"][0]  # the volume buys ~nothing
     assert info["planner"]["sync"]["notes"] == []  # 34.5 min: 0.04 PB a day
     rc, text, _ = _main(capsys, "simulate", cfg, "--interval", "planner", "--days", "1", "--out", tmp_path / "sim")
     assert "1.049 PB a day to global storage" in text and "ABSURD VOLUME" in text
@@ -221,3 +222,13 @@ def test_a_sweeps_best_cell_on_the_grids_edge_is_flagged(tmp_path, capsys):
     inside = _json(capsys, "simulate", cfg, "--days", "10", "--out", tmp_path / "sim", "--mttf-hours", "2000",
                    "--sweep", "interval=30s,30m,10h")["sweep"]["modes"]["sync"]["best"]
     assert inside["interval_s"] == 1800.0 and inside["on_edge"] == []
+
+
+def test_a_tier_taking_every_checkpoint_is_no_edge(tmp_path, capsys):
+    """Every 1st checkpoint is the least a tier can take: a best cell there lies on no edge of the grid."""
+    from emulator.simulation.sweep import _on_edge
+    spec = {"peer_every": [1, 2, 4], "global_every": [4, 16, 64]}
+    every = {"peer": (1, 2, 4), "global": (4, 16, 64)}
+    row = {"global_bandwidth_bps": None, "every": {"peer": 1, "global": 16}}
+    assert _on_edge(spec, every, row, 300.0) == []
+    assert _on_edge(spec, every, {**row, "every": {"peer": 4, "global": 4}}, 300.0) == ["peer_every", "global_every"]

@@ -5,8 +5,8 @@ forms (emulator/design/costs.py): the base interval by Daly's optimum (emulator/
 mean stall, the mean recovery and the background lag, each tier's ``every`` by the multi-level
 model's search (emulator/multilevel.py). ``simulate --interval planner``, a sweep's planner column
 and ``plan CONFIG`` call :func:`planned` and :func:`level_plan` only: switching planners changes
-this module alone. It also says what an interval writes to global storage a day, and flags a volume
-past what a store is sized or paid for (:data:`ABSURD_GLOBAL_BYTES_PER_DAY`).
+this module alone. It also says what the plan writes to global storage a day, and flags a large
+volume, absurd where a tenth of it would cost almost no goodput (:func:`volume_notes`).
 """
 from __future__ import annotations
 
@@ -20,9 +20,12 @@ from emulator.units import fmt_bytes, fmt_duration
 DAY = 86400.0
 #: the planner's candidates for a tier's ``every`` (multiples of the base interval)
 EVERY_CHOICES = (1, 2, 4, 8, 16, 32, 64)
-#: more than a petabyte a day to global storage: the interval answers goodput alone, and no store is
-#: sized, or paid, for that churn (issue 32's 70B case: every 80.6 s, 1.05 PB a day to S3)
-ABSURD_GLOBAL_BYTES_PER_DAY = 1e15
+#: more than a petabyte a day to global storage is flagged, with what a tenth of it would cost in goodput
+LARGE_GLOBAL_BYTES_PER_DAY = 1e15
+#: ... and called absurd where that tenth costs less than this many points of goodput: the interval
+#: answers goodput alone, buying almost nothing with the volume (issue 32's 70B case: every 80.6 s,
+#: 1.05 PB a day to S3, where every 806 s costs 0.2 points)
+ABSURD_GOODPUT_POINTS = 1.0
 
 
 @dataclass(frozen=True)
@@ -90,9 +93,8 @@ def planned(design, mode: str, rates: dict | None = None, grid: dict | None = No
         period = design.base_interval_s + mean_stall
     interval = max(period - mean_stall, 1e-3)
     every, goodput = choose_every(design, mode, rates, grid, interval)
-    global_per_day = _global_per_day(design, period, every)
-    return Planned(interval, every, goodput, global_per_day,
-                   tuple(volume_notes(design, global_per_day, period * every.get("global", 1))))
+    return Planned(interval, every, goodput, _global_per_day(design, period, every),
+                   tuple(volume_notes(design, mode, rates, every, period, goodput)))
 
 
 def _mean_stall(inp) -> float:
@@ -116,15 +118,28 @@ def _global_per_day(design, period_s: float, every: dict) -> float:
     return design.job.checkpoint_bytes * DAY / (period_s * every.get("global", 1))
 
 
-def volume_notes(design, bytes_per_day: float, global_interval_s: float) -> list:
-    """What an interval sends to global storage a day, flagged past :data:`ABSURD_GLOBAL_BYTES_PER_DAY`."""
-    if bytes_per_day <= ABSURD_GLOBAL_BYTES_PER_DAY:
+def volume_notes(design, mode: str, rates: dict, every: dict, period_s: float, goodput: float) -> list:
+    """What the plan sends to global storage a day, flagged past :data:`LARGE_GLOBAL_BYTES_PER_DAY`,
+    with what a tenth of that volume would cost in goodput (global storage every 10x as many
+    checkpoints, the nearer tiers taking the rest; with no nearer tier, a 10x longer interval):
+    an ABSURD VOLUME where that costs under :data:`ABSURD_GOODPUT_POINTS` of goodput."""
+    per_day = _global_per_day(design, period_s, every)
+    if per_day <= LARGE_GLOBAL_BYTES_PER_DAY:
         return []
-    return [f"ABSURD VOLUME: a checkpoint to global storage every {fmt_duration(global_interval_s)} writes "
-            f"{bytes_per_day / 1e15:,.2f} PB a day ({fmt_bytes(design.job.checkpoint_bytes)} each): the interval "
-            f"answers goodput alone, and no store is sized or paid for that churn (over "
-            f"{ABSURD_GLOBAL_BYTES_PER_DAY / 1e15:g} PB a day); let a nearer tier take most checkpoints "
-            f"(tiers.global.interval_steps) or ask for a longer interval"]
+    inp = replace(level_inputs(design, mode, rates), base_interval_s=period_s)
+    if len(inp.levels) > 1:
+        tenth = {**every, "global": every["global"] * 10}
+        alt = replace(inp, levels=tuple(replace(lv, every=tenth[lv.name]) for lv in inp.levels))
+        how = f"global storage every {tenth['global']} checkpoints (the nearer tiers taking the rest)"
+    else:
+        alt = replace(inp, base_interval_s=period_s * 10)
+        how = f"a checkpoint every {fmt_duration(period_s * 10)}"
+    cost = goodput - multilevel.goodput(alt)
+    kind = "ABSURD VOLUME" if cost < ABSURD_GOODPUT_POINTS / 100 else "LARGE VOLUME"
+    every_s = period_s * every.get("global", 1)
+    return [f"{kind}: a checkpoint to global storage every {fmt_duration(every_s)} writes {per_day / 1e15:,.2f} PB "
+            f"a day ({fmt_bytes(design.job.checkpoint_bytes)} each); {how} would write a tenth of it for "
+            f"{cost * 100:.2f} points of goodput (the planner's model)"]
 
 
 # --------------------------------------------------------------------------- `plan CONFIG`

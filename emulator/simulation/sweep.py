@@ -162,11 +162,13 @@ def _design(base, row: dict):
 
 
 def _on_edge(spec: dict, every: dict, row: dict, interval_s: float) -> list:
-    """The keys along which the best cell is the smallest or largest value tried (of two or more)."""
+    """The keys along which the best cell is the smallest or largest value tried (of two or more);
+    a tier taking every checkpoint (``every`` 1) is no edge: nothing lies below it."""
     axes = {"interval": (spec.get("interval") or [], interval_s),
             "global_bandwidth": (spec.get("global_bandwidth") or [], row["global_bandwidth_bps"])}
     axes.update({f"{n}_every": (list(v), row["every"][n]) for n, v in every.items()})
-    return [k for k, (values, v) in axes.items() if len(values) >= 2 and v in (values[0], values[-1])]
+    return [k for k, (values, v) in axes.items()
+            if len(values) >= 2 and (v == values[-1] or (v == values[0] and not (k.endswith("_every") and v == 1)))]
 
 
 def run_sweep(study, spec: dict, progress=None) -> dict:
