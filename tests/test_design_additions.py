@@ -146,3 +146,16 @@ def test_a_knobs_capacity_counts_a_runs_bytes_and_the_design_the_jobs(tmp_path):
     cfg = _cfg(tmp_path, data)
     assert resolve(cfg).link("local").capacity_bytes == pytest.approx(200 * GIB, rel=1e-9)
     assert resolve(cfg, as_run=True).link("local").capacity_bytes == pytest.approx(2 * GIB, rel=1e-9)
+
+
+def test_a_tier_whose_reads_have_no_rate_restores_at_what_a_run_read(tmp_path):
+    """``emulate:`` without a read rate does not pace reads: a calibrating run's restore is the host's
+    rate, and the design restores at it (not in no time)."""
+    data = {"extends": "llama3-8b",
+            "tiers": {"local": {"backend": "dir", "path": str(tmp_path / "nvme"), "emulate": {"write_gib_s": 6}},
+                      "global": {"backend": "dir", "path": str(tmp_path / "pfs")}}}
+    cfg = _cfg(tmp_path, data)
+    assert resolve(cfg).link("local").read is None and restore_seconds(resolve(cfg), "local") == 0.0
+    d = resolve(cfg, calibration=Calibration(read_bps={"local": 2e9}))
+    assert d.link("local").read.node_bps == 2e9 and d.sources["local_read"] == "measured"
+    assert restore_seconds(d, "local") == pytest.approx(d.job.heaviest.node_bytes / 2e9)

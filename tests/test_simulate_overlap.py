@@ -112,7 +112,9 @@ def test_run_and_simulate_agree_with_local_write(tmp_path):
            "drain": {"verify": "size"},
            "tiers": {"local": {"backend": "dir", "path": str(tmp_path / "nvme")},
                      "global": {"backend": "dir", "path": str(tmp_path / "pfs")}},
-           "design": {"job": {"nodes": 1, "accelerators_per_node": 2},
+           # the run's 2 ranks are part of the preset's one node of 8 (a job of 2 ranks would hold the
+           # model in 2 files: 4x the bytes, a drain 4x as long)
+           "design": {"job": {"nodes": 1, "accelerators_per_node": 8},
                       "node": {"local": {"write": "0.1GiB/s", "read": "0.1GiB/s", "duplex": False},
                                "nic": "400Gb/s"},
                       "global": {"write": "0.003GiB/s", "read": "0.1GiB/s"}}}

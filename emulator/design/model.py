@@ -169,7 +169,12 @@ def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes:
                              f"{pace / 1e9:.3g} GB/s: the host limited it; planned at the measured rate")
             if changes:
                 sources[f"{name}_write"] = "measured"
-        if read and t.read is not None:
+        if read and t.read is None:  # reads not paced: the host's rate, under the write's aggregate
+            changes["read"] = LinkLimits(t.drain.aggregate_bps, read)
+            sources[f"{name}_read"] = "measured"
+            notes.append(f"{name}: reads have no rate in the design; the run's {read / 1e9:.3g} GB/s per node"
+                         + ("" if t.drain.aggregate_bps == float("inf") else ", under the write's aggregate"))
+        elif read:
             same_read = same and cal.paced[name][2]
             pace = cal.paced[name][2] if same_read else t.read.node_rate(1)
             if same_read:
