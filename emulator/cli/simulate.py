@@ -219,7 +219,8 @@ def _intervals(args, cfg, study, fig) -> dict:
         elif args.interval == "planner":
             p = study.planned(mode)
             study.intervals[mode] = p.interval_s
-            study.interval_sources[mode] = "the planner's optimum for this design's costs (emulator/simulation/planning.py)"
+            study.interval_sources[mode] = ("the planner's optimum for this design's costs "
+                                            "(emulator/simulation/planning.py)")
             planned[mode] = {"interval_s": p.interval_s, "every": p.every, "goodput": p.goodput,
                              "global_bytes_per_day": p.global_bytes_per_day, "notes": list(p.notes),
                              **_s3_per_day(cfg, d, p)}

@@ -267,7 +267,8 @@ def run_links(cfg, job) -> NodeLinks:
     files = job.emulated[node].files
     links = node_links(cfg, files=files)
     if len(job.emulated) == job.nodes:  # capacities in the bytes the run moves
-        return replace(links, tiers={n: replace(t, capacity_bytes=t.capacity_bytes and int(t.capacity_bytes * cfg.run.scale))
+        scale = cfg.run.scale
+        return replace(links, tiers={n: replace(t, capacity_bytes=t.capacity_bytes and int(t.capacity_bytes * scale))
                                      for n, t in links.tiers.items()})
     tiers = dict(links.tiers)
     for name in tiers:

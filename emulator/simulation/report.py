@@ -151,11 +151,13 @@ def render_sweep(sw: dict) -> str:
                      f"goodput {b['goodput'] * 100:.2f} %{edge}")
         for row in m["fitted"]:
             if row["interval_s"] is not None:
-                lines.append(f"    {_row_text(row, sw['units'])}: fitted optimum every {fmt_duration(row['interval_s'])}")
+                lines.append(f"    {_row_text(row, sw['units'])}: fitted optimum every "
+                             f"{fmt_duration(row['interval_s'])}")
         p = m.get("planner")
         if p:
             every = ", ".join(f"{k} {v}" for k, v in p["every"].items())
-            lines.append(f"  planner's choice over the same grid: {every}: goodput {p['goodput_simulated'] * 100:.2f} % "
+            lines.append(f"  planner's choice over the same grid: {every}: goodput "
+                         f"{p['goodput_simulated'] * 100:.2f} % "
                          f"simulated ({p['goodput_analytic'] * 100:.2f} % analytic); within one grid step of the "
                          f"best cell: {'yes' if p['agree_within_one_step'] else 'NO'}")
     return "\n".join(lines) + "\n"
