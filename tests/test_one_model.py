@@ -50,8 +50,16 @@ def _called(node) -> str | None:
 
 
 def _mentions_aggregate(node) -> bool:
-    return any((isinstance(n, ast.Attribute) and "aggregate" in n.attr) or
-               (isinstance(n, ast.Name) and "aggregate" in n.id) for n in ast.walk(node))
+    """Whether an arithmetic operand is (or is computed from) a link's aggregate."""
+    if isinstance(node, ast.Attribute):
+        return "aggregate" in node.attr
+    if isinstance(node, ast.Name):
+        return "aggregate" in node.id
+    if isinstance(node, ast.BinOp):
+        return _mentions_aggregate(node.left) or _mentions_aggregate(node.right)
+    if isinstance(node, ast.UnaryOp):
+        return _mentions_aggregate(node.operand)
+    return False
 
 
 def _has_number(node) -> bool:
@@ -70,7 +78,7 @@ def rate_deciders(modules) -> list:
                 continue
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in SHARE_FUNCTIONS:
                 wrong.append(f"{path}:{node.lineno} defines {node.name}")
-            if isinstance(node, ast.BinOp) and _mentions_aggregate(node):
+            if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.Mod) and _mentions_aggregate(node):
                 wrong.append(f"{path}:{node.lineno} computes with a link's aggregate")
     return wrong
 
