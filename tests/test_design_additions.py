@@ -159,3 +159,21 @@ def test_a_tier_whose_reads_have_no_rate_restores_at_what_a_run_read(tmp_path):
     d = resolve(cfg, calibration=Calibration(read_bps={"local": 2e9}))
     assert d.link("local").read.node_bps == 2e9 and d.sources["local_read"] == "measured"
     assert restore_seconds(d, "local") == pytest.approx(d.job.heaviest.node_bytes / 2e9)
+
+
+def test_a_knobs_sharing_means_what_the_emulated_tier_does(tmp_path):
+    """tiers/emulated.py: none/rank give every stream the rate, node one rate per node, job one in all;
+    a drain is the node leader's copies, drain.concurrency at a time (none), or its one bucket (rank).
+    (What simulation/sharing.py checked before the design owned the rule.)"""
+    want = {"none": ((8e9, None), (4e9, None)), "rank": ((8e9, None), (1e9, None)),
+            "node": ((1e9, None), (1e9, None)), "job": ((None, 1e9), (None, 1e9))}
+    for shared_by, ((write_node, write_agg), (drain_node, _)) in want.items():
+        data = {"extends": "llama3-8b", "drain": {"concurrency": 4},
+                "tiers": {"local": {"backend": "dir", "path": str(tmp_path / "nvme"),
+                                    "emulate": {"write_gib_s": 1e9 / GIB, "shared_by": shared_by}},
+                          "global": {"backend": "dir", "path": str(tmp_path / "pfs")}}}
+        t = resolve(_cfg(tmp_path, data)).link("local")  # a node of 8 ranks
+        if write_agg is None:
+            assert t.write.node_bps == pytest.approx(write_node) and t.drain.node_bps == pytest.approx(drain_node)
+        else:
+            assert t.write.aggregate_bps == pytest.approx(write_agg) and t.drain.aggregate_bps == pytest.approx(write_agg)

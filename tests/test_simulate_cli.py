@@ -232,3 +232,15 @@ def test_a_tier_taking_every_checkpoint_is_no_edge(tmp_path, capsys):
     row = {"global_bandwidth_bps": None, "every": {"peer": 1, "global": 16}}
     assert _on_edge(spec, every, row, 300.0) == []
     assert _on_edge(spec, every, {**row, "every": {"peer": 4, "global": 4}}, 300.0) == ["peer_every", "global_every"]
+
+
+def test_a_tier_with_no_rate_is_refused_not_copied_in_no_time(tmp_path, capsys):
+    cfg = _write(tmp_path, {"extends": "llama3-8b", "tiers": {
+        "local": {"backend": "dir", "path": str(tmp_path / "nvme")},
+        "global": {"backend": "dir", "path": str(tmp_path / "pfs"), "emulate": {"write_gib_s": 1}}}})
+    for cmd in (["simulate", cfg, "--out", tmp_path / "sim"], ["plan", cfg, "--set", "tiers.local.interval_steps=5"]):
+        rc, out, err = _main(capsys, *cmd)
+        lines = err.strip().splitlines()
+        assert rc == 2 and len(lines) == 1 and "tiers.local: no rate to simulate it with" in lines[0], err
+        assert "tiers.local.emulate.write_gib_s" in lines[0] and not out
+    assert not (tmp_path / "sim").exists()
