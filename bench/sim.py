@@ -47,7 +47,7 @@ def run_scenario(name: str, work: Path) -> dict:
     cfg = work / "design.yaml"
     cfg.write_text(DESIGN)
     cmd = [sys.executable, "-m", "emulator.cli", "simulate", str(cfg), "--nodes", str(sc["nodes"]),
-           "--days", str(sc["days"]), "--nic-gib-s", "25", "--interval", "planner", "--json",
+           "--days", str(sc["days"]), "--nic", "25GiB/s", "--interval", "planner", "--json",
            "--out", str(work / name)]
     for s in sc["set"]:
         cmd += ["--set", s]

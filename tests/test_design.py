@@ -145,7 +145,7 @@ def test_fewer_modelled_nodes_than_emulated_ones_is_refused(tmp_path):
 def test_one_node_never_takes_the_whole_global_tier(tmp_path):
     """Without a NIC anywhere in the config or flags, a 405B node restoring alone from an 800 GiB/s
     file system took it all (29.9 GiB in 37 ms). A 400 Gb/s NIC is assumed, and said."""
-    from emulator.simulation.design import Options, build_design
+    from emulator.design.costs import restore_seconds
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({
         "extends": "llama3-405b",
@@ -153,10 +153,10 @@ def test_one_node_never_takes_the_whole_global_tier(tmp_path):
                             "emulate": {"write_gib_s": 6, "read_gib_s": 7, "shared_by": "node"}},
                   "global": {"backend": "dir", "path": str(tmp_path / "g"),
                              "emulate": {"write_gib_s": 400, "read_gib_s": 800, "shared_by": "job"}}}}))
-    d = build_design(load_config(str(path)), Options(nodes=2048))
-    largest = max(g.node_bytes for g in d.groups)
-    assert max(d.recovery_global) >= largest / (50 * GB)
-    assert d.drain.node_bps == pytest.approx(50 * GB)
+    d = resolve(load_config(str(path)), nodes=2048)
+    largest = d.job.heaviest.node_bytes
+    assert restore_seconds(d, "global", alone=True) >= largest / (50 * GB)
+    assert d.link("global").drain.node_bps == pytest.approx(50 * GB)
     assert any("assumed 400Gb/s per node" in n for n in d.notes), d.notes
 
 

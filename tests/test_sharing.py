@@ -14,7 +14,8 @@ import pytest
 from emu import ckpt_emu, results, run_two_agents, small_config
 
 from emulator.config import load_config
-from emulator.simulation.sharing import modelled_nodes, node_emulation
+from emulator.design import resolve, run_emulation
+from emulator.design.job import job_of
 from tiers.emulated import EmulateOptions
 
 GIB = 1 << 30
@@ -84,7 +85,7 @@ def test_machines_split_the_jobs_rate_they_never_multiply_it(tmp_path):
     rate = 0.16
     cfg = small_config(tmp_path, ranks=4, checkpoint=ONE_SYNC_MODE, parallelism={"ranks": 4, "dp": 32},
                        run={"scale": 0.002}, tiers={"global": {"emulate": {"write_gib_s": rate, "shared_by": "job"}}})
-    assert modelled_nodes(load_config(str(cfg)), 2) == 4
+    assert job_of(load_config(str(cfg)), emulated_nodes=2).nodes == 4
     outs = [tmp_path / "out", tmp_path / "out-b"]
     run_two_agents(cfg, outs, "share", timeout=300)
     (res,) = [results(o) for o in outs if (o / "results.json").exists()]
@@ -109,39 +110,35 @@ def test_the_default_sharing_is_the_node():
 
 
 def test_modelled_nodes_come_from_the_design_else_the_preset(tmp_path):
-    assert modelled_nodes(_cfg(tmp_path, parallelism={"dp": 32})) == 4         # 32 ranks, 8 per node
-    assert modelled_nodes(_cfg(tmp_path, design={"job": {"nodes": 2048}})) == 2048
-    assert modelled_nodes(_cfg(tmp_path, design={"job": {"nodes": 3, "accelerators_per_node": 4}}), 2) == 3
-    # a run of more nodes than the preset's (2 ranks on each of 2 nodes of an 8-rank job) splits
-    # the rate among its own nodes: never more than the rate in all
-    assert modelled_nodes(_cfg(tmp_path), 2) == 2
+    assert job_of(_cfg(tmp_path, parallelism={"dp": 32})).nodes == 4         # 32 ranks, 8 per node
+    assert job_of(_cfg(tmp_path, design={"job": {"nodes": 2048}})).nodes == 2048
+    assert job_of(_cfg(tmp_path, design={"job": {"nodes": 3, "accelerators_per_node": 4}}), emulated_nodes=2).nodes == 3
 
 
 @pytest.mark.parametrize("shared_by", ["none", "rank", "node"])
 def test_other_sharings_mean_what_they_say(tmp_path, shared_by):
     cfg = _cfg(tmp_path, parallelism={"dp": 32},
                tiers={"global": {"emulate": {"write_gib_s": 1.0, "shared_by": shared_by}}})
-    assert node_emulation(cfg, "global", 1) == cfg.tiers.global_.emulate
+    assert run_emulation(cfg, "global", run_nodes=1) == cfg.tiers.global_.emulate
 
 
 def test_a_job_rate_becomes_each_nodes_share_behind_its_nic(tmp_path):
     cfg = _cfg(tmp_path, parallelism={"dp": 32}, tiers={
         "local": {"emulate": {"write_gib_s": 8.0, "shared_by": "job"}},
         "global": {"emulate": {"write_gib_s": 1.0, "read_gib_s": 2.0, "latency_ms": 3, "shared_by": "job"}}})
-    g = node_emulation(cfg, "global", 1)
+    g = run_emulation(cfg, "global", run_nodes=1)
     assert (g.shared_by, g.write_gib_s, g.read_gib_s, g.latency_ms) == ("node", 0.25, 0.5, 3)
-    assert node_emulation(cfg, "local", 2).write_gib_s == 2.0
+    assert run_emulation(cfg, "local", run_nodes=2).write_gib_s == 2.0
     fast = _cfg(tmp_path, design={"job": {"nodes": 2}, "node": {"nic": "8Gb/s"}},
                 tiers={"global": {"emulate": {"write_gib_s": 10.0, "shared_by": "job"}}})
-    assert node_emulation(fast, "global", 1).write_gib_s * GIB == pytest.approx(1e9)  # the NIC binds
+    assert run_emulation(fast, "global", run_nodes=1).write_gib_s * GIB == pytest.approx(1e9)  # the NIC binds
 
 
 def test_run_and_simulate_give_a_node_the_same_share_of_a_job_rate(tmp_path):
-    from emulator.simulation.design import Options, build_design
     for design in (None, {"job": {"nodes": 2048}, "node": {"nic": "50GB/s"}}):
-        cfg = _cfg(tmp_path, parallelism={"dp": 32}, design=design, tiers={
+        cfg = _cfg(tmp_path, parallelism={} if design else {"dp": 32}, design=design, tiers={
             "local": {"emulate": {"write_gib_s": 6.0}},
             "global": {"emulate": {"write_gib_s": 400.0, "shared_by": "job"}}})
-        nodes = modelled_nodes(cfg)
-        simulated = build_design(cfg, Options(nodes=nodes)).drain.node_rate(nodes)
-        assert simulated == pytest.approx(node_emulation(cfg, "global").write_gib_s * GIB)
+        d = resolve(cfg)
+        simulated = d.link("global").drain.node_rate(d.job.nodes)
+        assert simulated == pytest.approx(run_emulation(cfg, "global").write_gib_s * GIB)

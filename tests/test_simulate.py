@@ -170,7 +170,8 @@ def test_optimal_interval_and_goodput_match_the_closed_forms(tmp_path):
     import yaml
     cfg = tmp_path / "closed.yaml"
     cfg.write_text(yaml.safe_dump(CLOSED_FORM))
-    base = ["--nodes", 2048, "--mttf-hours", 8192, "--restart-seconds", 60, "--node-loss-fraction", 1]
+    base = ["--nodes", 2048, "--mttf-hours", 8192, "--restart", "node=0s", "--node-loss-fraction", 1,
+            "--group-loss-fraction", 0]  # every failure a node loss: 60 s to detect, no restore (no read rate)
     probe = _simulate_json(tmp_path, cfg, *base, "--days", 1, "--interval", "1h")
     stall = probe["modes"]["sync"]["stall_mean_s"]
     mttf = 8192 * 3600 / 16384
@@ -202,12 +203,12 @@ def test_llama3_interruptions_and_goodput(tmp_path):
     import yaml
 
     from emulator.config import load_config
-    from emulator.simulation.design import Options, build_design
+    from emulator.design import resolve
     from emulator.simulation.study import Study
     cfg_path = tmp_path / "llama3.yaml"
     cfg_path.write_text(yaml.safe_dump(LLAMA3))
     r = _simulate_json(tmp_path, cfg_path, "--nodes", 2048, "--days", 54, "--mttf-hours", LLAMA3_MTTF_H,
-                       "--nic-gib-s", 25, "--interval", "planner")
+                       "--nic", "25GiB/s", "--interval", "planner")
     sigma = math.sqrt(419)
     for mode, o in r["modes"].items():
         count = sum(o["failures"].values())
@@ -215,11 +216,10 @@ def test_llama3_interruptions_and_goodput(tmp_path):
         assert o["goodput"] > 0.90, (mode, o["goodput"])  # Meta: "higher than 90% effective training time"
     # over seeds the count is Poisson: mean 419, variance 419 (checked loosely: 12 samples)
     cfg = load_config(str(cfg_path))
-    d = build_design(cfg, Options(nodes=2048, nic_gib_s=25))
+    d = resolve(cfg, nodes=2048, nic_bps=25 * 2 ** 30, mttf_hours=LLAMA3_MTTF_H)
     counts = []
     for seed in range(1, 13):
-        st = Study(cfg, {"sync": d}, ["sync"], 54, {"sync": 3600.0}, accelerators=16384,
-                   mttf_hours=LLAMA3_MTTF_H, seed=seed)
+        st = Study(cfg, {"sync": d}, ["sync"], 54, {"sync": 3600.0}, seed=seed)
         counts.append(sum(st.run("sync").failures.values()))
     mean = sum(counts) / len(counts)
     var = sum((c - mean) ** 2 for c in counts) / (len(counts) - 1)
@@ -240,7 +240,7 @@ def test_sweep_writes_a_heatmap_and_json(tmp_path, capsys):
     cfg = tmp_path / "llama3.yaml"
     cfg.write_text(yaml.safe_dump(LLAMA3))
     rc, out = _main(["simulate", cfg, "--nodes", 2048, "--days", 5, "--out", tmp_path / "o",
-                     "--sweep", "interval=5m,10m,20m", "--sweep", "global_gib_s=200,1000"], capsys)
+                     "--sweep", "interval=5m,10m,20m", "--sweep", "global_bandwidth=200GiB/s,1000GiB/s"], capsys)
     assert rc == 0, out.err
     assert (tmp_path / "o" / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "o" / "simulate.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -265,7 +265,8 @@ def _bad_inputs(tmp: Path, run_results: Path) -> list:
     return [
         (base + ["--failures", trace], "line 3"),
         (base + ["--set", "tiers.global.emulate.write_gib_s=-1"], "write_gib_s: must be > 0"),
-        (base + ["--global-gib-s", "-5"], "--global-gib-s: must be > 0"),
+        (base + ["--global-bandwidth=-5GB/s"], "--global-bandwidth: '-5GB/s' must be a finite rate > 0"),
+        (base + ["--global-gib-s", "5"], "--global-gib-s: now --global-bandwidth"),
         (["simulate", cfg, "--nodes", 0], "--nodes: must be >= 1"),
         (base + ["--calibrate", run_results], "made with preset 'llama3-8b'"),
         (base + ["--sweep", "interval=-5m"], "--sweep interval"),
@@ -303,17 +304,18 @@ def test_calibrated_costs_at_full_size_are_the_runs_full_size_figures(one_node_r
     it once where results.json divides it by the scale too. The run's 2 ranks are one node of the
     8-rank 8B job (ZeRO-3: every rank the same bytes), so the job on 4 nodes of 2 has the run's nodes."""
     from emulator.config import load_config
-    from emulator.simulation.calibrate import load_calibration
-    from emulator.simulation.design import Options, build_design
+    from emulator.design import resolve
+    from emulator.simulation.calibrate import read_calibration
     from emulator.simulation.model import RunSpec, simulate
     for cfg_path in one_node_runs:
         cfg, res = load_config(str(cfg_path)), results(cfg_path.parent / "out")
         scale, lat = cfg.run.scale, cfg.tiers.global_.emulate.latency_ms / 1000
-        cal = load_calibration(cfg, str(cfg_path.parent / "out" / "results.json"), ["sync"])["sync"]
-        d = build_design(cfg, Options(nodes=4, accelerators_per_node=2), cal)
+        cal = read_calibration(str(cfg_path.parent / "out" / "results.json"), "sync")
+        d = resolve(cfg, nodes=4, accelerators_per_node=2, calibration=cal)
         o = simulate(d, RunSpec("sync", cfg.checkpoint.interval_steps * cfg.training.step_seconds, saves=3))
         full = res["modes"]["sync"]["full_size"]
-        requests = 2 * d.drain_waves * lat  # each drained file: the copy and its commit, per wave
+        waves = -(-d.job.heaviest.files // d.drain_concurrency)
+        requests = 2 * waves * lat  # each drained file: the copy and its commit, per wave
         want = full["drain_mean_s"] - requests / scale + requests
         assert o.drain_mean_s == pytest.approx(want, rel=0.05), (o.drain_mean_s, full["drain_mean_s"])
         assert o.drain_mean_s > 1000 * res["modes"]["sync"]["drain_mean_s"]  # full size, not the run's
@@ -323,8 +325,8 @@ def test_calibrated_costs_at_full_size_are_the_runs_full_size_figures(one_node_r
     raw = results(one_node_runs[-1].parent / "out")  # the run the loop calibrated last (cfg, cal)
     del raw["step_seconds"]
     (tmp_path / "old.json").write_text(json.dumps(raw))
-    old = load_calibration(cfg, str(tmp_path / "old.json"), ["sync"])["sync"]
-    assert old.drain_bps == cal.drain_bps and any("predates" in n for n in old.notes)
+    old = read_calibration(str(tmp_path / "old.json"), "sync")
+    assert old.copy_bps == cal.copy_bps and any("predates" in n for n in old.notes)
 
 
 def test_bench_sim_keeps_its_shape():
@@ -369,9 +371,9 @@ def test_calibrated_simulate_keeps_a_design_rate_set_on_the_command_line(tmp_pat
     assert nominal < emulated / 5  # the two designs differ
     got = _as_run_calibrated_by(tmp_path, nominal_run, nominal_run, "tiers.global.emulate.write_gib_s=0.02")
     assert got["modes"]["sync"]["drain_mean_s"] == pytest.approx(emulated, rel=0.25), (nominal, emulated)
-    assert got["design"]["sources"]["sync"]["drain"] == "config"
+    assert got["design"]["sources"]["sync"]["global_write"] == "config"
     same = _as_run_calibrated_by(tmp_path, nominal_run, nominal_run)
-    assert same["design"]["sources"]["sync"]["drain"] == "measured"
+    assert same["design"]["sources"]["sync"]["global_write"] == "measured"
     assert same["modes"]["sync"]["drain_mean_s"] == pytest.approx(nominal, rel=0.25)
 
 
@@ -401,8 +403,10 @@ def test_read_rates_are_calibrated_as_write_rates_are(tmp_path):
     from test_tune import L405_SUBSET, _fake_results
 
     from emulator.config import load_config
-    from emulator.simulation.calibrate import load_calibration
-    from emulator.simulation.design import Options, build_design
+    from emulator.design import resolve
+    from emulator.design.costs import restore_seconds
+    from emulator.design.links import fair_finish
+    from emulator.simulation.calibrate import read_calibration
     path = tmp_path / "l405.yaml"
     path.write_text(yaml.safe_dump(L405_SUBSET))
     cfg = load_config(str(path))
@@ -410,11 +414,15 @@ def test_read_rates_are_calibrated_as_write_rates_are(tmp_path):
     host_gib_s = 1.0
     res = _fake_results(cfg, restores={"global": node_bytes / (host_gib_s * 2 ** 30) + 2 * 0.001})
     (tmp_path / "results.json").write_text(json.dumps(res))
-    cal = load_calibration(cfg, str(tmp_path / "results.json"), ["sync"])["sync"]
-    d = build_design(cfg, Options(nodes=2048, accelerators_per_node=8), cal)
-    largest = max(g.node_bytes for g in d.groups)  # a first DP replica's node: 29.9 GiB
-    # every node at once: each its fair share of the configured aggregate, under its own cap
-    want = largest / (min(host_gib_s, 800 / 2048) * 2 ** 30)
-    assert d.recovery_global_all_s == pytest.approx(want, rel=0.05), (d.recovery_global_all_s, want)
-    assert max(d.recovery_global) == pytest.approx(largest / (host_gib_s * 2 ** 30), rel=0.05)  # one alone
-    assert any(n.startswith("global_read:") and "host limited it" in n for n in d.notes), d.notes
+    cal = read_calibration(str(tmp_path / "results.json"), "sync")
+    d = resolve(cfg, nodes=2048, accelerators_per_node=8, calibration=cal)
+    largest = d.job.heaviest.node_bytes  # a first DP replica's node: 29.9 GiB
+    # the node's cap under the configured aggregate; every node at once: each its max-min fair share
+    read = d.link("global").read
+    assert (read.aggregate_bps, read.node_bps) == (pytest.approx(800 * 2 ** 30), pytest.approx(host_gib_s * 2 ** 30))
+    storm, alone = restore_seconds(d, "global"), restore_seconds(d, "global", alone=True)
+    loads = [(g.nodes, g.node_bytes) for g in d.job.groups]
+    assert storm == pytest.approx(max(fair_finish(read, loads)) + 2 * 0.001, rel=1e-6)
+    assert alone < storm < d.job.checkpoint_bytes / (host_gib_s * 2 ** 30) / 10
+    assert alone == pytest.approx(largest / (host_gib_s * 2 ** 30), rel=0.05)  # one alone
+    assert d.sources["global_read"] == "measured" and any(n.startswith("global restore:") for n in cal.notes)

@@ -8,14 +8,13 @@ against a real emulated run.
 """
 import pytest
 from emu import run_yaml
+from simdesign import NodeGroup, design
 
 from emulator.config import load_config
-from emulator.simulation.design import NodeGroup, Options, build_design
+from emulator.design import resolve
 from emulator.simulation.model import JobModel, RunSpec
-from emulator.simulation.sharing import LinkLimits
 from emulator.units import GIB
 from test_design import _simulate
-from test_simulate_model import design
 
 ONE = [NodeGroup(1, 10, 10, 1)]
 
@@ -42,7 +41,7 @@ def test_local_write_waits_only_for_the_write():
     out, t = _run(design(ONE, local_bps=10, snapshot_s=0.5, async_waits_for="local_write"), 8)
     assert list(t.stalls) == pytest.approx([0.5, 0.5, 0.5])
     assert out.deadline_misses == 2
-    assert list(t.local_writes) == pytest.approx([1.0, 1.0, 1.0])
+    assert list(t.writes) == pytest.approx([1.0, 1.0, 1.0])
     assert list(t.drains) == pytest.approx([10.0, 10.0, 10.0])  # in order: never two at once
     assert out.wall_s == pytest.approx(25.5 + 1 + 3 + 10)  # drain 3 waits for drain 2 (ends 29.5)
 
@@ -58,8 +57,7 @@ def test_local_write_waits_for_the_checkpoint_before_the_previous():
 
 def _shared(duplex: bool):
     """Local device: writes 10 B/s, reads 1 B/s (a read of 10 B books 100 B of write time)."""
-    extra = dict(local_read=LinkLimits(node_bps=1.0)) if duplex else dict(local_read_weight=10.0)
-    return design(ONE, local_bps=10, snapshot_s=0.5, async_waits_for="local_write", **extra)
+    return design(ONE, local_bps=10, local_read_bps=1.0, duplex=duplex, snapshot_s=0.5, async_waits_for="local_write")
 
 
 def test_a_write_overlapping_a_drain_shares_a_non_duplex_device():
@@ -68,20 +66,20 @@ def test_a_write_overlapping_a_drain_shares_a_non_duplex_device():
     then take 1.5 s, so drain 1 ends at 20.5 (its upload at 19.5). Drain 2 reads from 20.5;
     write 3 at 25.5 meets 50 B of it left: 2 s again."""
     out, t = _run(_shared(duplex=False), 8)
-    assert list(t.local_writes) == pytest.approx([1.0, 2.0, 2.0])
+    assert list(t.writes) == pytest.approx([1.0, 2.0, 2.0])
     assert t.drains[0] == pytest.approx(11.0)
 
 
 def test_a_duplex_device_reads_without_slowing_the_write():
     out, t = _run(_shared(duplex=True), 8)
-    assert list(t.local_writes) == pytest.approx([1.0, 1.0, 1.0])
+    assert list(t.writes) == pytest.approx([1.0, 1.0, 1.0])
     assert list(t.drains) == pytest.approx([10.0, 10.0, 10.0])  # the 10 s read runs beside the upload
 
 
 def test_complete_is_unchanged_by_the_local_read():
     """``complete`` keeps its model: the drain's local read is not simulated there."""
     base, bt = _run(design(ONE, local_bps=10, snapshot_s=0.5), 8)
-    shared, st = _run(design(ONE, local_bps=10, snapshot_s=0.5, local_read_weight=10.0), 8)
+    shared, st = _run(design(ONE, local_bps=10, snapshot_s=0.5, local_read_bps=1.0, duplex=False), 8)
     assert list(st.stalls) == list(bt.stalls) and shared.wall_s == base.wall_s
 
 
@@ -92,12 +90,14 @@ def test_the_design_carries_the_wait_and_the_device(duplex):
         "design.job.nodes=1", "design.job.accelerators_per_node=2",
         "design.node.local.write=2GiB/s", "design.node.local.read=0.5GiB/s",
         f"design.node.local.duplex={str(duplex).lower()}", "design.global.write=1GiB/s"])
-    d = build_design(cfg, Options(nodes=1, accelerators_per_node=2, as_run=True))
+    d = resolve(cfg, as_run=True)
     assert d.async_waits_for == "local_write"
+    local = d.link("local")
     if duplex:
-        assert d.local_read_weight is None and d.local_read.node_bps == pytest.approx(0.5 * GIB)
+        assert local.shared_device() is None and local.read.node_bps == pytest.approx(0.5 * GIB)
     else:
-        assert d.local_read_weight == pytest.approx(4.0)
+        assert local.shared_device().aggregate_bps == pytest.approx(2 * GIB)
+        assert local.read_cost == pytest.approx(4.0)
 
 
 @pytest.mark.timeout(600)
@@ -112,7 +112,9 @@ def test_run_and_simulate_agree_with_local_write(tmp_path):
            "drain": {"verify": "size"},
            "tiers": {"local": {"backend": "dir", "path": str(tmp_path / "nvme")},
                      "global": {"backend": "dir", "path": str(tmp_path / "pfs")}},
-           "design": {"job": {"nodes": 1, "accelerators_per_node": 2},
+           # the run's 2 ranks are part of the preset's one node of 8 (a job of 2 ranks would hold the
+           # model in 2 files: 4x the bytes, a drain 4x as long)
+           "design": {"job": {"nodes": 1, "accelerators_per_node": 8},
                       "node": {"local": {"write": "0.1GiB/s", "read": "0.1GiB/s", "duplex": False},
                                "nic": "400Gb/s"},
                       "global": {"write": "0.003GiB/s", "read": "0.1GiB/s"}}}

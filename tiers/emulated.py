@@ -22,7 +22,7 @@ node's device or link, as an architect reads it):
 * ``rank``: one bucket per EmulatedTier, i.e. per rank process.
 * ``node``/``job``: one bucket for all processes of the node / of the job. A run
   never builds ``job`` here: emulator/job/rank_tiers.py turns a job's aggregate
-  into each node's share first (emulator/simulation/sharing.py).
+  into each node's share first (emulator/design/links.py).
   Ranks are separate OS processes, so the bucket is a small state file in
   ``scope.shared_dir`` updated under ``fcntl.flock`` (all processes must
   see that directory and share a wall clock: one machine, as in our tests).

@@ -1,70 +1,83 @@
-"""``ckpt-emu simulate``: the whole job by discrete-event simulation, from the same config.
+"""``ckpt-emu simulate``: the whole job by discrete-event simulation, from the same design.
 
-Every input is checked before anything runs or is written: a bad value ends
-as one line ``ckpt-emu: error: ...`` with exit status 2 (UserError).
+The design (emulator/design) is resolved once per mode from the config, a calibration and the
+flags; the simulator (emulator/simulation) reads nothing else. Every input is checked before
+anything runs or is written: a bad value ends as one line ``ckpt-emu: error: ...`` with exit
+status 2 (UserError).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
+from emulator.design.failures import CLASSES, class_of
 from emulator.errors import UserError
 from emulator.launch.progress import Counted
-from emulator.simulation.arrivals import DEFAULT_NODE_LOSS_FRACTION, read_trace
-from emulator.simulation.design import DEFAULT_SNAPSHOT_GIB_S, Options, build_design
-from emulator.simulation.level_design import DEFAULT_GROUP_LOSS_FRACTION
-from emulator.simulation.study import Study, planner_interval
-from emulator.units import parse_duration
+from emulator.units import parse_duration, parse_rate
 
 DEFAULT_OUT = "./ckpt-emu-data/simulate"
+#: flags before the one unit grammar and per-class recoveries, and what replaced them
+RETIRED = {
+    "global_gib_s": "--global-gib-s: now --global-bandwidth, a rate with its unit (e.g. --global-bandwidth 400GB/s)",
+    "nic_gib_s": "--nic-gib-s: now --nic, a rate with its unit (e.g. --nic 200Gb/s)",
+    "snapshot_gib_s": "--snapshot-gib-s: now --snapshot-rate, a rate with its unit (e.g. --snapshot-rate 48GiB/s)",
+    "restart_seconds": "--restart-seconds: each failure class has its own recovery (design.failures); "
+                       "override a class's restart with --restart CLASS=TIME (e.g. --restart node=10m)",
+}
 
 
 def add_simulate_parser(subparsers):
     """Register ``simulate`` on an argparse subparsers object; returns its parser."""
     p = subparsers.add_parser(
         "simulate", help="simulate the whole job at cluster scale (SimPy), calibrated by an emulation run",
-        description="Discrete-event simulation of every node's checkpoint pipeline, the shared global tier "
-                    "and failures, driven by the same config as `ckpt-emu run`.",
-        examples=("ckpt-emu simulate design-nvme-pfs --nodes 2048 --days 30",
+        description="Discrete-event simulation of every node's checkpoints on the design's tiers and links, "
+                    "and of failures of each class, from the same design as `ckpt-emu run`.",
+        examples=("ckpt-emu simulate design-llama405-2048-nvme-pfs --days 30",
                   "ckpt-emu simulate design.yaml --calibrate runs/one-node/results.json "
-                  "--sweep interval=3m..60m:7 --sweep global_gib_s=100,200,400"))
+                  "--sweep interval=3m..60m:7 --sweep global_bandwidth=100GB/s,200GB/s,400GB/s"))
     a = p.add_argument
     a("config", nargs="?", default=None, help="preset name or YAML file (default: the embedded default)")
     a("--set", action="append", metavar="KEY=VALUE", help="override any config key")
-    a("--nodes", metavar="N", help="nodes in the job (default: the config's design.job.nodes; required without one)")
+    a("--nodes", metavar="N", help="nodes in the job (default: the design's design.job.nodes, else the preset's "
+      "ranks over a node); with --as-run, the nodes the run was split over")
     a("--accelerators-per-node", metavar="A", help="ranks (accelerators) per node (default: the design's, else 8)")
     a("--days", default="30", metavar="D", help="simulated wall time in days (default 30)")
     a("--interval", default="config", metavar="T",
       help="training time between checkpoints: a time (500, 9m, 1.5h), 'config' (interval_steps x "
            "step_seconds, at full size, the default) or 'planner' (the planner's best for each mode)")
-    a("--calibrate", metavar="RESULTS_JSON", help="take costs from this emulation run's results.json")
-    a("--mttf-hours", default="50000", metavar="H", help="MTTF of one accelerator (default 50000)")
-    a("--failures", metavar="TRACE_CSV", help="failure trace (TIME[,KIND] rows) instead of Poisson arrivals")
-    a("--node-loss-fraction", default=str(DEFAULT_NODE_LOSS_FRACTION), metavar="F",
-      help="share of failures that replace a node (restore from global) when the kind is not given")
-    a("--group-loss-fraction", default=str(DEFAULT_GROUP_LOSS_FRACTION), metavar="F",
-      help=f"with levels: share of failures that lose a whole replica group (default "
-           f"{DEFAULT_GROUP_LOSS_FRACTION:g}, an assumption)")
-    a("--restart-seconds", default="600", metavar="S", help="restart time per failure, before the restore")
-    a("--global-gib-s", metavar="B", help="aggregate write bandwidth of the global tier (GiB/s)")
-    a("--nic-gib-s", metavar="B", help="per-node cap on the global tier, e.g. a node's NIC (GiB/s); other per-node limits still hold")
-    a("--snapshot-gib-s", default=str(DEFAULT_SNAPSHOT_GIB_S), metavar="B",
-      help="GPU-to-host snapshot rate per accelerator without --calibrate (default 48, one H100, pinned)")
-    a("--sweep", action="append", metavar="SPEC", help="grid: interval=5m,10m,... global_gib_s=100..800:4; "
-      "with levels, peer_every=1,2,4 local_every=... global_every=... (multiples of the base interval)")
+    a("--calibrate", metavar="RESULTS_JSON", help="calibrate the design by this emulation run's results.json")
+    a("--mttf-hours", metavar="H", help="MTTF of one accelerator (default: design.failures.mttf_hours, else 50000)")
+    a("--failures", metavar="TRACE_CSV", help="failure trace (TIME[,CLASS] rows) instead of Poisson arrivals")
+    a("--node-loss-fraction", metavar="F",
+      help="share of failures that lose a node (default: design.failures, else 0.78)")
+    a("--group-loss-fraction", metavar="F",
+      help="share of failures that lose a whole replica group (default: design.failures, else 0.01, an assumption)")
+    a("--restart", action="append", metavar="CLASS=TIME",
+      help="a failure class's restart or replacement time, over design.failures.<class>.restart (its detection "
+           "stays); CLASS is process, node, group or all; repeatable")
+    a("--global-bandwidth", metavar="RATE", help="the global storage's aggregate write rate, e.g. 400GB/s")
+    a("--nic", metavar="RATE", help="each node's NIC, e.g. 200Gb/s (caps its global traffic and its peer copies)")
+    a("--snapshot-rate", metavar="RATE",
+      help="each accelerator's copy of its state to host memory, e.g. 48GiB/s (default: design.node.snapshot)")
+    a("--sweep", action="append", metavar="SPEC", help="grid: interval=5m,10m,... global_bandwidth=100GB/s..800GB/s:4 "
+      "peer_every=1,2,4 local_every=... global_every=... (multiples of the base interval)")
     a("--as-run", action="store_true", help="simulate exactly what `ckpt-emu run CONFIG` emulates (to check)")
     a("--seed", default="0", metavar="N", help="random seed of the failures (default 0)")
     a("--out", default=DEFAULT_OUT, metavar="DIR", help=f"where pictures and sweep JSON go ({DEFAULT_OUT})")
     a("--json", action="store_true", help="print one JSON object")
     a("--quiet", action="store_true", help="no progress display for --sweep")
+    for old in RETIRED:
+        a("--" + old.replace("_", "-"), dest=old, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_simulate)
     return p
 
 
 def _num(args, name: str, *, kind=float, minimum: float | None = None, above: float | None = None,
          maximum: float | None = None, optional: bool = False):
-    raw = getattr(args, name)
+    raw = getattr(args, name, None)
     flag = "--" + name.replace("_", "-")
     if raw is None:
         if optional:
@@ -85,151 +98,177 @@ def _num(args, name: str, *, kind=float, minimum: float | None = None, above: fl
     return v
 
 
+def _rate(args, name: str) -> float | None:
+    raw = getattr(args, name, None)
+    return None if raw is None else parse_rate(str(raw).strip(), "--" + name.replace("_", "-"))
+
+
+def parse_restarts(specs) -> dict | None:
+    """``["node=10m", "all=60s"]`` -> {class: seconds} (all first, then each class over it)."""
+    if not specs:
+        return None
+    out, every = {}, None
+    for spec in specs:
+        name, sep, text = str(spec).partition("=")
+        cls = "all" if name.strip().lower() == "all" else class_of(name.strip())
+        if not sep or cls is None:
+            raise UserError(f"--restart: {spec!r} is not CLASS=TIME (CLASS: {', '.join(CLASSES)} or all; "
+                            f"e.g. --restart node=10m)")
+        seconds = parse_duration(text, f"--restart {name.strip()}", allow_zero=True)
+        if cls == "all":
+            every = seconds
+        else:
+            out[cls] = seconds
+    return {**({c: every for c in CLASSES} if every is not None else {}), **out}
+
+
 def parse_inputs(args) -> dict:
     """Every flag, checked and converted (nothing is run or written here)."""
-    return {
+    for old, message in RETIRED.items():
+        if getattr(args, old, None) is not None:
+            raise UserError(message)
+    v = {
         "nodes": _num(args, "nodes", kind=int, minimum=1, maximum=10 ** 7, optional=True),
-        "per_node": _num(args, "accelerators_per_node", kind=int, minimum=1, maximum=4096, optional=True) or 8,
-        "per_node_given": args.accelerators_per_node is not None,
+        "per_node": _num(args, "accelerators_per_node", kind=int, minimum=1, maximum=4096, optional=True),
         "days": _num(args, "days", above=0, maximum=36500),
-        "mttf_hours": _num(args, "mttf_hours", above=0, maximum=1e9),
-        "node_loss_fraction": _num(args, "node_loss_fraction", minimum=0, maximum=1),
-        "group_loss_fraction": _num(args, "group_loss_fraction", minimum=0, maximum=1),
-        "restart_s": _num(args, "restart_seconds", minimum=0, maximum=1e9),
-        "global_gib_s": _num(args, "global_gib_s", above=0, optional=True),
-        "nic_gib_s": _num(args, "nic_gib_s", above=0, optional=True),
-        "snapshot_gib_s": _num(args, "snapshot_gib_s", above=0),
-        "seed": _num(args, "seed", kind=int),
-        "trace": read_trace(args.failures) if args.failures else None,
+        "mttf_hours": _num(args, "mttf_hours", above=0, maximum=1e9, optional=True),
+        "node_loss_fraction": _num(args, "node_loss_fraction", minimum=0, maximum=1, optional=True),
+        "group_loss_fraction": _num(args, "group_loss_fraction", minimum=0, maximum=1, optional=True),
+        "restart_s": parse_restarts(getattr(args, "restart", None)),
+        "global_write_bps": _rate(args, "global_bandwidth"),
+        "nic_bps": _rate(args, "nic"),
+        "snapshot_bps": _rate(args, "snapshot_rate"),
+        "seed": _num(args, "seed", kind=int) if getattr(args, "seed", None) is not None else 0,
     }
+    if (v["node_loss_fraction"] or 0) + (v["group_loss_fraction"] or 0) > 1:
+        raise UserError(f"--node-loss-fraction + --group-loss-fraction: "
+                        f"{v['node_loss_fraction'] + v['group_loss_fraction']:g} is above 1")
+    return v
 
 
-def _intervals(args, cfg, study: Study, cals: dict) -> None:
-    """Each mode's training time between checkpoints, and where it came from."""
+def resolve_designs(cfg, args, v: dict, modes) -> tuple[dict, object]:
+    """({mode: the design}, the calibrating run's figures or None) from the config, the flags and
+    ``--calibrate`` (one calibration per mode: each mode's own host costs)."""
+    from emulator.design import resolve
+    from emulator.simulation.calibrate import check_same_preset, mode_calibrations, read_results, run_groups
+    fig = read_results(args.calibrate) if getattr(args, "calibrate", None) else None
+    if fig is not None:
+        check_same_preset(cfg, fig)
+    cals = mode_calibrations(fig, modes) if fig is not None else {m: None for m in modes}
+    as_run = bool(getattr(args, "as_run", False))
+    job = {"emulated_nodes": v["nodes"] or 1} if as_run else {"nodes": v["nodes"],
+                                                                  "accelerators_per_node": v["per_node"]}
+    kw = {k: v[k] for k in ("global_write_bps", "nic_bps", "snapshot_bps", "mttf_hours", "node_loss_fraction",
+                            "group_loss_fraction", "restart_s")}
+    designs, shared = {}, None
+    for m in modes:
+        if cals[m] is None:  # one design serves every mode
+            shared = shared or _fitted(cfg, resolve(cfg, as_run=as_run, **job, **kw))
+            designs[m] = shared
+        else:
+            designs[m] = _fitted(cfg, resolve(cfg, calibration=cals[m], as_run=as_run, **job, **kw))
+    groups = run_groups(fig) if as_run and fig is not None else None
+    if groups is not None and sum(g.nodes for g in groups) == designs[modes[0]].job.nodes:
+        designs = {m: replace(d, job=replace(d.job, groups=groups)) for m, d in designs.items()}
+    return designs, fig
+
+
+def _fitted(cfg, d):
+    """The design as the pipeline will run it: every tier paced (else refused), and a local tier too
+    small for keep + 1 checkpoints left out (``on_local_full: global``) or refused (``skip``)."""
+    for name in d.tiers:
+        t = d.link(name)
+        if math.isinf(t.write.node_rate(1)):
+            part = "design.global" if name == "global" else f"design.node.{name}"
+            raise UserError(f"tiers.{name}: no rate to simulate it with: describe it ({part}), give "
+                            f"tiers.{name}.emulate.write_gib_s, or --calibrate with a run that measured it")
+    local = d.link("local")
+    if local is None or local.capacity_bytes is None:
+        return d
+    keep = d.tier("local").keep
+    need = (keep + 1) * d.job.heaviest.node_bytes
+    if need <= local.capacity_bytes:
+        return d
+    gib = 2 ** 30
+    if cfg.checkpoint.on_local_full == "skip":
+        raise UserError(f"tiers.local: a capacity of {local.capacity_bytes / gib:,.1f} GiB per node cannot hold "
+                        f"keep + 1 = {keep + 1} checkpoints ({need / gib:,.1f} GiB) and checkpoint.on_local_full "
+                        f"is skip: no checkpoint would ever be taken")
+    note = (f"local tier: {local.capacity_bytes / gib:,.1f} GiB per node cannot hold keep + 1 checkpoints "
+            f"({need / gib:,.1f} GiB): every checkpoint skips it (checkpoint.on_local_full: global)")
+    ladder = tuple(t for t in d.ladder if t.name != "local")
+    if ladder[0].every != 1:
+        ladder = (replace(ladder[0], every=1),) + ladder[1:]
+    return replace(d, ladder=ladder, notes=d.notes + (note,))
+
+
+def _intervals(args, cfg, study, fig) -> dict:
+    """Each mode's training time between checkpoints and where it came from; the planner's answer
+    per mode where it set them."""
+    from emulator.simulation.calibrate import step_seconds
+    planned = {}
     for mode in study.modes:
-        cal = cals[mode]
+        d = study.designs[mode]
         if args.as_run:
-            step = (cal.step_s.get(mode) if cal is not None else None) or cfg.wall_step_seconds
+            step = (step_seconds(fig, mode) if fig is not None else None) or cfg.wall_step_seconds
             study.intervals[mode] = cfg.checkpoint.interval_steps * step
             study.interval_sources[mode] = (f"{cfg.checkpoint.interval_steps} steps of {step * 1000:.1f} ms"
-                                            + (" (measured)" if cal is not None and mode in cal.step_s else ""))
+                                            + (" (measured)" if fig is not None and mode in fig.mode_steps else ""))
         elif args.interval == "config":
-            base = cfg.checkpoint.interval_steps * cfg.training.step_seconds
-            if base <= 0:
-                raise UserError("--interval config: training.step_seconds is 0; give --interval T")
-            study.intervals[mode] = base
+            study.intervals[mode] = d.base_interval_s
             study.interval_sources[mode] = (f"config: {cfg.checkpoint.interval_steps} x "
                                             f"{cfg.training.step_seconds:g} s (full size)")
-            if study.intervals[mode] < 60:
-                study.designs[mode].notes.append(
-                    f"{mode}: the config's interval stands for only {study.intervals[mode]:g} s at full size; "
-                    f"give --interval T or --interval planner to ask a full-scale question")
+            if d.base_interval_s < 60:
+                study.interval_sources[mode] += (f"; only {d.base_interval_s:g} s at full size: give --interval T "
+                                                 f"or --interval planner to ask a full-scale question")
         elif args.interval == "planner":
-            study.intervals[mode] = planner_interval(study, mode)
-            study.interval_sources[mode] = "the planner's optimum for this design's costs"
+            p = study.planned(mode)
+            study.intervals[mode] = p.interval_s
+            study.interval_sources[mode] = ("the planner's optimum for this design's costs "
+                                            "(emulator/simulation/planning.py)")
+            planned[mode] = {"interval_s": p.interval_s, "every": p.every, "goodput": p.goodput,
+                             "global_bytes_per_day": p.global_bytes_per_day, "notes": list(p.notes),
+                             **_s3_per_day(cfg, d, p)}
         else:
-            t = parse_duration(args.interval, "--interval", allow_zero=True)
-            if t <= 0:
-                raise UserError(f"--interval: must be > 0, got {args.interval!r}")
-            study.intervals[mode] = t
+            study.intervals[mode] = parse_duration(args.interval, "--interval")
             study.interval_sources[mode] = "--interval"
+    return planned
 
 
-def _job_shape(cfg, v: dict) -> tuple[int, int]:
-    """(nodes, accelerators per node): the flags, else the config's design, else --nodes is required."""
-    d = cfg.design
-    per_node = v["per_node"] if v["per_node_given"] or d is None else d.accelerators_per_node
-    if v["nodes"] is not None:
-        return v["nodes"], per_node
-    if d is None:
-        raise UserError("--nodes: required (the config has no design.job.nodes)")
-    return d.job_nodes(cfg.parallelism.world_size), per_node
+def _s3_per_day(cfg, d, p) -> dict:
+    """What the planner's interval costs a day in S3 requests and storage, where global storage is S3."""
+    if cfg.tiers.global_.backend != "s3" or "global" not in p.every:
+        return {}
+    from emulator.simulation import s3cost
+    from emulator.design.costs import checkpoint_costs
+    stall = checkpoint_costs(d).async_stall_s if "async" in d.modes else 0.0
+    fig = s3cost.job_figures(cfg, d.job.groups, interval_s=(p.interval_s + stall) * p.every["global"],
+                             drain_s=1.0, restore_s=1.0)
+    return {"s3_per_day_usd": fig["cost"]["per_day_usd"], "s3_price_list": fig["cost"]["price_list"]}
 
 
 def build_study(args):
-    """Config, calibration, design and study from the command line; raises UserError on bad input."""
+    """(config, study, the planner's answers) from the command line; raises UserError on bad input."""
     from emulator.config import load_config
-    from emulator.simulation.calibrate import load_calibration
+    from emulator.simulation.arrivals import read_trace
+    from emulator.simulation.study import Study
     cfg = load_config(args.config, list(args.set or []))
     v = parse_inputs(args)
-    modes = list(cfg.checkpoint.modes)
-    cals = load_calibration(cfg, args.calibrate, modes) if args.calibrate else {m: None for m in modes}
-    nodes, per_node = _job_shape(cfg, v)
-    opts = Options(nodes=nodes, accelerators_per_node=per_node, as_run=args.as_run,
-                   snapshot_gib_s=v["snapshot_gib_s"], global_gib_s=v["global_gib_s"], nic_gib_s=v["nic_gib_s"])
+    trace = read_trace(args.failures) if args.failures else None
     if args.as_run and (args.failures or args.sweep):
         raise UserError("--as-run reproduces an emulation run: no --failures or --sweep with it")
-    one = build_design(cfg, opts, None) if not args.calibrate else None
-    designs = {m: one or build_design(cfg, opts, cals[m]) for m in modes}
-    d = designs[modes[0]]
-    study = Study(cfg, designs, modes, v["days"], {}, accelerators=d.nodes * d.ranks_per_node,
-                  mttf_hours=v["mttf_hours"], trace=v["trace"], node_loss_fraction=v["node_loss_fraction"],
-                  restart_s=v["restart_s"], seed=v["seed"],
+    modes = list(cfg.checkpoint.modes)
+    designs, fig = resolve_designs(cfg, args, v, modes)
+    study = Study(cfg, designs, modes, v["days"], trace=trace, seed=v["seed"],
                   as_run_saves=cfg.checkpoint.saves if args.as_run else None)
-    _intervals(args, cfg, study, cals)
-    return cfg, study
+    planned = _intervals(args, cfg, study, fig)
+    return cfg, study, planned
 
 
-def level_design_from_args(args, cfg, *, nodes: int, per_node: int | None = None, **sizes):
-    """(LevelDesign, failures or None, horizon_s) of a config with levels from the flags ``simulate``
-    and ``plan`` share; every bad value is a UserError before anything runs."""
-    from emulator.simulation import level_design as ld
-    v = {"mttf_hours": _num(args, "mttf_hours", above=0, maximum=1e9),
-         "node": _num(args, "node_loss_fraction", minimum=0, maximum=1),
-         "group": _num(args, "group_loss_fraction", minimum=0, maximum=1),
-         "restart_s": _num(args, "restart_seconds", minimum=0, maximum=1e9),
-         "snapshot_gib_s": _num(args, "snapshot_gib_s", above=0),
-         "days": _num(args, "days", above=0, maximum=36500), "seed": _num(args, "seed", kind=int)}
-    ld.check_fractions(v["node"], v["group"])
-    per_node = per_node or (cfg.design.accelerators_per_node if cfg.design else 8)
-    failures = None
-    if args.failures:
-        failures = ld.trace_classes(read_trace(args.failures), node_loss_fraction=v["node"],
-                                    group_loss_fraction=v["group"], seed=v["seed"])
-        rates = ld.trace_rates(failures)
-    else:
-        rates = ld.class_rates(accelerators=nodes * per_node, mttf_hours=v["mttf_hours"],
-                               node_loss_fraction=v["node"], group_loss_fraction=v["group"])
-    cal = ld.read_calibration(args.calibrate) if args.calibrate else None
-    interval = getattr(args, "interval", "config")
-    base = None if interval in (None, "config", "planner") else parse_duration(interval, "--interval")
-    design = ld.describe_design(cfg, nodes=nodes, class_rates=rates, calibration=cal,
-                                accelerators_per_node=per_node, snapshot_gib_s=v["snapshot_gib_s"],
-                                restart_s=v["restart_s"], base_interval_s=base, **sizes)
-    return design, failures, v["days"] * 86400, v["seed"]
-
-
-def _levels(args, cfg, study: Study, spec: dict | None):
-    """The level plan and the level sweep (or Nones) of a config with levels or level sweep keys."""
-    from emulator.simulation import level_design as ld
-    every = {k: v for k, v in (spec or {}).items() if k in ld.SWEEP_KEYS}
-    if not every and not ld.has_levels(cfg):
-        return None, None
-    every = ld.check_sweep(cfg, every)
-    d = study.design  # its node groups: the job's at full size, or with --as-run the run's own nodes
-    design, failures, horizon, seed = level_design_from_args(
-        args, cfg, nodes=d.nodes, per_node=d.ranks_per_node,
-        node_bytes=max(g.node_bytes for g in d.groups), job_bytes=d.checkpoint_bytes,
-        time_scale=cfg.run.scale if args.as_run else 1.0, measured_recoveries=not args.as_run)
-    plan = ld.plan(design, horizon_s=horizon, seed=seed, failures=failures)
-    if not every:
-        return plan, None
-    progress = None if args.quiet else Counted(math.prod(len(v) for v in every.values()), "cells",
-                                               label="simulate --sweep (levels): ")
-    try:
-        sweep = ld.run_sweep(design, every, horizon_s=horizon, seed=seed, failures=failures,
-                             progress=progress.advance if progress else None)
-    finally:
-        if progress:
-            progress.close()
-    return plan, sweep
-
-
-def _two_tier_sweep(args, study: Study, spec: dict):
-    """``run_sweep`` over the interval and bandwidth grid, with its progress (cells done, ETA)."""
-    from emulator.simulation.sweep import run_sweep
-    cells = len(study.modes) * len(spec.get("global_gib_s") or [None]) * len(spec.get("interval") or [None])
-    progress = None if args.quiet else Counted(cells, "cells", label="simulate --sweep: ")
+def _sweep(args, study, spec: dict):
+    """``run_sweep`` over the grid, with its progress (cells done, ETA) unless ``--quiet``."""
+    from emulator.simulation.sweep import grid_cells, run_sweep
+    progress = None if args.quiet else Counted(grid_cells(study, spec), "cells", label="simulate --sweep: ")
     try:
         return run_sweep(study, spec, progress=progress.advance if progress else None)
     finally:
@@ -238,30 +277,24 @@ def _two_tier_sweep(args, study: Study, spec: dict):
 
 
 def cmd_simulate(args) -> int:
-    from emulator.simulation.level_report import render_levels, render_level_sweep
     from emulator.simulation.output import describe, write_outputs
-    from emulator.simulation.sweep import KEYS, parse_spec
-    cfg, study = build_study(args)
-    spec = parse_spec(args.sweep) if args.sweep else None
-    levels, level_sweep = _levels(args, cfg, study, spec)
-    two_tier = {k: v for k, v in (spec or {}).items() if k in KEYS[:2]}
-    outcomes = {m: study.run(m) for m in study.modes}
-    sweep = _two_tier_sweep(args, study, two_tier) if two_tier else None
-    info = describe(cfg, study, args)
-    files = write_outputs(Path(args.out), info, outcomes, sweep)
     from emulator.simulation.report import render, render_sweep
+    from emulator.simulation.sweep import check_spec, parse_spec
+    cfg, study, planned = build_study(args)
+    spec = parse_spec(args.sweep) if args.sweep else None
+    if spec is not None:
+        check_spec(study.design, spec)
+    outcomes = {m: study.run(m) for m in study.modes}
+    sweep = _sweep(args, study, spec) if spec else None
+    info = describe(cfg, study, args, planned)
+    files = write_outputs(Path(args.out), info, outcomes, sweep)
     if args.json:
         print(json.dumps({**info, "modes": {m: o.to_dict() for m, o in outcomes.items()}, "sweep": sweep,
-                          **({"levels": levels} if levels else {}),
-                          **({"levels_sweep": level_sweep} if level_sweep else {}), "files": files}, indent=1))
+                          "files": files}, indent=1))
         return 0
     print(render(info, outcomes), end="")
     if sweep:
         print(render_sweep(sweep), end="")
-    if levels:
-        print(render_levels(levels), end="")
-    if level_sweep:
-        print(render_level_sweep(level_sweep), end="")
     for name, path in files.items():
         print(f"{name}: {path}")
     return 0

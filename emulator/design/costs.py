@@ -52,21 +52,42 @@ def _latency(design: Design, name: str) -> float:
     return t.latency_s if t is not None else 0.0
 
 
-def copy_seconds(design: Design, name: str) -> float:
-    """Tier ``name``'s own copy of a checkpoint, every node at once (the slowest node's time)."""
-    t, first = design.link(name), design.tiers[0] == name
+#: the tiers a rank's file is written to; a peer only holds copies of the memory tier's
+FILE_TIERS = ("memory", "local", "global")
+
+
+def first_tier(names) -> str:
+    """The tier a checkpoint going to ``names`` is written to: the nearest file tier among them."""
+    return next(n for n in names if n in FILE_TIERS)
+
+
+def copy_seconds(design: Design, name: str, *, first: bool | None = None) -> float:
+    """Tier ``name``'s own copy of a checkpoint, every node at once (the slowest node's time); ``first``:
+    whether the ranks write their files there (default: it is the ladder's nearest file tier)."""
+    t = design.link(name)
+    if first is None:
+        first = name == first_tier(design.tiers)
     if name == "peer":
         return _slowest(t.write, [(n, b * design.replicas) for n, b in _loads(design)])
-    if first:  # the ranks write their files: the file's commit and the node's manifest
-        return _slowest(t.write, _loads(design)) + 2 * t.latency_s
+    if first:  # the ranks write their files: each file's commit, then a node tier's manifest (global's
+        # manifest comes after every node's files: the lag's)
+        return _slowest(t.write, _loads(design)) + (1 if name == "global" else 2) * t.latency_s
     if name != "global":
         return _slowest(t.write, _loads(design))
     waves = -(-design.job.heaviest.files // design.drain_concurrency)
     side = 2 * waves * t.latency_s  # uploads start, size checks end, one wave at a time
     verify = 0.0
-    if design.verify == "checksum" and t.read is not None:  # the last file's read-back, after its copy
+    if verifies(design):  # the last file's read-back, after its copy
         verify = _slowest(t.read, _loads(design, "file_bytes"))
     return side + _slowest(t.drain, _loads(design)) + verify
+
+
+def verifies(design: Design) -> bool:
+    """Whether a drain reads its last file back at the global read rate (``drain.verify: checksum``):
+    not where the drain's rate is a run's measurement, which holds its read-back already."""
+    t = design.link("global")
+    return (design.verify == "checksum" and t is not None and t.read is not None
+            and design.sources.get("global_write") != "measured")
 
 
 def checkpoint_costs(design: Design) -> CheckpointCosts:
@@ -90,11 +111,30 @@ def lag_seconds(design: Design, name: str, every: dict | None = None) -> float:
     every = every or {t.name: t.every for t in design.ladder}
     names = design.tiers
     mine = every[name]
-    total = design.fixed_pre_s + sum(copy_seconds(design, n) for n in names[:names.index(name) + 1]
-                                     if mine % every[n] == 0)
+    taking = [n for n in names[:names.index(name) + 1] if mine % every[n] == 0]
+    first = first_tier(taking)
+    total = design.fixed_pre_s + sum(copy_seconds(design, n, first=n == first) for n in taking)
     if name == "global":
         total += design.fixed_post_s + _latency(design, "global")
     return total
+
+
+def retention_requests(design: Design) -> dict:
+    """Requests of the retention after each checkpoint, per tier: list, read the keep + 1 manifests,
+    delete the oldest one's manifest, list its folder, a delete per file (the node's on a node tier,
+    the job's on global storage)."""
+    job = design.job
+    return {t.name: t.keep + 4 + (sum(g.nodes * g.files for g in job.groups) if t.name == "global"
+                                  else job.heaviest.files)
+            for t in design.ladder if t.name != "peer"}
+
+
+def retention_seconds(design: Design) -> float:
+    """The retention after each checkpoint, before the next one's pipeline may start: rank 0, one
+    request at a time, the node tiers then global storage (:func:`retention_requests`), each at its
+    tier's latency plus what a run measured beyond it."""
+    return sum(n * (_latency(design, name) + design.retention_request_s)
+               for name, n in retention_requests(design).items())
 
 
 # --------------------------------------------------------------------------- restores and recoveries
@@ -127,13 +167,14 @@ def restore_seconds(design: Design, name: str, *, alone: bool = False) -> float:
     return read
 
 
-def class_restore_seconds(design: Design, cls: str) -> float:
-    """The restore a failure of ``cls`` needs: from the nearest tier that survives it. A lost node reads
-    global storage alone where the others restore from a nearer tier of theirs (it holds the step they
-    restore: each drained it from there), else with them, as every node reads at once."""
+def class_restore_seconds(design: Design, cls: str, tier: str | None = None) -> float:
+    """The restore a failure of ``cls`` needs: from ``tier`` (default the nearest tier that survives
+    it). A lost node reads global storage alone where the others restore from a nearer tier of theirs
+    (it holds the step they restore: each drained it from there), else with them, as every node
+    reads at once."""
     if cls in design.measured_recovery_s:
         return design.measured_recovery_s[cls]
-    tier = design.recovery_tier(cls)
+    tier = tier or design.recovery_tier(cls)
     if cls == "node" and tier == "global":
         survivors = [t for t in design.tiers if t in ("memory", "local")]
         if survivors and design.job.nodes > 1:

@@ -17,7 +17,7 @@ The times are the design's (``design.failures``); their defaults are assumptions
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 CLASSES = ("process", "node", "group")
 HOUR = 3600.0
@@ -32,6 +32,9 @@ DEFAULT_GROUP_LOSS_FRACTION = 0.01
 #: process restart reuses its nodes (tens of seconds to re-launch and re-initialise communicators,
 #: plus warm-up); a node replacement schedules a spare and starts its container; a group, several.
 DEFAULT_RECOVERY = {"process": (30.0, 150.0), "node": (60.0, 540.0), "group": (60.0, 840.0)}
+#: the tiers whose copies survive each class: a crash keeps host memory, the peers' copies and the
+#: NVMe; a lost node its peers' copies (its own memory and NVMe are gone); a lost group global storage
+SURVIVES = {"process": ("memory", "peer", "local", "global"), "node": ("peer", "global"), "group": ("global",)}
 #: what the trace files and older configs called the classes
 ALIASES = {"restart": "process", "process_restart": "process", "node_loss": "node", "node-loss": "node"}
 
@@ -76,6 +79,14 @@ class FailureModel:
     def of(self, name: str) -> FailureClass:
         return next(c for c in self.classes if c.name == name)
 
+    def at_rates(self, rates: dict) -> "FailureModel":
+        """The same classes and costs failing at ``rates`` (per second, by class; a trace's)."""
+        total = sum(rates.values())
+        if total <= 0:
+            return self
+        classes = tuple(replace(c, share=rates.get(c.name, 0.0) / total) for c in self.classes)
+        return FailureModel(self.accelerators, self.accelerators / (total * HOUR), classes)
+
     def draw(self, rng: random.Random) -> str:
         """A failure's class, drawn by the shares."""
         u, total = rng.random(), 0.0
@@ -88,9 +99,10 @@ class FailureModel:
 
 def failure_model(spec, accelerators: int, *, mttf_hours: float | None = None,
                   node_loss_fraction: float | None = None, group_loss_fraction: float | None = None,
-                  restart_s: float | None = None) -> FailureModel:
+                  restart_s: float | dict | None = None) -> FailureModel:
     """The model from ``design.failures`` (``spec``, or None for the defaults), overridden by flags;
-    ``restart_s`` replaces every class's restart (one figure for all, as the older ``--restart-seconds``)."""
+    ``restart_s`` replaces every class's restart (a number), or the restarts of the classes it names
+    (``{"node": 300.0}``, ``simulate --restart node=5m``); detection stays the design's."""
     def pick(flag, key, default):
         given = getattr(spec, key, None)
         return flag if flag is not None else given if given is not None else default
@@ -99,8 +111,9 @@ def failure_model(spec, accelerators: int, *, mttf_hours: float | None = None,
     group = pick(group_loss_fraction, "group_loss_fraction", DEFAULT_GROUP_LOSS_FRACTION)
     recovery = dict(DEFAULT_RECOVERY, **(getattr(spec, "recovery", None) or {}))
     shares = {"process": 1 - node - group, "node": node, "group": group}
-    classes = tuple(FailureClass(c, shares[c], recovery[c][0], recovery[c][1] if restart_s is None else restart_s)
-                    for c in CLASSES)
+    restarts = restart_s if isinstance(restart_s, dict) else \
+        {c: restart_s for c in CLASSES} if restart_s is not None else {}
+    classes = tuple(FailureClass(c, shares[c], recovery[c][0], restarts.get(c, recovery[c][1])) for c in CLASSES)
     return FailureModel(accelerators, mttf, classes)
 
 

@@ -139,6 +139,16 @@ def _emulated(layout, per_node: int, emulated_nodes: int, bytes_of) -> tuple:
     return emulated, tuple(job_node_bytes((n * per) // per_node) for n in range(emulated_nodes))
 
 
+def as_run_job(job: Job, scale: float) -> Job:
+    """The run itself as a job: its emulated nodes, their bytes at ``run.scale`` (``simulate --as-run``)."""
+    counts: Counter = Counter()
+    for g in job.emulated:
+        counts[(round(g.node_bytes * scale), round(g.file_bytes * scale), g.files)] += 1
+    groups = tuple(NodeGroup(k, b, f, n) for (b, f, n), k in sorted(counts.items()))
+    return replace(job, nodes=len(job.emulated), accelerators_per_node=max(g.files for g in job.emulated),
+                   groups=groups)
+
+
 def with_nodes(job: Job, cfg, nodes: int) -> Job:
     """The same job on ``nodes`` nodes (a sweep or a flag): its layout stretched to fill them."""
     return job_of(replace(cfg, parallelism=job.layout), nodes=nodes,

@@ -38,6 +38,10 @@ class LinkLimits:
     def capped(self, node_bps: float) -> "LinkLimits":
         return LinkLimits(self.aggregate_bps, min(self.node_bps, node_bps))
 
+    def scaled(self, factor: float) -> "LinkLimits":
+        """Both limits x ``factor``: every byte over the link takes 1 / factor as long."""
+        return LinkLimits(self.aggregate_bps * factor, self.node_bps * factor)
+
 
 def node_share(aggregate_bps: float, nic_bps: float, concurrent_nodes: int) -> float:
     """Bytes/s one node gets when ``concurrent_nodes`` use a link of ``aggregate_bps`` behind a NIC."""
@@ -75,6 +79,19 @@ class TierLinks:
     family: str = DECIMAL
     #: "design" (design:), "config" (emulate: knobs) or "none" (not paced: as fast as the host)
     source: str = "design"
+
+    def shared_device(self) -> LinkLimits | None:
+        """A node's own device where its reads and writes share it (not duplex, both rates known): one
+        link per node whose streams, reads and writes alike, share the write rate (a read books
+        :attr:`read_cost` bytes per byte, as the emulator's one bucket does). None otherwise."""
+        if self.duplex or self.read is None or math.isinf(self.write.node_bps):
+            return None
+        return LinkLimits(aggregate_bps=self.write.node_bps)
+
+    @property
+    def read_cost(self) -> float:
+        """Bytes of a shared device's write time one byte read takes: write rate / read rate."""
+        return self.write.node_bps / self.read.node_bps
 
 
 @dataclass(frozen=True)
@@ -163,8 +180,11 @@ def node_links(cfg, *, files: int) -> NodeLinks:
         if part is not None:
             tiers[name] = _from_design(part, name, nic, text)
         else:
-            tiers[name] = _from_knobs(cfg.tiers.entry(name).emulate, nic, files=files,
-                                      concurrency=cfg.drain.concurrency, is_global=name == "global")
+            t = _from_knobs(cfg.tiers.entry(name).emulate, nic, files=files,
+                            concurrency=cfg.drain.concurrency, is_global=name == "global")
+            if t.capacity_bytes:  # emulate: counts a run's bytes (at run.scale); the design's are full size
+                t = replace(t, capacity_bytes=int(t.capacity_bytes / cfg.run.scale))
+            tiers[name] = t
     return NodeLinks(tiers, nic, stated, nic_family)
 
 
@@ -222,3 +242,42 @@ def _paced(e: EmulateConfig, links: TierLinks, job, run_node: int, alone_read: b
     read = _share(links.read, job, node_bytes, alone=alone_read) if links.read is not None else None
     return replace(e, shared_by="node", write_gib_s=write / GIB if write else e.write_gib_s,
                    read_gib_s=read / GIB if read else e.read_gib_s)
+
+
+def pacing(cfg, name: str, job, run_node: int = 0) -> tuple:
+    """(write, drain, read bytes/s, shared_by) node ``run_node`` of a run of ``job`` is paced at on tier
+    ``name``: its own rates, as a run of it is given them (None where not paced; a peer's copies: the
+    NIC). A run measured under the same pacing as a design measured that design itself, with the
+    host's costs, and what it reached over these is the host's efficiency (emulator/design/model.py)."""
+    nic = nic_of(cfg)[0]
+    if name == "peer":
+        return nic, nic, nic, "node"
+    e = tier_emulation(cfg, name, job, run_node=run_node)
+    if e is None or not e.write_gib_s:
+        return None, None, None, "none"
+    t = _from_knobs(e, nic, files=job.emulated[run_node].files, concurrency=cfg.drain.concurrency,
+                    is_global=name == "global")
+    return t.write.node_rate(1), t.drain.node_rate(1), t.read.node_rate(1) if t.read else None, e.shared_by
+
+
+def run_links(cfg, job) -> NodeLinks:
+    """Every tier as a run paces its nodes: what ``simulate --as-run`` shares, so it reproduces the run
+    rather than the job the run is part of. A run of the whole job shares the job's links (each node
+    at its share when all move, a lone reader at its NIC); a run of some of its nodes gives each its
+    share of the job's (:func:`tier_emulation`, the heaviest node's)."""
+    node = max(range(len(job.emulated)), key=lambda i: job.emulated[i].node_bytes)
+    files = job.emulated[node].files
+    links = node_links(cfg, files=files)
+    if len(job.emulated) == job.nodes:  # capacities in the bytes the run moves
+        scale = cfg.run.scale
+        return replace(links, tiers={n: replace(t, capacity_bytes=t.capacity_bytes and int(t.capacity_bytes * scale))
+                                     for n, t in links.tiers.items()})
+    tiers = dict(links.tiers)
+    for name in tiers:
+        if name == "peer":
+            continue
+        e = tier_emulation(cfg, name, job, run_node=node)
+        knobs = _from_knobs(e, links.nic_bps, files=files, concurrency=cfg.drain.concurrency,
+                            is_global=name == "global")
+        tiers[name] = replace(knobs, family=tiers[name].family, source=tiers[name].source)
+    return replace(links, tiers=tiers)

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from emulator.config.design import DEFAULT_SNAPSHOT
-from emulator.design.failures import FailureModel, failure_model
-from emulator.design.job import Job, job_of
-from emulator.design.links import LinkLimits, NodeLinks, TierLinks, node_links, paced_share, tier_emulation
+from emulator.design.failures import SURVIVES, FailureModel, failure_model
+from emulator.design.job import Job, as_run_job, job_of
+from emulator.design.links import LinkLimits, NodeLinks, TierLinks, node_links, pacing, run_links, tier_emulation
 from emulator.errors import UserError
 from emulator.units import parse_rate
 
@@ -50,7 +50,9 @@ class Snapshot:
 class Calibration:
     """What a run measured, per node at full size: its own copy rate into each tier, its restore
     rate from each tier, the snapshot rate per accelerator, fixed costs per checkpoint before
-    the write and after the drain, each class's recovery, and the background interference."""
+    the write and after the drain, each class's recovery, and the background interference.
+    ``paced``: per tier, what the run's node was paced at (emulator/design/links.py ``pacing``): a
+    design paced the same way is the one the run measured, and its measured rates stand."""
 
     source: str = ""
     snapshot_bps: float | None = None
@@ -61,6 +63,9 @@ class Calibration:
     recovery_s: dict = field(default_factory=dict)
     interference_share: float = 0.0
     notes: list = field(default_factory=list)
+    paced: dict = field(default_factory=dict)
+    #: what each retention request took beyond its tier's latency (the host's file operations)
+    retention_request_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,9 @@ class Design:
     measured_recovery_s: dict = field(default_factory=dict)
     sources: dict = field(default_factory=dict)
     notes: tuple = ()
+    retention_request_s: float = 0.0
+    #: the run itself (``simulate --as-run``): its nodes at run.scale, paced as the run paced them
+    as_run: bool = False
 
     @property
     def tiers(self) -> tuple:
@@ -99,9 +107,11 @@ class Design:
     def recovery_tier(self, cls: str) -> str:
         """The nearest tier that survives ``cls``: a process crash keeps host memory and the NVMe, a
         node loss its peers' copies, a group loss only global storage."""
-        survives = {"process": ("memory", "peer", "local", "global"), "node": ("peer", "global"),
-                    "group": ("global",)}[cls]
-        return next(t for t in self.tiers if t in survives)
+        return next(t for t in self.tiers if t in SURVIVES[cls])
+
+    def survives(self, cls: str, tier: str) -> bool:
+        """Whether the copies on ``tier`` survive a failure of ``cls`` (failures.SURVIVES)."""
+        return tier in SURVIVES[cls]
 
 
 def ladder_of(cfg) -> tuple:
@@ -131,40 +141,66 @@ def _snapshot(cfg, override_bps: float | None, cal: Calibration | None, sources:
     return Snapshot(parse_rate(DEFAULT_SNAPSHOT, "design.node.snapshot.rate"), spec.fixed_s if spec else 0.0)
 
 
-def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes: list, job: Job) -> NodeLinks:
-    """A measured rate replaces the design's where the run could not reach it: a node device's rate
-    outright; a shared link's per-node cap (its aggregate holds). What the run could reach on a shared
-    link is the share its node was paced at, every node of the job moving its bytes at once."""
+def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes: list,
+                paced: dict | None = None, first: str | None = None) -> NodeLinks:
+    """Where the run's node was paced as this design paces it (``paced``: tier -> :func:`pacing`), the
+    run measured this design: what it reached of its pace is the host's efficiency, and the tier's
+    links are scaled by it, so that every sharing (a lone reader, a storm, unequal nodes) keeps the
+    design's dynamics at the run's speed. A run of another design sets a rate only where it could not
+    reach the design's node alone (below 90 %: its host's limit): a node device's rate outright, a
+    shared link's per-node cap (its aggregate holds)."""
     if cal is None:
         return links
     tiers = dict(links.tiers)
     for name, t in links.tiers.items():
         copy, read = cal.copy_bps.get(name), cal.read_bps.get(name)
+        same = name in cal.paced and paced is not None and _same_pace(cal.paced[name], paced.get(name))
         if not read and copy and t.source == "none" and t.read is None:
             read = copy
             notes.append(f"{name}: no restore from it measured; its reads are planned at its measured write rate")
-        changes = {}
         # a shared store nothing paced was seen from one node: its aggregate is unknown, so the job is
         # credited with no more than that node's rate (never every node at it: that would flatter it)
-        unknown_aggregate = t.source == "none" and name == "global"
-        if copy:
-            design = paced_share(t.drain, job)
-            if copy < HOST_BOUND * design or t.source == "none":
-                changes["write"] = changes["drain"] = LinkLimits(copy if unknown_aggregate else t.drain.aggregate_bps,
-                                                                 copy)
-                sources[f"{name}_write"] = "measured"
+        unknown = t.source == "none" and name == "global"
+        changes = {}
+        if copy:  # against what the run's node was paced at (this design), else the design's node alone
+            pace = cal.paced[name][0 if name == first else 1] if same else t.drain.node_rate(1)
+            if same:
+                eff = min(1.0, copy / pace)
+                changes["write"], changes["drain"] = t.write.scaled(eff), t.drain.scaled(eff)
+                notes.append(f"{name}: a run of this design reached {copy / 1e9:.3g} GB/s of the {pace / 1e9:.3g} "
+                             f"GB/s it was paced at ({eff:.1%}): its links planned at that share")
+            elif copy < HOST_BOUND * pace or t.source == "none":
+                changes["write"] = changes["drain"] = LinkLimits(copy if unknown else t.drain.aggregate_bps, copy)
                 notes.append(f"{name}: an unpaced store measured from one node at {copy / 1e9:.3g} GB/s: the job "
-                             f"is credited with that rate, its aggregate being unknown" if unknown_aggregate else
+                             "is credited with that rate, its aggregate being unknown" if unknown else
                              f"{name}: the run reached {copy / 1e9:.3g} GB/s of its node's "
-                             f"{design / 1e9:.3g} GB/s: the host limited it; planned at the measured rate")
-        if read and (t.read is not None or t.source == "none"):  # an unpaced tier reads at what it measured
-            base = t.read if t.read is not None else t.drain
-            if read < HOST_BOUND * paced_share(base, job) or t.source == "none":
-                changes["read"] = LinkLimits(read if unknown_aggregate else base.aggregate_bps, read)
+                             f"{pace / 1e9:.3g} GB/s: the host limited it; planned at the measured rate")
+            if changes:
+                sources[f"{name}_write"] = "measured"
+        if read and t.read is None:  # reads not paced: the host's rate, under the write's aggregate
+            changes["read"] = LinkLimits(read if unknown else t.drain.aggregate_bps, read)
+            sources[f"{name}_read"] = "measured"
+            notes.append(f"{name}: reads have no rate in the design; the run's {read / 1e9:.3g} GB/s per node"
+                         + ("" if t.drain.aggregate_bps == float("inf") else ", under the write's aggregate"))
+        elif read:
+            same_read = same and cal.paced[name][2]
+            pace = cal.paced[name][2] if same_read else t.read.node_rate(1)
+            if same_read:
+                changes["read"] = t.read.scaled(min(1.0, read / pace))
+            elif read < HOST_BOUND * pace or t.source == "none":
+                changes["read"] = LinkLimits(t.read.aggregate_bps, read)
+            if "read" in changes:
                 sources[f"{name}_read"] = "measured"
         if changes:
             tiers[name] = replace(t, **changes)
     return replace(links, tiers=tiers)
+
+
+def _same_pace(a, b) -> bool:
+    """Two :func:`pacing` tuples alike (rates within a millionth)."""
+    if a is None or b is None or a[3] != b[3] or a[1] is None:
+        return False
+    return all(x == y or (x and y and abs(x - y) <= 1e-6 * max(x, y)) for x, y in zip(a[:3], b[:3]))
 
 
 def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None = None,
@@ -172,15 +208,23 @@ def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None 
             global_write_bps: float | None = None, nic_bps: float | None = None,
             snapshot_bps: float | None = None, mttf_hours: float | None = None,
             node_loss_fraction: float | None = None, group_loss_fraction: float | None = None,
-            restart_s: float | None = None, base_interval_s: float | None = None) -> Design:
-    """The design of ``cfg``, with a calibration and the commands' overrides (None: the config's)."""
+            restart_s: float | dict | None = None, base_interval_s: float | None = None,
+            as_run: bool = False) -> Design:
+    """The design of ``cfg``, with a calibration and the commands' overrides (None: the config's).
+    ``as_run``: the run of ``cfg`` itself, its ``emulated_nodes`` nodes at ``run.scale`` paced as the
+    run paced them (``simulate --as-run``: the model checked against an emulated run)."""
     sources, notes = {}, list(calibration.notes) if calibration is not None else []
     job = job_of(cfg, nodes=nodes, accelerators_per_node=accelerators_per_node, emulated_nodes=emulated_nodes)
-    links = node_links(cfg, files=job.heaviest.files)
+    paced = {name: pacing(cfg, name, job) for name in cfg.tiers.configured()}
+    if as_run:
+        links, job = run_links(cfg, job), as_run_job(job, cfg.run.scale)
+    else:
+        links = node_links(cfg, files=job.heaviest.files)
     links = _overridden(links, global_write_bps, nic_bps)
     if not links.nic_stated and nic_bps is None:
         notes.append("design.node.nic: not given; assumed 400Gb/s per node")
-    links = _calibrated(links, calibration, sources, notes, job)
+    first = next((t for t in links.tiers if t != "peer"), None)
+    links = _calibrated(links, calibration, sources, notes, paced, first)
     for name, t in links.tiers.items():
         sources.setdefault(f"{name}_write", t.source)
     fm = failure_model(cfg.design.failures if cfg.design is not None else None, job.accelerators,
@@ -198,8 +242,9 @@ def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None 
                   restore_readers=cfg.checkpoint.restore_readers, drain_concurrency=cfg.drain.concurrency,
                   verify=cfg.drain.verify, async_waits_for=cfg.checkpoint.async_waits_for,
                   fixed_pre_s=cal.fixed_pre_s, fixed_post_s=cal.fixed_post_s,
-                  interference_share=cal.interference_share, measured_recovery_s=dict(cal.recovery_s),
-                  sources=sources, notes=tuple(notes))
+                  interference_share=cal.interference_share,
+                  measured_recovery_s={} if as_run else dict(cal.recovery_s),
+                  sources=sources, notes=tuple(notes), retention_request_s=cal.retention_request_s, as_run=as_run)
 
 
 def _overridden(links: NodeLinks, global_write_bps: float | None, nic_bps: float | None) -> NodeLinks:
@@ -218,6 +263,11 @@ def _overridden(links: NodeLinks, global_write_bps: float | None, nic_bps: float
         cap = LinkLimits(node_bps=nic)
         tiers["peer"] = replace(tiers["peer"], write=cap, read=cap, drain=cap)
     return replace(links, tiers=tiers, nic_bps=nic, nic_stated=links.nic_stated or nic_bps is not None)
+
+
+def overridden(design: Design, *, global_write_bps: float | None = None, nic_bps: float | None = None) -> Design:
+    """``design`` with the global aggregate and the NIC the flags give (a sweep's row of bandwidths)."""
+    return replace(design, links=_overridden(design.links, global_write_bps, nic_bps))
 
 
 def run_emulation(cfg, name: str, *, run_node: int = 0, run_nodes: int = 1, alone_read: bool = False):

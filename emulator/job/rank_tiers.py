@@ -3,7 +3,7 @@
 Both protocols (the emulator's and MLPerf's) build their tiers here, so the
 scope a backend sees (rank, node, shared and spool folders) is the same. A
 tier emulated as the job's aggregate (``shared_by: job``) is built as this
-node's share of it (emulator/simulation/sharing.py ``node_emulation``), so
+node's share of it (emulator/design/links.py ``tier_emulation``), so
 nodes on several machines split the rate and never multiply it.
 """
 from __future__ import annotations

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from emulator.design import Design, costs
 from emulator.design.failures import CLASSES
-from emulator.planner.model import FailureClass, Level, LevelInputs
+from emulator.planner.model import FailureRate, Level, LevelInputs
 
 
 class DesignLevels:
@@ -30,7 +30,7 @@ class DesignLevels:
         self.copy_s = {n: costs.copy_seconds(design, n) for n in self.names}
         self.snapshot_s = costs.snapshot_seconds(design)
         self.restore_s = {n: costs.restore_seconds(design, n) for n in self.names}
-        self.classes = tuple(FailureClass(c, design.failures.rate(c), design.recovery_tier(c),
+        self.classes = tuple(FailureRate(c, design.failures.rate(c), design.recovery_tier(c),
                                           costs.recovery_seconds(design, c)) for c in CLASSES)
         self._lags: dict = {}
 

@@ -66,7 +66,7 @@ class Level:
 
 
 @dataclass(frozen=True)
-class FailureClass:
+class FailureRate:
     """Failures of one kind: Poisson at ``rate_per_s``; ``nearest`` names the lowest level that
     survives them (process -> memory, node -> peer, group -> global); the levels below are lost.
     ``recovery_s``: what one costs until training resumes (detection, restart or replacement, the

@@ -1,20 +1,14 @@
-"""Failure arrivals: Poisson from an MTTF per accelerator, or a trace file.
+"""Failure arrivals: Poisson from the design's failure model, or a trace file.
 
-Synchronous training stops when any accelerator fails, so N accelerators
-with MTTF m fail as one Poisson process of rate N/m (the planner's model,
-emulator/planner.py). Each failure is a process restart (the job restores
-from the node-local tier) or a node loss (the node is replaced, its local
-tier is gone, the job restores from the global tier). Without a kind, a
-failure is a node loss with probability ``node_loss_fraction``: by default
-0.78, the share of Llama 3's 419 unexpected interruptions that Meta
-attributed to hardware (a host with faulty hardware is taken out of the job).
+The failure model is the design's (emulator/design/failures.py): the job's accelerators fail as
+one Poisson process of rate accelerators / MTTF, each failure of one class (``process``, ``node``,
+``group``) drawn by the classes' shares. A trace replaces the arrivals.
 
-Trace: a CSV file, one failure per row, ``TIME[,KIND]``; TIME is seconds
-from the start or a duration with units (``90s``, ``12.5m``, ``3h``,
-``2d4h``), KIND is ``restart`` or ``node`` (aliases ``process``,
-``node_loss``) or ``group`` (a whole replica group lost: multi-level plans,
-emulator/simulation/level_design.py; the two-tier model counts it as a node loss). Blank lines and ``#`` comments are skipped, and so is a first
-row ``time,kind``. Rows must be in time order.
+Trace: a CSV file, one failure per row, ``TIME[,KIND]``; TIME is seconds from the start or a
+duration with units (``90s``, ``12.5m``, ``3h``, ``2d4h``), KIND a class (``process``, ``node``,
+``group``; older traces' ``restart`` is ``process``, and ``node_loss`` is ``node``); a row without
+one is drawn by the shares. Blank lines and ``#`` comments are skipped, and so is a first row
+``time,kind``. Rows must be in time order.
 """
 from __future__ import annotations
 
@@ -24,20 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from emulator.design.failures import class_of
 from emulator.errors import UserError
 from emulator.units import parse_duration
-
-HOUR = 3600.0
-RESTART, NODE, GROUP = "restart", "node", "group"
-_KINDS = {"restart": RESTART, "process": RESTART, "process_restart": RESTART,
-          "node": NODE, "node_loss": NODE, "node-loss": NODE, "group": GROUP}
-DEFAULT_NODE_LOSS_FRACTION = 0.78
 
 
 @dataclass(frozen=True)
 class Failure:
     time_s: float
-    kind: str | None  # None: drawn with the node-loss fraction
+    kind: str | None  # a class (process, node, group); None: drawn by the shares
 
 
 def read_trace(path: str) -> list[Failure]:
@@ -75,36 +64,41 @@ def _row(cells: list[str], where: str, previous: float | None) -> Failure:
         raise UserError(f"{where}: time {cells[0]} is before the previous row's (rows must be in time order)")
     kind = None
     if len(cells) == 2 and cells[1]:
-        kind = _KINDS.get(cells[1].lower())
+        kind = class_of(cells[1])
         if kind is None:
-            raise UserError(f"{where}: unknown kind {cells[1]!r} (use restart, node or group)")
+            raise UserError(f"{where}: unknown kind {cells[1]!r} (use process, node or group; restart is process)")
     return Failure(t, kind)
 
 
 class Arrivals:
-    """The failures of one simulation, in time order, with their kinds decided."""
+    """The failures of one simulation, in time order, each with its class: of the design's failure
+    model (``failures``), or of a ``trace`` (rows without a class drawn by the model's shares).
+    Seeded, so every cell of a sweep sees the same failures."""
 
-    def __init__(self, *, accelerators: int, mttf_hours: float | None, trace: list[Failure] | None,
-                 node_loss_fraction: float, seed: int):
-        self.rng = random.Random(seed)
-        self.node_loss_fraction = node_loss_fraction
-        self.trace = trace
-        self.rate = accelerators / (mttf_hours * HOUR) if trace is None and mttf_hours else 0.0
+    def __init__(self, failures, *, trace: list[Failure] | None = None, seed: int = 0):
+        self.failures, self.trace, self.seed = failures, trace, seed
 
-    def __iter__(self) -> Iterator[tuple[float, str, float]]:
-        """(absolute time in seconds, kind, u) lazily (Poisson arrivals never end); ``u`` in
-        [0, 1) picks the failed node, so every sweep cell sees the same failures."""
+    def __iter__(self) -> Iterator[tuple[float, str]]:
+        """(absolute time in seconds, class) lazily (Poisson arrivals never end)."""
+        rng = random.Random(self.seed)
         if self.trace is not None:
             for f in self.trace:
-                kind = NODE if f.kind == GROUP else f.kind  # a group loss is a node loss here, and more
-                yield f.time_s, kind or self._kind(), self.rng.random()
+                yield f.time_s, f.kind or self.failures.draw(rng)
             return
-        if self.rate <= 0:
+        rate = self.failures.rate_per_s
+        if rate <= 0:
             return
         t = 0.0
         while True:
-            t += self.rng.expovariate(self.rate)
-            yield t, self._kind(), self.rng.random()
+            t += rng.expovariate(rate)
+            yield t, self.failures.draw(rng)
 
-    def _kind(self) -> str:
-        return NODE if self.rng.random() < self.node_loss_fraction else RESTART
+    def rates(self, horizon_s: float | None = None) -> dict:
+        """Failures per second of each class: the model's, or a trace's counts over its span."""
+        if self.trace is None:
+            return self.failures.rates()
+        span = max((f.time_s for f in self.trace), default=0.0) or horizon_s or 1.0
+        counts = {c.name: 0 for c in self.failures.classes}
+        for _, cls in self:
+            counts[cls] += 1
+        return {c: n / span for c, n in counts.items()}

@@ -1,44 +1,37 @@
-"""Costs from a real emulation run: results.json -> per-byte and per-request costs.
+"""A real emulation run as a calibration of the design: results.json -> :class:`emulator.design.Calibration`.
 
-:func:`read_results` is the only code that reads results.json (its docstring
-lists every field used); everything else works on :class:`RunFigures`.
+:func:`read_results` is the only code that reads results.json (its docstring lists every field
+used); :func:`read_calibration` turns what it read into what the design takes from a run, per node
+at full size (emulator/design/model.py applies it):
 
-:func:`calibrate` turns the run's phase durations into the rates the config
-would have needed to produce them, in the config's own units (a tier's
-``write_gib_s`` under its ``shared_by``, see sharing.py), so the simulator
-applies them exactly as it applies configured rates. Per-request costs are
-the configured latencies (``latency_ms`` + half the ``jitter_ms``); what the
-run measured beyond bytes and requests per checkpoint (collectives, manifests,
-the host) is a fixed cost per checkpoint. Byte-proportional costs scale
-linearly to full size; latencies and fixed costs do not. The notes say what
-was measured, what it became, and how it was extrapolated.
+- the snapshot rate per accelerator (the stall before the pipeline over the largest rank's file);
+- each tier's copy rate, a node's bytes over its time less its requests (the ranks' write to the
+  first tier less its commit; the drain to global storage less its waves of requests; a peer's
+  send and the NVMe's copy from memory as the run's levels timed them), and each tier's read rate
+  (a restore from it alone, less its two requests);
+- the fixed costs of a checkpoint beyond its transfers and requests (barriers, gathers, the host),
+  before the write and after the drain; what each retention request took beyond its latency;
+- each failure class's measured recovery; the background interference (with the run's baseline);
+- how the run's node was paced on each tier, so a design paced the same way keeps the measured rates.
 
-Scale: a run at ``run.scale`` F moves F of the bytes, and its time follows the
-bytes (steps last ``step_seconds`` x F; results.json's ``full_size`` figures
-are measured / F). A rate is bytes over seconds *of the same run*, so it is the
-full-size design's rate as it stands: the records' durations (at F) go with
-the records' bytes (at F), never with the ``full_size`` figures. What a rate
-gives for full-size bytes is then the run's ``full_size`` figure, except for
-the requests' latency and the fixed cost, which do not shrink with F
-(emulator/results/scale_notes.py) and so are counted once, not / F
-(tests/test_simulate.py checks this against a real run). Only ``--as-run``
-simulates at F, with the run's own step time.
+Scale: a run at ``run.scale`` F moves F of the bytes and its time follows them. A rate is bytes over
+seconds *of the same run*, so it holds at full size as it stands; latencies and fixed costs do not
+shrink with F and are counted once, never / F (emulator/results/scale_notes.py; tests/test_simulate.py
+checks this against a real run). Only ``--as-run`` simulates at F, with the run's own step time.
 """
 from __future__ import annotations
 
 import json
-import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulator.config import from_mapping
-from emulator.design import Calibration as DesignCalibration
-from emulator.design import resolve
+from emulator.design import Calibration, resolve
+from emulator.design.costs import retention_requests
+from emulator.design.job import NodeGroup, job_of
+from emulator.design.links import pacing
 from emulator.errors import ConfigError, UserError
-from emulator.simulation.inputs import Calibration, retention_requests, tier_latency, tier_sharing
-from emulator.simulation.sharing import bytes_sharing, rate_from
-from emulator.units import GIB
 
 
 @dataclass(frozen=True)
@@ -57,6 +50,9 @@ class RunRecord:
     written_to: str
     missed: bool
     ok: bool
+    due: tuple = ("local", "global")
+    #: tier -> seconds of that tier's own stage (a peer's send, a copy from memory to NVMe)
+    stages: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -75,12 +71,8 @@ class RunFigures:
     #: mode -> training time its steps lost to background work beyond the stalls (interference), per
     #: checkpoint, at the run's scale; absent without the no-checkpoint baseline
     interference_s: dict = field(default_factory=dict)
-    #: tier -> mean lag (snapshot to complete there, slowest node) at the run's scale (``levels``)
-    level_lags_s: dict = field(default_factory=dict)
     #: failure class -> {"seconds_full_size", "served_by"} of its recovery (``recoveries``)
     recoveries: dict = field(default_factory=dict)
-    #: tier -> {"seconds_mean": its own stage, "node_bytes"} at the run's scale (``levels``)
-    level_stages: dict = field(default_factory=dict)
     #: tier -> {"seconds": a restore from it alone, slowest rank, "node_bytes"} (``restore_by_tier``)
     tier_restores: dict = field(default_factory=dict)
 
@@ -88,17 +80,17 @@ class RunFigures:
 def read_results(path: str) -> RunFigures:
     """Read an emulation run's results.json (the one place that does).
 
-    Fields used: ``config`` (the resolved run config: model, parallelism,
-    run.scale, checkpoint.keep, drain.concurrency, tiers and their
-    ``emulate``), ``nodes``, ``ranks``, ``modes.<mode>.training_wall_s``,
-    ``.stall_total_s`` and ``.steps``, ``load.recovery_mean_s_by_tier``, and
-    every ``per_rank[].records[]``'s ``mode``, ``step``, ``rank``, ``node``,
-    ``stall_s``, ``wait_s``, ``snapshot_s``, ``local_write_s``, ``drain_s``,
-    ``complete_s``, ``file_bytes``, ``written_to``, ``missed``,
-    ``global_complete`` and ``error``; whether it has ``step_seconds`` (its step time followed
-    the scale); with a baseline, ``baseline.step_wall_s`` and ``modes.<mode>.interference_ratio``. Durations are at the run's scale (``config.run.scale``), as its bytes are: the
-    ``full_size`` figures are not read (see the module docstring). Modes without checkpoints
-    (the baseline ``none``) have no records and calibrate nothing.
+    Fields used: ``config`` (the resolved run config), ``nodes``, ``ranks``,
+    ``modes.<mode>.training_wall_s``, ``.stall_total_s`` and ``.steps``,
+    ``load.recovery_mean_s_by_tier``, every ``per_rank[].records[]``'s ``mode``, ``step``,
+    ``rank``, ``node``, ``stall_s``, ``wait_s``, ``snapshot_s``, ``local_write_s``, ``drain_s``,
+    ``complete_s``, ``file_bytes``, ``written_to``, ``missed``, ``global_complete``, ``error``,
+    ``due`` and ``tiers.<tier>.seconds``; ``recoveries[]`` (``class``, ``seconds_full_size``,
+    ``served_by``); ``restore_by_tier.<tier>`` (``ok``, ``seconds``, ``node_bytes``); whether it has
+    ``step_seconds`` (its step time followed the scale); with a baseline, ``baseline.step_wall_s``
+    and ``modes.<mode>.interference_ratio``. Durations are at the run's scale, as its bytes are: the
+    ``full_size`` figures are not read (see the module docstring). Modes without checkpoints (the
+    baseline ``none``) have no records and calibrate nothing.
     """
     where = f"--calibrate {path}"
     try:
@@ -109,28 +101,32 @@ def read_results(path: str) -> RunFigures:
         raise UserError(f"{where}: not a JSON file (give the results.json of a ckpt-emu run)") from None
     try:
         cfg = from_mapping(raw["config"])
-        records = [RunRecord(r["mode"], int(r["step"]), int(r["rank"]), int(r["node"]), float(r["stall_s"]),
-                             float(r["wait_s"]), float(r["snapshot_s"]), float(r["local_write_s"]),
-                             float(r["drain_s"]), float(r["complete_s"]), int(r["file_bytes"]),
-                             str(r["written_to"]), bool(r["missed"]), bool(r["global_complete"]) and not r["error"])
-                   for pr in raw["per_rank"] for r in pr["records"]]
+        records = [_record(r) for pr in raw["per_rank"] for r in pr["records"]]
         steps = {m: (float(v["training_wall_s"]), float(v["stall_total_s"]), int(v["steps"]))
                  for m, v in raw["modes"].items() if m != "none"}
         recovery = {str(k): float(v) for k, v in (raw["load"].get("recovery_mean_s_by_tier") or {}).items()}
-        lags = {str(k): float(v["lag_mean_s"]) for k, v in (raw.get("levels") or {}).items()}
         recoveries = {str(x["class"]): {"seconds_full_size": float(x["seconds_full_size"]),
                                         "served_by": dict(x["served_by"])} for x in raw.get("recoveries") or []}
-        stages = {str(k): {"seconds_mean": float(v["seconds_mean"]), "node_bytes": int(v["node_bytes"])}
-                  for k, v in (raw.get("levels") or {}).items() if "seconds_mean" in v}
         restores = {str(k): {"seconds": float(v["seconds"]), "node_bytes": int(v["node_bytes"])}
                     for k, v in (raw.get("restore_by_tier") or {}).items() if v.get("ok") and "node_bytes" in v}
         return RunFigures(str(path), cfg, int(raw["nodes"]), int(raw["ranks"]), records, steps, recovery,
                           time_scaled="step_seconds" in raw, interference_s=_interference(raw, records),
-                          level_lags_s=lags, recoveries=recoveries, level_stages=stages, tier_restores=restores)
+                          recoveries=recoveries, tier_restores=restores)
     except ConfigError as exc:
         raise UserError(f"{where}: its config does not load: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UserError(f"{where}: not the results.json of a ckpt-emu run (missing or bad {exc})") from None
+
+
+def _record(r: dict) -> RunRecord:
+    due = tuple(r.get("due") or ("local", "global"))
+    ok = not r["error"] and (bool(r["global_complete"]) or "global" not in due)
+    stages = {str(k): float(v["seconds"]) for k, v in (r.get("tiers") or {}).items()
+              if isinstance(v, dict) and v.get("complete")}
+    return RunRecord(r["mode"], int(r["step"]), int(r["rank"]), int(r["node"]), float(r["stall_s"]),
+                     float(r["wait_s"]), float(r["snapshot_s"]), float(r["local_write_s"]), float(r["drain_s"]),
+                     float(r["complete_s"]), int(r["file_bytes"]), str(r["written_to"]), bool(r["missed"]), ok,
+                     due, stages)
 
 
 def _interference(raw: dict, records: list) -> dict:
@@ -145,21 +141,6 @@ def _interference(raw: dict, records: list) -> dict:
     return out
 
 
-def interference_share(fig: RunFigures, mode: str) -> float:
-    """Interference per checkpoint over the background work it came with (the pipeline after the
-    stall: local write, drain, manifests), both at the run's scale: a share that follows that work's
-    length at any size. 0 without a baseline or a complete checkpoint of ``mode``."""
-    lost = fig.interference_s.get(mode, 0.0)
-    if not lost:
-        return 0.0
-    st = _Steps(fig, mode)
-    if st.mode != mode:
-        return 0.0
-    background = st.mean(lambda recs: _Steps.node_max(recs, "complete_s") - _Steps.node_max(recs, "wait_s")
-                         - _Steps.staging(recs))
-    return lost / background if background and background > 0 else 0.0
-
-
 def check_same_preset(cfg, fig: RunFigures) -> None:
     """A calibration only transfers between runs of the same model (its bytes per rank)."""
     mine, theirs = cfg.model, fig.config.model
@@ -168,6 +149,28 @@ def check_same_preset(cfg, fig: RunFigures) -> None:
         raise UserError(f"--calibrate {fig.source}: made with preset {theirs.name!r}, this config is "
                         f"{mine.name!r} (model.{', model.'.join(diff)} differ); calibrate with a run of the "
                         f"same model")
+
+
+def run_groups(fig: RunFigures) -> tuple | None:
+    """The run's own nodes as node groups, their files as the run wrote them (``--as-run``: the bytes
+    the run moved, headers included, not the sizing's); None when a rank wrote nothing complete."""
+    first = {}
+    for r in fig.records:
+        if r.ok:
+            first.setdefault(r.rank, (r.node, r.file_bytes))
+    if len(first) != fig.ranks:
+        return None
+    by_node = defaultdict(list)
+    for node, size in first.values():
+        by_node[node].append(size)
+    counts = Counter((sum(s), max(s), len(s)) for s in by_node.values())
+    return tuple(NodeGroup(k, b, f, n) for (b, f, n), k in sorted(counts.items()))
+
+
+def step_seconds(fig: RunFigures, mode: str) -> float | None:
+    """The run's measured training time per step of ``mode`` (its wall less its stalls), at its scale."""
+    wall, stall, steps = fig.mode_steps.get(mode, (0.0, 0.0, 0))
+    return max(0.0, (wall - stall) / steps) if steps else None
 
 
 class _Steps:
@@ -182,7 +185,6 @@ class _Steps:
             raise UserError(f"--calibrate {fig.source}: the run has no complete checkpoint to calibrate from")
         mine = [recs for recs in steps if recs[0].mode == mode]
         self.steps, self.mode = (mine, mode) if mine else (steps, None)
-        self.per_node = max(1, fig.ranks // max(1, fig.nodes))
 
     @staticmethod
     def staging(recs) -> float:
@@ -191,17 +193,17 @@ class _Steps:
             return max(r.stall_s - r.wait_s for r in recs)
         return max(r.snapshot_s for r in recs)
 
-    @staticmethod
-    def missed(recs) -> bool:
-        return any(r.missed for r in recs)
-
-    def mean(self, fn, recs_filter=None) -> float | None:
-        vals = [fn(recs) for recs in self.steps if recs_filter is None or recs_filter(recs)]
+    def mean(self, fn, keep=None) -> float | None:
+        vals = [fn(recs) for recs in self.steps if keep is None or keep(recs)]
         return sum(vals) / len(vals) if vals else None
 
     @staticmethod
-    def node_max(recs, attr: str) -> float:
+    def most(recs, attr: str) -> float:
         return max(getattr(r, attr) for r in recs)
+
+    @staticmethod
+    def most_stage(recs, tier: str) -> float:
+        return max(r.stages.get(tier, 0.0) for r in recs)
 
     @staticmethod
     def node_bytes(recs) -> int:
@@ -211,201 +213,154 @@ class _Steps:
         return max(by_node.values())
 
 
-def _gib(bps: float | None) -> str:
-    return "not paced" if bps is None else f"{bps / GIB:.4g} GiB/s"
+def _mib(b: float) -> str:
+    return f"{b / 2 ** 20:.2f} MiB"
 
 
-def _configured(tier_cfg, direction: str) -> float | None:
-    e = tier_cfg.emulate if tier_cfg is not None else None
-    v = getattr(e, f"{direction}_gib_s", None) if e is not None else None
-    return None if v is None else v * GIB
+class _Calibrating:
+    """One mode's calibration from a run, step by step; notes say what each figure became."""
+
+    def __init__(self, fig: RunFigures, mode: str | None):
+        self.fig, self.run = fig, fig.config
+        self.st = _Steps(fig, mode)
+        self.design = resolve(self.run, emulated_nodes=fig.nodes, as_run=True)  # the run, as it ran
+        self.cal = Calibration(source=fig.source)
+        self.node_bytes = self.st.node_bytes(self.st.steps[0])
+        self.file_bytes = max(r.file_bytes for recs in self.st.steps for r in recs)
+
+    def lat(self, tier: str) -> float:
+        t = self.design.link(tier)
+        return t.latency_s if t is not None else 0.0
+
+    def rate(self, tier: str, what: str, seconds: float | None, requests_s: float, nbytes: float,
+             into: dict) -> None:
+        """``nbytes`` over ``seconds`` less its requests, into ``into[tier]``, and a note."""
+        if seconds is None:
+            return
+        moving = seconds - requests_s
+        if moving <= 0 or nbytes <= 0:
+            self.cal.notes.append(f"{tier} {what}: {seconds * 1000:.1f} ms measured is no more than its requests "
+                                  f"({requests_s * 1000:.1f} ms): not calibrated, the design's rate stands")
+            return
+        into[tier] = nbytes / moving
+        self.cal.notes.append(f"{tier} {what}: {seconds * 1000:.1f} ms measured ({requests_s * 1000:.1f} ms of it "
+                              f"requests) for {_mib(nbytes)} per node -> {into[tier] / 1e9:.4g} GB/s per node")
+
+    def copies(self) -> None:
+        st, d = self.st, self.design
+        for first in sorted({recs[0].written_to for recs in st.steps}):
+            lat = self.lat(first)
+            seconds = st.mean(lambda recs: st.most(recs, "local_write_s"),
+                              lambda recs, f=first: all(r.written_to == f for r in recs))
+            self.rate(first, "write", seconds, lat, self.node_bytes, self.cal.copy_bps)
+        waves = -(-d.job.heaviest.files // d.drain_concurrency)
+        drain = st.mean(lambda recs: st.most(recs, "drain_s"),
+                        lambda recs: all(r.written_to != "global" and "global" in r.due for r in recs))
+        if "global" not in self.cal.copy_bps or drain is not None:
+            self.rate("global", "drain", drain, 2 * waves * self.lat("global"), self.node_bytes, self.cal.copy_bps)
+        for tier in ("peer", "local"):  # a peer's send, the NVMe's copy from memory
+            if tier in self.cal.copy_bps:
+                continue
+            seconds = st.mean(lambda recs, t=tier: st.most_stage(recs, t),
+                              lambda recs, t=tier: all(t in r.stages and r.written_to != t for r in recs))
+            copies = d.replicas if tier == "peer" else 1
+            self.rate(tier, "copy", seconds, 0.0, self.node_bytes * copies, self.cal.copy_bps)
+
+    def reads(self) -> None:
+        for tier, r in self.fig.tier_restores.items():
+            self.rate(tier, "restore", r["seconds"], 2 * self.lat(tier), r["node_bytes"], self.cal.read_bps)
+        for tier, seconds in self.fig.recovery_s.items():  # the run's loads; with failures injected they
+            # mix a lone reader with the others' reads: restore_by_tier alone times a tier then
+            if tier in self.design.tiers and tier not in self.cal.read_bps and not self.fig.recoveries:
+                self.rate(tier, "restore", seconds, 2 * self.lat(tier), self.node_bytes, self.cal.read_bps)
+        if "peer" in self.cal.copy_bps and "peer" not in self.cal.read_bps:  # a fetch travels the sends' path
+            self.cal.read_bps["peer"] = self.cal.copy_bps["peer"]
+            self.cal.notes.append(f"peer fetch: not timed alone; at the rate the run's peer copies reached, "
+                                  f"{self.cal.read_bps['peer'] / 1e9:.4g} GB/s per node")
+
+    def fixed(self) -> None:
+        """What a checkpoint took beyond its staging, transfers and requests (collectives, the host), and
+        how much longer than its requests' latency the retention a late checkpoint waited for took."""
+        st = self.st
+
+        def residual(recs) -> float:
+            m = lambda a: st.most(recs, a)  # noqa: E731
+            first, due = recs[0].written_to, recs[0].due
+            stages = sum(st.most_stage(recs, t) for t in due if t not in (first, "global"))
+            lat = (self.lat(first) if first != "global" else 0.0) + (self.lat("global") if "global" in due else 0.0)
+            return m("complete_s") - m("wait_s") - st.staging(recs) - m("local_write_s") - m("drain_s") - stages - lat
+        res = max(0.0, st.mean(residual, lambda recs: not any(r.missed for r in recs)) or 0.0)
+        self.cal.fixed_pre_s = self.cal.fixed_post_s = res / 2
+        self.cal.notes.append(f"coordination: {res * 1000:.1f} ms per checkpoint beyond transfers and requests "
+                              f"(barrier, gathers, manifests' bytes); a fixed cost, not scaled")
+        late = st.mean(residual, lambda recs: any(r.missed for r in recs))
+        if late is None:
+            return
+        requests = retention_requests(self.design)
+        modeled = sum(n * self.lat(t) for t, n in requests.items())
+        count = sum(requests.values())
+        self.cal.retention_request_s = max(0.0, late - res - modeled) / max(1, count)
+        self.cal.notes.append(f"retention: late checkpoints waited {(late - res) * 1000:.1f} ms for the previous "
+                              f"one's ({count} requests, {modeled * 1000:.1f} ms of latency): "
+                              f"{self.cal.retention_request_s * 1000:.2f} ms more per request")
+
+    def build(self) -> Calibration:
+        fig, cal, st = self.fig, self.cal, self.st
+        cal.notes.append(f"calibrated by {fig.source} ({st.mode or 'all'} checkpoints: {len(st.steps)}): "
+                         f"{fig.ranks} ranks on {fig.nodes} node(s) at run.scale {self.run.run.scale:g}, "
+                         f"{_mib(self.node_bytes)} per node per checkpoint; rates are its bytes over its seconds, "
+                         f"so they hold at any size; requests and per-checkpoint costs are counted once, not / scale")
+        if not fig.time_scaled:
+            cal.notes.append("the run predates time following run.scale (no step_seconds in its results.json): "
+                             "its rates hold, its step time is its own (only --as-run uses it)")
+        stage = st.mean(st.staging)
+        if stage and stage > 0:
+            cal.snapshot_bps = self.file_bytes / stage
+            cal.notes.append(f"staging (the stall before the pipeline): {stage * 1000:.2f} ms for the largest rank's "
+                             f"{_mib(self.file_bytes)} -> {cal.snapshot_bps / 1e9:.4g} GB/s per accelerator")
+        self.copies()
+        self.reads()
+        self.fixed()
+        cal.recovery_s = {c: v["seconds_full_size"] for c, v in fig.recoveries.items() if v["seconds_full_size"] > 0}
+        cal.interference_share = interference_share(fig, st.mode or "async")
+        job = job_of(self.run, emulated_nodes=fig.nodes)
+        cal.paced = {name: pacing(self.run, name, job) for name in self.run.tiers.configured()}
+        return cal
 
 
-def _design_rate(tier_cfg, direction: str) -> tuple:
-    """What a tier's config says of one direction's rate: (GiB/s or None, shared_by)."""
-    e = tier_cfg.emulate if tier_cfg is not None else None
-    return (getattr(e, f"{direction}_gib_s", None) if e is not None else None), tier_sharing(tier_cfg)
+def calibration(fig: RunFigures, mode: str | None = None) -> Calibration:
+    """What the run ``fig`` measured, as the design's calibration; with ``mode``, from that mode's
+    checkpoints only when the run has some (each mode's own host behaviour)."""
+    return _Calibrating(fig, mode).build()
 
 
-def _another_design(mine, tier_cfg, direction: str) -> bool:
-    """Whether the simulated config names a rate of its own for this tier and direction (its config,
-    ``--set`` or ``design:``) that the calibrating run did not have: then the design's rate is simulated,
-    and the run's measurement of its own rate is not."""
-    wanted = _design_rate(mine, direction)
-    return wanted[0] is not None and wanted != _design_rate(tier_cfg, direction)
+def read_calibration(path: str, mode: str | None = None) -> Calibration:
+    """The calibration a run's results.json gives (:func:`calibration` of :func:`read_results`)."""
+    return calibration(read_results(path), mode)
 
 
-def _rate(cal: Calibration, name: str, seconds: float | None, requests_s: float, shared: float,
-          tier_cfg, direction: str, what: str, mine=None) -> float | None:
-    """Invert one measured phase into a config-unit rate, and say so in a note. Where the simulated
-    config's tier (``mine``) names another rate than the run's, that design rate stands."""
-    if seconds is None:
-        return None
-    if _another_design(mine, tier_cfg, direction):
-        rate, sb = _design_rate(mine, direction)
-        cal.notes.append(f"{what}: the design's {rate:g} GiB/s ({sb}-shared) is simulated, not the run's "
-                         f"measurement of its {_gib(_configured(tier_cfg, direction))} "
-                         f"({tier_sharing(tier_cfg)}-shared): the calibration supplies host costs, the "
-                         f"design its rates")
-        return None
-    rate = rate_from(seconds - requests_s, shared)
-    if rate is None:
-        cal.notes.append(f"{what}: {seconds * 1000:.1f} ms measured is no more than its requests "
-                         f"({requests_s * 1000:.1f} ms): not calibrated, the config's rate is used")
-        return None
-    cal.notes.append(f"{what}: {seconds * 1000:.1f} ms measured ({requests_s * 1000:.1f} ms of it requests) for "
-                     f"{shared / 2 ** 20:.2f} MiB per {tier_sharing(tier_cfg)}-shared bucket -> {_gib(rate)} "
-                     f"(configured: {_gib(_configured(tier_cfg, direction))})")
-    setattr(cal, name, rate)
-    return rate
-
-
-def _phase_rates(cal: Calibration, run, st: _Steps, sizes: dict, recovery: dict, mine) -> None:
-    """The run's phases as rates; ``mine``: the simulated config's tiers (its design rates stand)."""
-    t = run.tiers
-    files, conc = st.per_node, run.drain.concurrency
-    kw = dict(file_bytes=sizes["file"], node_bytes=sizes["node"], job_bytes=sizes["job"], files=files)
-    if t.local is not None:
-        lw = st.mean(lambda recs: _Steps.node_max(recs, "local_write_s"),
-                     lambda recs: all(r.written_to == "local" for r in recs))
-        _rate(cal, "local_write_bps", lw, tier_latency(t.local),
-              bytes_sharing(tier_sharing(t.local), kind="write", **kw), t.local, "write", "local write", mine.local)
-        waves = math.ceil(files / conc)
-        dr = st.mean(lambda recs: _Steps.node_max(recs, "drain_s"),
-                     lambda recs: all(r.written_to == "local" for r in recs))
-        _rate(cal, "drain_bps", dr, 2 * waves * tier_latency(t.global_),
-              bytes_sharing(tier_sharing(t.global_), kind="drain", concurrency=conc, **kw), t.global_, "write",
-              "drain", mine.global_)
-    else:
-        gw = st.mean(lambda recs: _Steps.node_max(recs, "local_write_s"))
-        _rate(cal, "global_write_bps", gw, tier_latency(t.global_),
-              bytes_sharing(tier_sharing(t.global_), kind="write", **kw), t.global_, "write", "global write",
-              mine.global_)
-    for tier, name in (("local", "local_read_bps"), ("global", "global_read_bps")):
-        tier_cfg = t.local if tier == "local" else t.global_
-        if tier in recovery and tier_cfg is not None:
-            _rate(cal, name, recovery[tier], 2 * tier_latency(tier_cfg),
-                  bytes_sharing(tier_sharing(tier_cfg), kind="read", **kw), tier_cfg, "read", f"{tier} restore",
-                  mine.local if tier == "local" else mine.global_)
-
-
-def _coordination(cal: Calibration, run, st: _Steps, fig: RunFigures) -> None:
-    """What a checkpoint took beyond its staging, transfers and manifests (collectives, the host), and
-    how long the retention that a late checkpoint's pipeline waits for really took."""
-    lat = (tier_latency(run.tiers.local) if run.tiers.local is not None else 0.0) + tier_latency(run.tiers.global_)
-
-    def residual(recs) -> float:
-        m = lambda a: _Steps.node_max(recs, a)  # noqa: E731
-        return m("complete_s") - m("wait_s") - _Steps.staging(recs) - m("local_write_s") - m("drain_s") - lat
-    res = max(0.0, st.mean(residual, lambda recs: not _Steps.missed(recs)) or 0.0)
-    cal.coord_pre_s = cal.coord_post_s = res / 2
-    cal.notes.append(f"coordination: {res * 1000:.1f} ms per checkpoint beyond transfers and requests "
-                     f"(barrier, gathers, manifests' bytes); a fixed cost, not scaled")
-    late = st.mean(residual, _Steps.missed)
-    if late is None:
-        return
-    g_req, l_req = retention_requests(run, st.per_node, fig.ranks, run.tiers.local is not None)
-    modeled = g_req * tier_latency(run.tiers.global_) + l_req * (tier_latency(run.tiers.local) if l_req else 0.0)
-    extra = max(0.0, late - res - modeled)
-    cal.retention_request_s = extra / max(1, g_req + l_req)
-    cal.retention_measured = True
-    cal.notes.append(f"retention: late checkpoints waited {(late - res) * 1000:.1f} ms for the previous one's "
-                     f"({g_req + l_req} requests, {modeled * 1000:.1f} ms of configured latency): "
-                     f"{cal.retention_request_s * 1000:.2f} ms more per request, applied per request")
-
-
-def calibrate(cfg, fig: RunFigures, mode: str | None = None) -> Calibration:
-    """Costs for simulating ``cfg`` from the run ``fig`` (same model, any tiers); with ``mode``, from
-    that mode's checkpoints only when the run has some (each mode's own host behaviour)."""
-    check_same_preset(cfg, fig)
-    run = fig.config
-    st = _Steps(fig, mode)
-    cal = Calibration(scale=run.run.scale, nodes=fig.nodes)
-    first = {}
-    for recs in st.steps:
-        for r in recs:
-            first.setdefault(r.rank, r.file_bytes)
-    cal.rank_file_bytes = [first[r] for r in sorted(first)] if len(first) == fig.ranks else None
-    files = list(first.values())
-    sizes = {"file": max(files), "node": st.node_bytes(st.steps[0]), "job": sum(files)}
-    cal.notes.append(f"calibrated by {fig.source} ({st.mode or 'all'} checkpoints: {len(st.steps)}): "
-                     f"{fig.ranks} ranks on {fig.nodes} node(s) at run.scale {run.run.scale:g}, "
-                     f"{sizes['node'] / 2 ** 20:.2f} MiB per node per checkpoint; rates are its bytes over its "
-                     f"seconds, so byte-proportional costs scale linearly with the bytes simulated (at full size "
-                     f"the run's durations / {run.run.scale:g}), requests and per-checkpoint costs do not")
-    if not fig.time_scaled:
-        cal.notes.append("the run predates time following run.scale (no step_seconds in its results.json): "
-                         "its rates hold, its step time is its own (only --as-run uses it)")
-    stage = st.mean(_Steps.staging)
-    if stage and stage > 0:
-        cal.snapshot_bps = sizes["file"] / stage
-        cal.notes.append(f"staging (the stall before the pipeline): {stage * 1000:.2f} ms for the largest rank's "
-                         f"{sizes['file'] / 2 ** 20:.2f} MiB -> {_gib(cal.snapshot_bps)} per rank")
-    _phase_rates(cal, run, st, sizes, fig.recovery_s, cfg.tiers)
-    _coordination(cal, run, st, fig)
-    for m, (wall, stall, steps) in fig.mode_steps.items():
-        if steps:
-            cal.step_s[m] = max(0.0, (wall - stall) / steps)
-    return cal
-
-
-def load_calibration(cfg, path: str, modes=("sync", "async")) -> dict:
-    """{mode: Calibration} for each of ``modes`` from one results.json.
-
-    Retention is the same requests in every mode, but only a late checkpoint shows what it
-    costs: a mode without one takes the other mode's measurement."""
-    fig = read_results(path)
-    cals = {m: calibrate(cfg, fig, m) for m in modes}
-    measured = [c for c in cals.values() if c.retention_measured]
+def mode_calibrations(fig: RunFigures, modes) -> dict:
+    """{mode: Calibration} for each of ``modes``. Retention is the same requests in every mode, but
+    only a late checkpoint shows what it costs: a mode without one takes another mode's measurement."""
+    cals = {m: calibration(fig, m) for m in modes}
+    measured = [c for c in cals.values() if any(n.startswith("retention:") for n in c.notes)]
     for c in cals.values():
-        if measured and not c.retention_measured:
+        if measured and c not in measured:
             c.retention_request_s = measured[0].retention_request_s
             c.notes.append(f"retention: {c.retention_request_s * 1000:.2f} ms per request beyond the latency, "
                            f"measured in the other mode")
     return cals
 
 
-# --------------------------------------------------------------------------- the design model's calibration
-
-def read_calibration(path: str) -> DesignCalibration:
-    """A run's results.json as the design model's :class:`emulator.design.Calibration`: per node at full
-    size, each tier's copy and restore rate (its bytes over its phase, less the tier's requests), the
-    snapshot rate per accelerator (its async stall, where it has async checkpoints), the fixed costs per
-    checkpoint, each class's recovery and the async interference share. The tiers' rates come from the
-    run's synchronous checkpoints where it has some (no overlap with the next checkpoint); a run with
-    levels gives each tier's own stage.
-
-    An adapter of this module's figures (``calibrate``) until the simulator reads the design itself;
-    ``plan --calibrate`` and ``tune`` read a run through it."""
-    fig = read_results(path)
-    run = fig.config
-    latency = {n: t.latency_s for n, t in resolve(run).links.tiers.items()}
-    copy, read, snapshot, fixed = {}, {}, None, (0.0, 0.0)
-
-    def rate(seconds, requests_s: float, moved: float) -> float | None:
-        return moved / (seconds - requests_s) if seconds is not None and seconds > requests_s else None
-    for tier, v in fig.level_stages.items():  # a run with levels: each tier's own stage
-        copy[tier] = rate(v["seconds_mean"], 0.0, v["node_bytes"])
-    for tier, v in fig.tier_restores.items():
-        read[tier] = rate(v["seconds"], 0.0, v["node_bytes"])
-    if fig.records or not fig.level_stages:
-        old, st = calibrate(run, fig, "sync"), _Steps(fig, "sync")
-        # the snapshot as the async mode stalls for it (its copy and what the loop waits for with it)
-        snapshot, fixed = calibrate(run, fig, "async").snapshot_bps, (old.coord_pre_s, old.coord_post_s)
-        node = st.node_bytes(st.steps[0])
-        first = run.tiers.configured()[0]
-        written = st.mean(lambda recs: _Steps.node_max(recs, "local_write_s"),
-                          lambda recs: first == "global" or all(r.written_to == first for r in recs))
-        copy.setdefault(first, rate(written, 2 * latency.get(first, 0.0), node))
-        if first != "global" and "global" in latency:
-            waves = math.ceil(st.per_node / max(1, run.drain.concurrency))
-            copy.setdefault("global", rate(st.mean(lambda recs: _Steps.node_max(recs, "drain_s")),
-                                           2 * waves * latency["global"], node))
-        for tier, seconds in fig.recovery_s.items():
-            read.setdefault(tier, rate(seconds, 2 * latency.get(tier, 0.0), node))
-    return DesignCalibration(
-        source=str(path), snapshot_bps=snapshot,
-        copy_bps={k: v for k, v in copy.items() if v}, read_bps={k: v for k, v in read.items() if v},
-        fixed_pre_s=fixed[0], fixed_post_s=fixed[1],
-        recovery_s={c: v["seconds_full_size"] for c, v in fig.recoveries.items() if v["seconds_full_size"] > 0},
-        interference_share=interference_share(fig, "async"), notes=[f"calibrated by {path}"])
+def interference_share(fig: RunFigures, mode: str) -> float:
+    """Interference per checkpoint over the background work it came with (the pipeline after the
+    stall: the write, the copies, the manifests), both at the run's scale: a share that follows that
+    work's length at any size. 0 without a baseline or a complete checkpoint of ``mode``."""
+    lost = fig.interference_s.get(mode, 0.0)
+    if not lost:
+        return 0.0
+    st = _Steps(fig, mode)
+    if st.mode != mode:
+        return 0.0
+    background = st.mean(lambda recs: st.most(recs, "complete_s") - st.most(recs, "wait_s") - st.staging(recs))
+    return lost / background if background and background > 0 else 0.0

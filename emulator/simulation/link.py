@@ -1,22 +1,23 @@
-"""A bandwidth shared fairly by concurrent transfers: a fluid (processor-sharing) model on SimPy.
+"""A link of the design, shared event by event: a fluid (processor-sharing) model on SimPy.
 
-A link has an aggregate rate (the global tier, or a job-shared tier) and a
-per-node cap (a node's NIC or its own share). Every node with bytes in flight
-gets the same rate, ``min(node cap, aggregate / active nodes)``; whenever a
-transfer starts or ends the rates are recomputed and the next completion is
-rescheduled. That is max-min fair sharing with equal caps, which is what the
-emulator's shared token buckets converge to when streams interleave
-(tiers/emulated.py): N streams on one bucket get R/N each.
+A link is a :class:`~emulator.design.links.LinkLimits`: an aggregate shared by the nodes using it
+and a cap per node. Every node with bytes in flight moves at ``limits.node_rate(active nodes)``
+(emulator/design/links.py decides it: max-min fair with equal caps), recomputed whenever a
+transfer starts or ends, so nodes with fewer bytes finish first and leave their share to the
+others: for transfers that start together this is ``fair_finish``, the closed form the planner
+uses. A transfer is a *group* of alike nodes moving the same bytes each, so 12,500 alike nodes
+cost one flow. Where the aggregate cannot bind a transfer is a plain timeout.
 
-A transfer is a *group* of identical nodes moving the same bytes each, so
-12,500 nodes that behave alike cost one flow, not 12,500. When the aggregate
-cannot bind (every node at its cap fits in it) a transfer is a plain timeout.
+A node's own device shared by its reads and writes (``TierLinks.shared_device``) is one such link
+per node group, each node represented once: a read books ``read_cost`` bytes of it per byte.
 """
 from __future__ import annotations
 
 import math
 
 import simpy
+
+from emulator.design.links import LinkLimits
 
 #: bytes below which a flow counts as done (floating-point crumbs of a fluid model)
 _EPS_BYTES = 1e-3
@@ -31,14 +32,14 @@ class Flow:
 
 
 class SharedLink:
-    """Fair sharing of ``aggregate_bps`` among nodes, each capped at ``node_bps`` (bytes/s)."""
+    """A link of ``limits`` shared by the transfers on it."""
 
-    def __init__(self, env: simpy.Environment, aggregate_bps: float = math.inf, node_bps: float = math.inf):
-        if not (aggregate_bps > 0 and node_bps > 0):
+    def __init__(self, env: simpy.Environment, limits: LinkLimits):
+        if not (limits.aggregate_bps > 0 and limits.node_bps > 0):
             raise ValueError("link rates must be > 0")
-        if math.isinf(aggregate_bps) and math.isinf(node_bps):
+        if math.isinf(limits.aggregate_bps) and math.isinf(limits.node_bps):
             raise ValueError("a link needs a finite aggregate or per-node rate")
-        self.env, self.aggregate_bps, self.node_bps = env, aggregate_bps, node_bps
+        self.env, self.limits = env, limits
         self._flows: list[Flow] = []
         self._nodes = 0
         self._free_nodes = 0  # nodes in capped transfers when the aggregate is unlimited
@@ -48,18 +49,17 @@ class SharedLink:
 
     @property
     def rate_per_node(self) -> float:
-        if not self._nodes:
-            return self.node_bps
-        return min(self.node_bps, self.aggregate_bps / self._nodes)
+        return self.limits.node_rate(self._nodes)
 
     def transfer(self, nodes: int, bytes_per_node: float) -> simpy.Event:
         """An event that succeeds when each of ``nodes`` nodes has moved ``bytes_per_node``."""
-        ev = self.env.event()
         if bytes_per_node <= 0 or nodes <= 0:
+            ev = self.env.event()
             ev.succeed()
             return ev
-        if math.isinf(self.aggregate_bps):  # nothing to share: each node at its cap
+        if math.isinf(self.limits.aggregate_bps):  # nothing to share: each node at its cap
             return self._capped(nodes, bytes_per_node)
+        ev = self.env.event()
         self._advance()
         self._flows.append(Flow(nodes, bytes_per_node, ev))
         self._nodes += nodes
@@ -67,9 +67,10 @@ class SharedLink:
         return ev
 
     def _capped(self, nodes: int, bytes_per_node: float) -> simpy.Event:
+        rate = self.limits.node_rate(1)
         self._free_nodes += nodes
-        self.peak_bps = max(self.peak_bps, self._free_nodes * self.node_bps)
-        ev = self.env.timeout(bytes_per_node / self.node_bps)
+        self.peak_bps = max(self.peak_bps, self._free_nodes * rate)
+        ev = self.env.timeout(bytes_per_node / rate)
         epoch = self._version
 
         def done(_ev):

@@ -1,40 +1,44 @@
-"""The job as a SimPy model: training, the checkpoint pipeline per mode, failures and restarts.
+"""The job as one SimPy model: training, checkpoints on the design's tiers and links, failures, recoveries.
 
-One training process (the job: synchronous data parallelism stops as a whole)
-alternates ``interval_s`` of training with a checkpoint, as the emulator's
-loop does (emulator/rank/run.py, emulator/checkpoint/checkpointer.py):
+It reads only the design (emulator/design): the job's node groups, each tier's links, the ladder
+(each tier takes every N-th checkpoint), the failure classes and their recovery costs. One
+training process (synchronous data parallelism stops as a whole) alternates ``interval_s`` of
+training with a checkpoint, as the emulator's loop does (emulator/checkpoint/checkpointer.py):
 
-- **stall** (training blocked): in async mode first any wait for the previous
-  checkpoint's pipeline (staging buffers are reused; a previous checkpoint not
-  complete is a *deadline miss*), then the snapshot; in sync mode also the
-  whole pipeline. With ``checkpoint.async_waits_for: local_write`` the wait is
-  only for the previous checkpoint's local write (and the one before it to be
-  complete); its drain runs on, reading the local device beside the next
-  write: on the write link, each byte weighted write rate / read rate, unless
-  the device is duplex (design.Design.local_read_weight, local_read).
-- **pipeline**: wait for the previous checkpoint's retention, a barrier, the
-  local write of every node (the job waits for the slowest), the local
-  manifest, the drain of every node to the global tier (fair share of its
-  bandwidth), the global manifest. Without a local tier the ranks write
-  straight to the global tier and nothing drains. Drains and global commits
-  run in checkpoint order.
-- **failures** (failures.Arrivals) interrupt the job: the pipeline in flight
-  is abandoned, the job restarts (``restart_s``), restores the newest
-  checkpoint complete on the tier that serves it (a process restart: local;
-  a node loss: global) and loses the work done since that checkpoint's
-  snapshot.
+- **stall** (training blocked): in async mode first any wait for the previous checkpoint
+  (staging buffers are reused: a previous checkpoint not complete is a *deadline miss*), then the
+  snapshot; in sync mode also the whole pipeline. With ``async_waits_for: local_write`` the wait
+  is only for the previous checkpoint's write (and the one before it to be complete): its copies
+  run on beside the next write, reading its source device (a device not duplex is shared by the
+  two, a read booking ``read_cost`` bytes of it per byte).
+- **pipeline** of checkpoint n, going to the tiers whose ``every`` divides n: wait for the
+  previous retention, the fixed cost before the write, every node's write to the nearest file tier
+  taking it (its commit, then a node tier's manifest); then, after the previous checkpoint's
+  pipeline (copies run in checkpoint order) and its retention, the copies to each farther tier in
+  ladder order: a peer's over the NIC, the NVMe's, the drain to global storage (waves of requests,
+  every node's bytes sharing the aggregate, the checksum read-back of the last file), the fixed cost
+  after it and the global manifest. Each transfer is every node group's flow on the tier's link.
+  Then the retention, which the next pipeline waits for.
+- **failures** of each class (emulator/design/failures.py) interrupt the job: the copies in flight
+  are abandoned, the tiers that do not survive the class are lost, and the job restores the newest
+  checkpoint a surviving tier holds (nearest first among equals): detection, restart or
+  replacement, then the restore (emulator/design/costs.py ``class_restore_seconds``: a storm, or a
+  lost node reading alone), and loses the work done since. A restore runs with nothing else on the
+  links (the job is stopped), so its closed form is exact here.
 
-Nodes are simulated in groups of identical ones (design.NodeGroup); every
-group's transfer is one flow on a shared link (link.SharedLink).
+For one checkpoint alone every phase takes its closed form (emulator/design/costs.py); what the
+model adds is checkpoints meeting each other on the links and failures meeting both.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import simpy
 
-from emulator.simulation.arrivals import NODE
-from emulator.simulation.design import Design
+from emulator.design.costs import (class_restore_seconds, first_tier, retention_seconds, snapshot_seconds,
+                                   verifies)
+from emulator.design.failures import CLASSES
 from emulator.simulation.link import SharedLink
 from emulator.simulation.outcome import Outcome, Totals
 
@@ -47,7 +51,6 @@ class RunSpec:
     interval_s: float
     horizon_s: float | None = None
     saves: int | None = None
-    restart_s: float = 600.0
 
     def __post_init__(self):
         if self.mode not in ("sync", "async"):
@@ -59,60 +62,65 @@ class RunSpec:
 
 
 class _Ckpt:
-    __slots__ = ("progress", "start")
+    __slots__ = ("progress", "start", "snapped", "due", "first")
 
-    def __init__(self, progress: float, start: float):
-        self.progress, self.start = progress, start
+    def __init__(self, progress: float, start: float, snapped: float, due: tuple, first: str):
+        self.progress, self.start, self.snapped, self.due, self.first = progress, start, snapped, due, first
+
+
+def schedule(design) -> list:
+    """Per checkpoint number modulo the tiers' common period: (the tiers it goes to, its first tier)."""
+    period = math.lcm(*(t.every for t in design.ladder))
+    out = []
+    for n in range(period):
+        due = tuple(t.name for t in design.ladder if n % t.every == 0)
+        out.append((due, first_tier(due)))
+    return out
 
 
 class JobModel:
-    """Build with a design and a spec, then :meth:`run` once."""
+    """Build with a design and a spec, then :meth:`run` once; ``arrivals``: (time, class) in time order."""
 
-    def __init__(self, design: Design, spec: RunSpec, arrivals=None):
+    def __init__(self, design, spec: RunSpec, arrivals=None):
         self.d, self.s = design, spec
         self.env = env = simpy.Environment()
-        self.local_link = SharedLink(env, design.local_write.aggregate_bps, design.local_write.node_bps) \
-            if design.local else None
-        g = design.drain if design.local else design.global_write
-        self.global_link = SharedLink(env, g.aggregate_bps, g.node_bps)
-        v = design.verify_read
-        self.verify_link = SharedLink(env, v.aggregate_bps, v.node_bps) if v is not None else None
-        #: async_waits_for local_write: the next write waits only for this one's local write
+        self.groups = design.job.groups
+        self.schedule = schedule(design)
         self.overlap = spec.mode == "async" and design.async_waits_for == "local_write"
-        self.device_links = self._device_links()
-        r = design.local_read
-        self.read_link = SharedLink(env, r.aggregate_bps, r.node_bps) \
-            if self.overlap and design.local and r is not None and design.local_read_weight is None else None
-        self.t = Totals(len(design.groups))
+        self.verify = verifies(design)
+        self.links = {n: self._links(n) for n in design.tiers}
+        self.t = Totals(design.tiers, CLASSES)
+        self.held = {n: 0.0 for n in design.tiers}  # progress of the newest checkpoint each tier holds (None: lost)
         self.epoch = 0
+        self.count = 0                 # checkpoints taken since the start
         self.inflight = None           # the async pipeline in flight
-        self.written = None            # ... and the event of its local write (local_write)
-        self.older = None              # the one before it, maybe still draining (local_write)
+        self.written = None            # ... and the event of its write (local_write)
+        self.older = None              # the one before it, maybe still copying (local_write)
         self.hk_end = 0.0              # when the last checkpoint's retention ends
-        self.restore_local = 0.0       # progress of the newest checkpoint complete on every node's local tier
-        self.restore_global = 0.0      # ... complete on the global tier (None-free: 0 is "from scratch")
-        self._drain_open = None        # start of the drain in flight
-        self._pending = None           # recovery seconds owed after a failure
+        self.retention_s = retention_seconds(design)
+        self.snapshot_s = snapshot_seconds(design)
+        self.drain_open = None         # start of the drain in flight
+        self.owed = None               # (class, restart seconds, restore seconds) after a failure
+        self._recovering = None        # (class, start) of the recovery under way
         self._act, self._act_t = "work", 0.0
-        self._snapshot_s = max(g.file_bytes for g in design.groups) / design.snapshot_bps
-        weights = [g.nodes for g in design.groups]
-        total = sum(weights)
-        self._cum = [sum(weights[:i + 1]) / total for i in range(len(weights))]
         self.proc = env.process(self._train())
         if arrivals is not None:
             env.process(self._failures(arrivals))
 
-    def _device_links(self) -> list:
-        """Per group, the link its local writes use. Where a drain's reads share the device with the
-        next write (local_write, not duplex), each group's nodes get a link of their own: a node's
-        write and read split its device, and no group borrows another's."""
-        d, n = self.d, len(self.d.groups)
-        if not (self.overlap and d.local and d.local_read_weight is not None):
-            return [self.local_link] * n
-        lim = d.local_write
-        if lim.aggregate_bps != float("inf"):  # one device for the job: one link
-            return [self.local_link] * n
-        return [SharedLink(self.env, lim.node_bps * g.nodes, lim.node_bps) for g in d.groups]
+    def _links(self, name: str) -> dict:
+        """Tier ``name``'s links: the write (or a peer's send, or the drain) and the read-back; in
+        overlap, a node device shared by reads and writes (one link per group) or its read link."""
+        env, t = self.env, self.d.link(name)
+        out = {"write": SharedLink(env, t.write), "drain": SharedLink(env, t.drain) if t.drain != t.write else None}
+        if name == "global" and self.verify:
+            out["read"] = SharedLink(env, t.read)
+        if self.overlap and name in ("memory", "local"):
+            device = t.shared_device()
+            if device is not None:
+                out["device"] = [SharedLink(env, device) for _ in self.groups]
+            elif t.read is not None and not math.isinf(t.read.node_bps):
+                out["read"] = SharedLink(env, t.read)
+        return out
 
     # ------------------------------------------------------------------ accounting
 
@@ -126,17 +134,14 @@ class JobModel:
                 self.t.progress += dt
         self._act, self._act_t = kind, now
 
-    def _stale(self, epoch: int) -> bool:
-        return epoch != self.epoch
-
     # ------------------------------------------------------------------ training loop
 
     def _train(self):
         env, n = self.env, 0
         while True:
             try:
-                if self._pending is not None:
-                    yield from self._restart()
+                if self.owed is not None:
+                    yield from self._recover()
                 if self.s.saves is not None and n >= self.s.saves:
                     break
                 self._switch("work")
@@ -144,7 +149,7 @@ class JobModel:
                 yield from self._checkpoint()
                 n += 1
             except simpy.Interrupt as intr:
-                self._fail(*intr.cause)
+                self._fail(intr.cause)
         self._switch("flush")  # as run: the end of training; wait for the last checkpoint, as the emulator does
         self.t.train_end = env.now
         for pipeline in (self.older, self.inflight):
@@ -159,25 +164,26 @@ class JobModel:
         self._switch("stall")
         start = env.now
         self.t.started += 1
+        self.count += 1
+        due, first = self.schedule[self.count % len(self.schedule)]
         prev, self.inflight = self.inflight, None
         if prev is not None and not prev.triggered:
             self.t.missed += 1
             yield from self._wait_for_previous(prev)
-        if self._snapshot_s > 0:
-            yield env.timeout(self._snapshot_s)
-        ck = _Ckpt(self.t.progress, start)
+        if self.snapshot_s > 0:
+            yield env.timeout(self.snapshot_s)
+        ck = _Ckpt(self.t.progress, start, env.now, due, first)
         self.t.in_flight(+1)
         if self.s.mode == "sync":  # inline: a failure's Interrupt reaches the pipeline where it waits
             yield from self._pipeline(ck, self.epoch)
         else:
             self.written = env.event()
-            after = prev if self.overlap else None
-            self.inflight = env.process(self._pipeline(ck, self.epoch, self.written, after))
+            self.inflight = env.process(self._pipeline(ck, self.epoch, self.written, prev if self.overlap else None))
         self.t.stalls.append(env.now - start)
 
     def _wait_for_previous(self, prev):
-        """Async: wait for the previous pipeline, or with local_write only for its local write and
-        for the one before it to be complete (as emulator/checkpoint/checkpointer.py does)."""
+        """Async: wait for the previous pipeline, or with local_write only for its write and for the
+        one before it to be complete (as emulator/checkpoint/checkpointer.py does)."""
         if not self.overlap:
             yield prev
             return
@@ -189,177 +195,193 @@ class JobModel:
 
     # ------------------------------------------------------------------ pipeline
 
-    def _transfer(self, link: SharedLink | list, loads: list):
-        links = link if isinstance(link, list) else [link] * len(loads)
-        events = [ln.transfer(g.nodes, b) for ln, g, b in zip(links, self.d.groups, loads)]
-        return events[0] if len(events) == 1 else self.env.all_of(events)
-
     def _pipeline(self, ck: _Ckpt, epoch: int, written=None, prev=None):
-        """The write stage, then (after the previous checkpoint's drain and commit, where they may
-        overlap: ``prev``) the drain stage; ``written`` fires between them."""
-        yield from self._write_stage(ck, epoch)
-        if self._stale(epoch):
+        """The write stage, then (after the previous checkpoint's pipeline where they may overlap:
+        ``prev``, and its retention) the copies; ``written`` fires between them."""
+        yield from self._write(ck, epoch)
+        if epoch != self.epoch:
             return
         if written is not None:
             written.succeed()
         if prev is not None and not prev.triggered:
-            yield prev  # drains and commits in checkpoint order
-            if self._stale(epoch):
+            yield prev  # copies and commits in checkpoint order
+            if epoch != self.epoch:
                 return
-        if self.hk_end > self.env.now:  # the previous checkpoint's retention, before this drain
+        if self.hk_end > self.env.now:  # the previous checkpoint's retention, before these copies
             yield self.env.timeout(self.hk_end - self.env.now)
-            if self._stale(epoch):
+            if epoch != self.epoch:
                 return
-        yield from self._drain_stage(ck, epoch)
+        for name in ck.due:
+            if name != ck.first:
+                yield from self._copy(ck, name, epoch)
+                if epoch != self.epoch:
+                    return
+        self.t.complete += 1
+        self.t.in_flight(-1)
+        self.hk_end = self.env.now + self.retention_s
 
-    def _write_stage(self, ck: _Ckpt, epoch: int):
-        env, d = self.env, self.d
-        pre = max(0.0, self.hk_end - env.now) + d.coord_pre_s  # retention, barrier
+    def _write(self, ck: _Ckpt, epoch: int):
+        """Every node writes its files to the checkpoint's first tier: each file's commit, then a node
+        tier's manifest (global's comes after every node's files, with the fixed cost after)."""
+        env, d, name = self.env, self.d, ck.first
+        pre = max(0.0, self.hk_end - env.now) + d.fixed_pre_s  # retention, barrier
         if pre > 0:
             yield env.timeout(pre)
-            if self._stale(epoch):
+            if epoch != self.epoch:
                 return
         t0 = env.now
-        lat = d.local_latency_s if d.local else d.global_latency_s
-        yield self._transfer(self.device_links if d.local else self.global_link,
-                             d.write_loads["local" if d.local else "global"])
+        links = self.links[name]
+        device = links.get("device")
+        events = [(device[i] if device else links["write"]).transfer(1 if device else g.nodes, g.node_bytes)
+                  for i, g in enumerate(self.groups)]
+        yield events[0] if len(events) == 1 else env.all_of(events)
+        lat = d.link(name).latency_s * (1 if name == "global" else 2)
         if lat > 0:
-            yield env.timeout(lat)  # the file's commit
-        if self._stale(epoch):
+            yield env.timeout(lat)
+        if epoch != self.epoch:
             return
-        self.t.local_writes.append(env.now - t0)
-        if d.local:
-            self.t.local_bytes += d.checkpoint_bytes
-            if lat > 0:
-                yield env.timeout(lat)  # local manifest
-                if self._stale(epoch):
-                    return
-            self.restore_local = max(self.restore_local if self.restore_local is not None else 0.0, ck.progress)
-            self.t.local_complete += 1
+        self.t.writes.append(env.now - t0)
+        if name == "global":
+            yield from self._commit_global(ck, epoch, env.now - t0)
+        else:
+            self._durable(ck, name, env.now - t0)
 
-    def _drain_stage(self, ck: _Ckpt, epoch: int):
+    def _durable(self, ck: _Ckpt, name: str, seconds: float) -> None:
+        self.held[name] = ck.progress
+        copies = self.d.replicas if name == "peer" else 1
+        self.t.tiers[name].copied(seconds, self.env.now - ck.snapped, self.d.job.checkpoint_bytes * copies)
+
+    def _copy(self, ck: _Ckpt, name: str, epoch: int):
+        """Tier ``name``'s copy of the checkpoint from a nearer one."""
         env, d = self.env, self.d
-        if d.local:
-            yield from self._drain(epoch)
-            if self._stale(epoch):
+        t0 = env.now
+        if name == "global":
+            yield from self._drain(ck, epoch)
+            return
+        per_node = [g.node_bytes * (d.replicas if name == "peer" else 1) for g in self.groups]
+        link = self.links[name]["write"]
+        events = [link.transfer(g.nodes, b) for g, b in zip(self.groups, per_node)]
+        yield events[0] if len(events) == 1 else env.all_of(events)
+        if epoch == self.epoch:
+            self._durable(ck, name, env.now - t0)
+
+    def _drain(self, ck: _Ckpt, epoch: int):
+        """Every node copies its files to global storage, ``drain_concurrency`` at a time (a wave of
+        requests before and after), reading them from the nearest tier holding them; then the
+        read-back of the last file copied (the earlier ones' overlap later copies)."""
+        env, d = self.env, self.d
+        t = d.link("global")
+        side = -(-d.job.heaviest.files // d.drain_concurrency) * t.latency_s
+        start = self.drain_open = env.now
+        if side > 0:
+            yield env.timeout(side)
+            if epoch != self.epoch:
                 return
-        post = d.coord_post_s + d.global_latency_s  # gather, global manifest, broadcast
+        links = self.links["global"]
+        link = links["drain"] or links["write"]
+        events = [link.transfer(g.nodes, g.node_bytes) for g in self.groups] + self._source_reads(ck)
+        yield events[0] if len(events) == 1 else env.all_of(events)
+        if epoch != self.epoch:
+            return
+        if self.verify:
+            events = [links["read"].transfer(g.nodes, g.file_bytes) for g in self.groups]
+            yield events[0] if len(events) == 1 else env.all_of(events)
+            if epoch != self.epoch:
+                return
+        if side > 0:
+            yield env.timeout(side)
+            if epoch != self.epoch:
+                return
+        self.drain_open = None
+        self.t.drains.append(env.now - start)
+        self.t.drain_busy += env.now - start
+        yield from self._commit_global(ck, epoch, env.now - start)
+
+    def _source_reads(self, ck: _Ckpt) -> list:
+        """With local_write, the drain reads each node's files from the nearest node tier holding them:
+        on its device, shared with the next write unless duplex, or on its own read link. (With
+        ``complete`` nothing else uses the device then, and the read is not modelled.)"""
+        if not self.overlap:
+            return []
+        source = "local" if "local" in ck.due else ck.first
+        links = self.links.get(source, {})
+        if "device" in links:
+            cost = self.d.link(source).read_cost
+            return [dev.transfer(1, g.node_bytes * cost) for dev, g in zip(links["device"], self.groups)]
+        if "read" in links:
+            return [links["read"].transfer(g.nodes, g.node_bytes) for g in self.groups]
+        return []
+
+    def _commit_global(self, ck: _Ckpt, epoch: int, seconds: float):
+        """The fixed cost after the copies (gathers), then the global manifest: durable on global."""
+        env, d = self.env, self.d
+        post = d.fixed_post_s + d.link("global").latency_s
         if post > 0:
             yield env.timeout(post)
-            if self._stale(epoch):
+            if epoch != self.epoch:
                 return
-        self.restore_global = max(self.restore_global, ck.progress)
-        self.t.global_complete(env.now - ck.start, d.checkpoint_bytes)
-        self.hk_end = env.now + d.housekeeping_s
-
-    def _drain(self, epoch: int):
-        env, d = self.env, self.d
-        side = d.drain_waves * d.global_latency_s  # uploads start, size checks end, one wave at a time
-        start = env.now
-        self._drain_open = start
-        if side > 0:
-            yield env.timeout(side)
-            if self._stale(epoch):
-                return
-        finish = [env.now] * len(d.groups)
-        yield from self._per_group(self.global_link, [g.node_bytes for g in d.groups], finish,
-                                   also=self._local_reads(finish))
-        if self.verify_link is not None:
-            # the checksum read-back: copies sharing a link end one after another, and each file's
-            # read-back runs while later files are copied, so only the last file's adds to the drain
-            yield from self._per_group(self.verify_link, [g.file_bytes for g in d.groups], finish)
-            if self._stale(epoch):
-                return
-        if side > 0:
-            yield env.timeout(side)
-            if self._stale(epoch):
-                return
-        self._drain_open = None
-        per_group = [f - start + side for f in finish]
-        self.t.drained(per_group)
-
-    def _per_group(self, link, bytes_per_node: list, finish: list, also: list = ()):
-        """Every group moves its bytes per node over ``link`` at once, beside the transfers ``also``;
-        ``finish[i]`` gets the time group i is done."""
-        events = list(also) + self._flows([link] * len(bytes_per_node), bytes_per_node, finish)
-        yield events[0] if len(events) == 1 else self.env.all_of(events)
-
-    def _flows(self, links: list, bytes_per_node: list, finish: list) -> list:
-        env, events = self.env, []
-        for i, (link, g, n) in enumerate(zip(links, self.d.groups, bytes_per_node)):
-            ev = link.transfer(g.nodes, n)
-            ev.callbacks.append(lambda _ev, i=i: finish.__setitem__(i, max(finish[i], env.now)))
-            events.append(ev)
-        return events
-
-    def _local_reads(self, finish: list) -> list:
-        """With local_write, the drain reads each node's files from its local device: on the write
-        link, weighted as the emulator's shared bucket is (not duplex), or on a read link of its own.
-        (With ``complete`` nothing else uses the device then, and the read is not modelled.)"""
-        d = self.d
-        if not (self.overlap and d.local):
-            return []
-        if d.local_read_weight is not None:
-            loads = [g.node_bytes * d.local_read_weight for g in d.groups]
-            return self._flows(self.device_links, loads, finish)
-        if self.read_link is not None:
-            return self._flows([self.read_link] * len(d.groups), [g.node_bytes for g in d.groups], finish)
-        return []
+        self._durable(ck, "global", seconds)
+        self.t.global_durable(env.now - ck.start)
 
     # ------------------------------------------------------------------ failures
 
     def _failures(self, arrivals):
         env, horizon = self.env, self.s.horizon_s
-        for t, kind, u in arrivals:
+        for t, cls in arrivals:
             if horizon is not None and t >= horizon:
                 return
             if t > env.now:
                 yield env.timeout(t - env.now)
             if not self.proc.triggered:
-                self.proc.interrupt((kind, u))
+                self.proc.interrupt(cls)
 
-    def _fail(self, kind: str, u: float) -> None:
+    def _fail(self, cls: str) -> None:
+        """A failure of ``cls``: abandon what is in flight, lose the tiers it destroys, roll back to the
+        newest checkpoint a surviving tier holds and owe its recovery."""
         env, d = self.env, self.d
         self._switch("restart")
-        self.t.failures[kind] = self.t.failures.get(kind, 0) + 1
-        if self._drain_open is not None:
-            self.t.drained([env.now - self._drain_open] * len(d.groups), complete=False)
-            self._drain_open = None
+        self._end_recovery()
+        self.t.failures[cls] += 1
+        if self.drain_open is not None:
+            self.t.drain_busy += env.now - self.drain_open
+            self.drain_open = None
         self.epoch += 1
-        for link in {self.local_link, self.global_link, self.verify_link, self.read_link, *self.device_links}:
-            if link is not None:
-                link.cancel_all()
-        if self.inflight is not None or self.t.inflight_now:
-            self.t.in_flight(-self.t.inflight_now)
+        for links in self.links.values():
+            for link in (links["write"], links["drain"], links.get("read"), *links.get("device", ())):
+                if link is not None:
+                    link.cancel_all()
+        self.t.in_flight(-self.t.inflight_now)
         self.inflight = self.written = self.older = None
         self.hk_end = 0.0
-        group = next(i for i, c in enumerate(self._cum) if u < c or i == len(self._cum) - 1)
-        if kind == NODE or self.restore_local is None or not d.local:
-            restore, tier = self.restore_global, "global"
-        else:
-            restore, tier = self.restore_local, "local"
-        if kind == NODE:
-            self.restore_local = None  # the replaced node's local tier is empty
-        self.t.lost += self.t.progress - restore
-        self.t.progress = restore
-        recovery = 0.0
-        if restore > 0:  # something to load
-            if tier == "local":
-                recovery = d.recovery_local_s
-            elif kind == NODE and d.local:  # the new node from global, the others from their local tier
-                recovery = max(d.recovery_global[group], d.recovery_local_s)
-            else:
-                recovery = d.recovery_global_all_s
+        for name in d.tiers:
+            if not d.survives(cls, name):
+                self.held[name] = None
+        held = [(p, -i, n) for i, n in enumerate(d.tiers) if (p := self.held[n]) is not None]
+        restored, _, tier = max(held)
+        self.t.lost[cls] += self.t.progress - restored
+        self.t.progress = restored
         self.t.restores[tier] = self.t.restores.get(tier, 0) + 1
-        self._pending = recovery
+        restore = class_restore_seconds(d, cls, tier) if restored > 0 else 0.0  # nothing to load from scratch
+        self.owed = (cls, d.failures.of(cls).before_restore_s, restore)
 
-    def _restart(self):
+    def _recover(self):
+        """Detection and restart (or replacement), then the restore; a failure meanwhile starts another."""
+        cls, before, restore = self.owed
+        self._recovering = (cls, self.env.now)
         self._switch("restart")
-        yield self.env.timeout(self.s.restart_s)
+        if before > 0:
+            yield self.env.timeout(before)
         self._switch("recovery")
-        if self._pending:
-            yield self.env.timeout(self._pending)
-        self._pending = None
+        if restore > 0:
+            yield self.env.timeout(restore)
+        self._end_recovery()
+        self.owed = None
+
+    def _end_recovery(self) -> None:
+        if self._recovering is not None:
+            cls, start = self._recovering
+            self.t.recovering[cls] += self.env.now - start
+            self._recovering = None
 
     # ------------------------------------------------------------------ run
 
@@ -369,10 +391,11 @@ class JobModel:
         else:
             self.env.run()
         self._switch("end")
-        return Outcome.from_totals(self.t, self.d, self.s, self.env.now,
-                                  peak_global_bps=self.global_link.peak_bps)
+        self._end_recovery()
+        links = self.links["global"]
+        peak = max(link.peak_bps for link in (links["write"], links["drain"]) if link is not None)
+        return Outcome.from_totals(self.t, self.d, self.s, self.env.now, peak_global_bps=peak)
 
 
-def simulate(design: Design, spec: RunSpec, arrivals=None) -> Outcome:
+def simulate(design, spec: RunSpec, arrivals=None) -> Outcome:
     return JobModel(design, spec, arrivals).run()
-

@@ -1,4 +1,11 @@
-"""What ``simulate`` says about its inputs (the design's costs and their sources) and the files it writes."""
+"""What ``simulate`` says about its inputs, one figure per quantity, and the files it writes.
+
+Every cost it states is the design's closed form (emulator/design/costs.py): one checkpoint alone
+per tier (its copy, its lag), the snapshot, the stalls, the retention, and per failure class its
+detection, restart, the restore from the tier that class recovers from, and their sum. The
+simulation (the table of emulator/simulation/report.py) adds what the checkpoints and the failures
+do to each other: there each figure is a mean over the run, labelled as such.
+"""
 from __future__ import annotations
 
 import json
@@ -6,59 +13,76 @@ import math
 import os
 from pathlib import Path
 
+from emulator.design.costs import (checkpoint_costs, class_restore_seconds, copy_seconds, lag_seconds,
+                                   retention_seconds)
 from emulator.errors import UserError
-from emulator.simulation.model import RunSpec, simulate
 from emulator.simulation import s3cost
 from emulator.simulation.plot import write_breakdown, write_heatmap
-from emulator.units import GIB, fmt_duration
+from emulator.units import fmt_duration, fmt_rate
 
-_SOURCE = {"measured": "measured", "config": "config", "design": "design", "assumed": "assumed", "none": "not paced"}
-
-
-def _bw(bps: float) -> str:
-    return "unlimited" if math.isinf(bps) else f"{bps / GIB:,.3g} GiB/s"
+DAY = 86400.0
 
 
-def _costs(study, d) -> dict:
-    one = simulate(d, RunSpec("sync", 1e9, saves=1))
-    src = d.sources
-    snap = max(g.file_bytes for g in d.groups) / d.snapshot_bps
-    out = {"snapshot": f"{fmt_duration(snap)} ({_SOURCE[src['snapshot']]}, {_bw(d.snapshot_bps)} per rank)"}
-    if d.local:
-        out["local write"] = f"{fmt_duration(one.local_write_mean_s)} ({_SOURCE[src['local_write']]})"
-        link, what = d.drain, "drain"
-        out["drain"] = (f"{fmt_duration(one.drain_mean_s)} ({_SOURCE[src['drain']]}; global "
-                        f"{_bw(link.aggregate_bps)} in all, {_bw(link.node_bps)} per node)")
-    else:
-        link, what = d.global_write, "global write"
-        out[what] = (f"{fmt_duration(one.local_write_mean_s)} ({_SOURCE[src['global_write']]}; global "
-                     f"{_bw(link.aggregate_bps)} in all, {_bw(link.node_bps)} per node)")
-    out["sync stall"] = fmt_duration(one.stall_mean_s)
-    if not study.as_run_saves:
-        glob = max(d.recovery_global) if d.local else d.recovery_global_all_s
-        out["restart"] = fmt_duration(study.restart_s)
-        out["restore"] = (f"local {fmt_duration(d.recovery_local_s)}, " if d.local else "") + \
-            f"global {fmt_duration(glob)}"
-    out["retention"] = f"{fmt_duration(d.housekeeping_s)} after each checkpoint"
+def _rate(bps: float, family: str) -> str:
+    return "unlimited" if math.isinf(bps) else fmt_rate(bps, family)
+
+
+def link_text(t) -> str:
+    """A tier's write (or drain) link in the units its design was written in."""
+    lim = t.drain
+    parts = []
+    if not math.isinf(lim.aggregate_bps):
+        parts.append(f"{_rate(lim.aggregate_bps, t.family)} for the job")
+    if not math.isinf(lim.node_bps):
+        parts.append(f"{_rate(lim.node_bps, t.family)} per node")
+    return ", ".join(parts) or "not paced"
+
+
+def tier_costs(d) -> dict:
+    """Per tier: what it takes and keeps, its copy and lag for one checkpoint alone, its link."""
+    return {t.name: {"every": t.every, "keep": t.keep, "copy_s": copy_seconds(d, t.name),
+                     "lag_s": lag_seconds(d, t.name), "link": link_text(d.link(t.name)),
+                     "source": d.sources.get(f"{t.name}_write", "design")} for t in d.ladder}
+
+
+def class_costs(d, rates: dict) -> dict:
+    """Per failure class: its rate, the tier it recovers from, detection, restart, restore, in all."""
+    out = {}
+    for c in d.failures.classes:
+        restore = class_restore_seconds(d, c.name)
+        out[c.name] = {"per_day": rates[c.name] * DAY, "from": d.recovery_tier(c.name), "detect_s": c.detect_s,
+                       "restart_s": c.restart_s, "restore_s": restore, "recovery_s": c.before_restore_s + restore,
+                       "restore_measured": c.name in d.measured_recovery_s}
     return out
 
 
-def _mode_costs(study) -> dict:
-    """Each mode's costs; one entry ("all") when every mode has the same design."""
+def checkpoint_figures(d) -> dict:
+    c = checkpoint_costs(d)
+    return {"snapshot_s": c.snapshot_s, "snapshot_rate": fmt_rate(d.snapshot.rate_bps),
+            "snapshot_source": d.sources.get("snapshot", "design"), "sync_stall_s": c.sync_stall_s,
+            "async_stall_s": c.async_stall_s, "retention_s": retention_seconds(d)}
+
+
+def _per_mode(study, fn) -> dict:
+    """``fn(design)`` per mode; one entry ("all") when it is the same for every mode."""
     designs = study.designs
     if len({id(d) for d in designs.values()}) == 1:
-        return {"all": _costs(study, study.design)}
-    return {m: _costs(study, d) for m, d in designs.items()}
+        return {"all": fn(study.design)}
+    out = {m: fn(d) for m, d in designs.items()}
+    first = next(iter(out.values()))
+    return {"all": first} if all(v == first for v in out.values()) else out
 
 
 def _failures(study, args) -> str:
     if study.as_run_saves:
         return "none (as run)"
+    shares = ", ".join(f"{c.name} {c.share * 100:g} %" for c in study.design.failures.classes)
     if study.trace is not None:
-        return f"trace {args.failures} ({len(study.trace)} failures)"
-    m = study.cluster_mttf_s
-    return (f"Poisson, MTTF {study.mttf_hours:,g} h per accelerator (job: every {fmt_duration(m)}, "
-            f"{86400 / m:.2f} a day), {study.node_loss_fraction * 100:g} % of them node losses")
+        return f"trace {args.failures} ({len(study.trace)} failures; rows without a class: {shares})"
+    f = study.design.failures
+    m = f.cluster_mttf_s
+    return (f"Poisson, MTTF {f.mttf_hours:,g} h per accelerator (job: every {fmt_duration(m)}, "
+            f"{DAY / m:.2f} a day): {shares}")
 
 
 def _s3(cfg, study) -> dict | None:
@@ -66,27 +90,32 @@ def _s3(cfg, study) -> dict | None:
     if cfg.tiers.global_.backend != "s3":
         return None
     d = study.design
-    one = simulate(d, RunSpec("sync", 1e9, saves=1))
-    drain = one.drain_mean_s if d.local else one.local_write_mean_s
-    return s3cost.job_figures(cfg, d.groups, interval_s=study.intervals[study.modes[0]], drain_s=drain,
-                              restore_s=d.recovery_global_all_s)
+    mode = study.modes[0]
+    every = d.tier("global").every
+    return s3cost.job_figures(cfg, d.job.groups, interval_s=study.intervals[mode] * every,
+                              drain_s=copy_seconds(d, "global"), restore_s=class_restore_seconds(d, "group"))
 
 
-def describe(cfg, study, args) -> dict:
+def describe(cfg, study, args, planned: dict | None = None) -> dict:
     """JSON-ready description of what was simulated."""
     d = study.design
+    rates = study.rates() if not study.as_run_saves else {c: 0.0 for c in d.failures.rates()}
     return {
-        "preset": cfg.model.name, "nodes": d.nodes, "ranks_per_node": d.ranks_per_node,
-        "accelerators": d.nodes * d.ranks_per_node, "as_run": bool(study.as_run_saves),
+        "preset": cfg.model.name, "nodes": d.job.nodes, "ranks_per_node": d.job.accelerators_per_node,
+        "accelerators": d.job.accelerators, "as_run": bool(study.as_run_saves),
         "days": study.days, "seed": study.seed, "failures": _failures(study, args),
         "interval_sources": dict(study.interval_sources),
         "calibration": args.calibrate,
         "s3": _s3(cfg, study),
+        "planner": planned or {},
         "design": {
-            "checkpoint_bytes": d.checkpoint_bytes,
+            "checkpoint_bytes": d.job.checkpoint_bytes,
             "groups": [{"nodes": g.nodes, "node_bytes": g.node_bytes, "file_bytes": g.file_bytes,
-                        "files": g.files} for g in d.groups],
-            "costs": _mode_costs(study), "sources": {m: dict(x.sources) for m, x in study.designs.items()},
+                        "files": g.files} for g in d.job.groups],
+            "checkpoint": _per_mode(study, checkpoint_figures),
+            "tiers": _per_mode(study, tier_costs),
+            "classes": _per_mode(study, lambda x: class_costs(x, rates)),
+            "sources": {m: dict(x.sources) for m, x in study.designs.items()},
             "notes": list(dict.fromkeys(n for x in study.designs.values() for n in x.notes)),
         },
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from emulator.errors import UserError
-from emulator.units import fmt_duration
+from emulator.units import fmt_duration, fmt_rate
 
 PARTS = (("useful", "useful_s", "tab:green"), ("checkpoint stall", "stall_s", "tab:blue"),
          ("lost work", "lost_work_s", "tab:red"), ("restarts", "restart_s", "tab:orange"),
@@ -57,9 +57,10 @@ def write_breakdown(path: Path, title: str, outcomes: dict) -> Path:
 def heatmap_figure(title: str, sweep: dict):
     """Goodput per (interval, global bandwidth) cell, one panel per mode, the best cell starred and
     outlined, and said when it sits on the grid's edge (the best may lie beyond the sweep)."""
-    modes = list(sweep["modes"])
-    rows = sweep["global_gib_s"]
     from matplotlib.patches import Rectangle
+    modes = list(sweep["modes"])
+    rows = sweep["rows"]
+    labels = [row_label(r, sweep.get("units", "decimal")) for r in rows]
     fig = _figure(figsize=(4 + 3.2 * len(modes), 2.2 + 0.45 * len(rows)), dpi=100)
     for k, mode in enumerate(modes):
         m = sweep["modes"][mode]
@@ -67,11 +68,12 @@ def heatmap_figure(title: str, sweep: dict):
         ax = fig.add_subplot(1, len(modes), k + 1)
         im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
         ax.set_xticks(range(len(cols)), [fmt_duration(c) for c in cols], rotation=60, fontsize=7)
-        ax.set_yticks(range(len(rows)), ["config" if r is None else f"{r:g}" for r in rows], fontsize=7)
+        ax.set_yticks(range(len(rows)), labels, fontsize=7)
         ax.set_xlabel("interval (training between checkpoints)")
-        ax.set_ylabel("global write bandwidth (GiB/s)")
+        ax.set_ylabel(", ".join(k for k in sweep["keys"] if k != "interval") or "design")
         b = m["best"]
-        bi, bj = rows.index(b["global_gib_s"]), cols.index(b["interval_s"])
+        bi = next(i for i, r in enumerate(rows) if all(r[k] == b[k] for k in r))
+        bj = cols.index(b["interval_s"])
         ax.plot([bj], [bi], marker="*", markersize=16, color="white", markeredgecolor="black", gid="best")
         ax.add_patch(Rectangle((bj - 0.5, bi - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2, gid="best cell"))
         if len(cols) * len(rows) <= 120:
@@ -80,11 +82,19 @@ def heatmap_figure(title: str, sweep: dict):
                     ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=6, color="white")
         edges = b.get("on_edge") or []
         ax.set_title(f"{mode}: best {b['goodput'] * 100:.2f} % every {fmt_duration(b['interval_s'])}"
-                     + "".join(f"\n{e}" for e in edges), fontsize=9, color="firebrick" if edges else "black")
+                     + (f"\non the grid's edge: {', '.join(edges)}" if edges else ""), fontsize=9,
+                     color="firebrick" if edges else "black")
         fig.colorbar(im, ax=ax, label="goodput (%)")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def row_label(row: dict, family: str = "decimal") -> str:
+    """A sweep row's bandwidth and ``every`` values, short."""
+    parts = [] if row["global_bandwidth_bps"] is None else [fmt_rate(row["global_bandwidth_bps"], family)]
+    parts += [f"{k[0]}{v}" for k, v in row["every"].items()]
+    return " ".join(parts) or "config"
 
 
 def write_heatmap(path: Path, title: str, sweep: dict) -> Path:

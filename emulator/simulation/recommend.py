@@ -1,24 +1,21 @@
 """What ``ckpt-emu tune`` recommends when the cluster has more nodes than this machine can emulate.
 
-The planner assumes every checkpoint costs what the measured one did; at
-many nodes the shared global tier makes drains of all nodes queue behind
-each other, which only the simulation sees. Here the job is what ``simulate``
-sizes: ``accelerators`` ranks on ``nodes`` nodes, the config's TP x PP with DP
-stretched, each node writing its share of the job's full-size checkpoint
-(design.full_size_groups); the measured node gives the rates (the
-measurement run's results.json: rates apply at any size), not the bytes.
-Intervals are full-size seconds, and
-the interval is chosen by simulating a grid around the planner's optimum and
-fitting the best of it (sweep.fit_optimum), for each mode.
+The planner assumes every checkpoint costs what the measured one did; at many nodes the shared
+global storage makes every node's copies queue behind each other, which only the simulation sees.
+Here the job is the design's (emulator/design: ``accelerators`` ranks on ``nodes`` nodes, the
+config's TP x PP with DP what they give, each node its share of the job's full-size checkpoint);
+the measured node calibrates its rates (its results.json: rates hold at any size), not its bytes.
+Intervals are full-size seconds, and the interval is chosen by simulating a grid around the
+planner's optimum and fitting the best of it (sweep.fit_optimum), for each mode.
 """
 from __future__ import annotations
 
 import math
 
+from emulator.design import resolve
 from emulator.errors import UserError
-from emulator.simulation.calibrate import load_calibration
-from emulator.simulation.design import Options, build_design, full_size_groups
-from emulator.simulation.study import Study, planner_interval
+from emulator.simulation.calibrate import mode_calibrations, read_results
+from emulator.simulation.study import Study
 from emulator.simulation.sweep import fit_optimum
 from emulator.sizing import checkpoint_size
 
@@ -52,16 +49,17 @@ def needs_simulation(nodes: int | None) -> bool:
 
 def job_checkpoint_bytes(cfg, accelerators: int, nodes: int | None) -> int:
     """The job's full-size checkpoint, whatever share of it the measurement run wrote. Simulated
-    (``nodes`` past one machine): what ``simulate`` sizes for ``accelerators`` ranks on ``nodes``
-    nodes; else the config's own layout (emulator/sizing.py, MLPerf's table)."""
+    (``nodes`` past one machine): the design's job of ``accelerators`` ranks on ``nodes`` nodes; else
+    the config's own layout (emulator/sizing.py, MLPerf's table)."""
     if needs_simulation(nodes):
-        return sum(g.nodes * g.node_bytes for g in full_size_groups(cfg, nodes, accelerators // nodes))
+        return resolve(cfg, nodes=nodes, accelerators_per_node=accelerators // nodes).job.checkpoint_bytes
     return checkpoint_size(cfg.model, cfg.parallelism).total_bytes
 
 
 def _best_interval(study: Study, mode: str) -> tuple[float, float]:
-    centre = planner_interval(study, mode)
-    failures_days = FAILURES_PER_POINT * study.cluster_mttf_s / 86400
+    centre = study.planned(mode).interval_s
+    mttf = study.design.failures.cluster_mttf_s
+    failures_days = FAILURES_PER_POINT * mttf / 86400
     study.days = min(3650.0, failures_days, max(1.0, MAX_CHECKPOINTS_PER_POINT * centre / 86400))
     xs = [centre * f for f in GRID]
     ys = [study.run(mode, interval_s=x).goodput for x in xs]
@@ -72,22 +70,27 @@ def _best_interval(study: Study, mode: str) -> tuple[float, float]:
     return fitted, study.run(mode, interval_s=fitted).goodput
 
 
+def designs(cfg, results_path: str, *, accelerators: int, nodes: int, mttf_hours: float, modes) -> dict:
+    """{mode: the design of the job, calibrated by the measured run's checkpoints of that mode}."""
+    cals = mode_calibrations(read_results(results_path), modes)
+    return {m: resolve(cfg, nodes=nodes, accelerators_per_node=accelerators // nodes, calibration=cals[m],
+                       mttf_hours=mttf_hours) for m in modes}
+
+
 def recommend(cfg, results_path: str, *, accelerators: int, nodes: int, mttf_hours: float,
               seed: int = 0) -> dict:
     """The best mode and interval (training time between checkpoints) by simulation."""
-    modes = ["sync"] + (["async"] if cfg.tiers.local is not None else [])
-    cals = load_calibration(cfg, results_path, modes)
-    designs = {m: build_design(cfg, Options(nodes=nodes, accelerators_per_node=accelerators // nodes), cals[m])
-               for m in modes}
+    modes = ["sync"] + (["async"] if cfg.tiers.local is not None or cfg.tiers.memory is not None else [])
+    ds = designs(cfg, results_path, accelerators=accelerators, nodes=nodes, mttf_hours=mttf_hours, modes=modes)
     best, days = {}, {}
     for m in modes:  # one study per mode: each simulates its own span
-        study = Study(cfg, designs, modes, 1.0, {}, accelerators=accelerators, mttf_hours=mttf_hours, seed=seed)
+        study = Study(cfg, ds, modes, 1.0, seed=seed)
         best[m] = _best_interval(study, m)
         days[m] = study.days
     mode = max(modes, key=lambda m: best[m][1])
     other = [m for m in modes if m != mode]
     return {
-        "source": "simulator", "nodes": nodes, "checkpoint_bytes": designs[mode].checkpoint_bytes,
+        "source": "simulator", "nodes": nodes, "checkpoint_bytes": ds[mode].job.checkpoint_bytes,
         "days_simulated": days[mode], "mode": mode,
         "interval_s": best[mode][0], "goodput": best[mode][1],
         "goodput_other_mode": best[other[0]][1] if other else math.nan,

@@ -1,35 +1,43 @@
-"""``--sweep interval=...,global_gib_s=...``: a grid of simulations and its optimum.
+"""``--sweep interval=...,global_bandwidth=...,<tier>_every=...``: a grid of simulations and its optimum.
 
-Spec: keys ``interval`` (times: ``300``, ``5m``, ``2h``) and ``global_gib_s``
-(the global tier's aggregate write bandwidth, GiB/s), each with a list of
-values (``interval=5m,10m,20m``) or a log-spaced range ``LO..HI:N``
-(``interval=2m..2h:12``). A value without a key continues the previous key's
-list. On a config with levels, ``peer_every``, ``local_every`` and ``global_every``
-list whole multiples of the base interval (``global_every=4,8,16``): the SimPy level
-model runs over them (emulator/simulation/level_design.py) instead of this grid. Every cell uses the same failures (same seed), so cells differ only by
-the design, not by luck.
+Keys: ``interval`` (training time between checkpoints: ``300``, ``5m``, ``2h``), ``global_bandwidth``
+(the global storage's aggregate write rate, in the unit grammar of emulator/units.py: ``400GB/s``,
+``3.2Tb/s``) and ``peer_every``, ``local_every``, ``global_every`` (whole multiples of the base
+interval: the tier takes every N-th checkpoint). Each key takes a list of values (``interval=5m,10m``)
+or, for interval and bandwidth, a log-spaced range ``LO..HI:N``; a value without a key continues the
+previous key's list. Every cell is the one simulator (emulator/simulation/model.py) with the same
+failures (same seed), so cells differ only by the design.
 
-The optimum is the best cell; along the interval axis it is refined per
-bandwidth row by fitting a polynomial in log(interval) to the best cell and
-its neighbours (up to two each side), which averages out the simulation's
-noise (:func:`fit_optimum`).
+The grid is rows (each combination of bandwidth and ``every``) by columns (intervals). The best
+cell is reported, and flagged where it lies on the grid's edge along a key (the optimum may lie
+beyond it: widen the grid); along the interval axis the optimum is refined per row by fitting a
+polynomial in log(interval) to the best cell and its neighbours (:func:`fit_optimum`). With
+``every`` keys, the planner's choice over the same grid (emulator/simulation/planning.py) is put
+beside the best cell, and whether they agree within one grid step per tier.
 """
 from __future__ import annotations
 
+import itertools
 import math
+from dataclasses import replace
 
+from emulator.design.model import overridden
 from emulator.errors import UserError
-from emulator.simulation.level_design import SWEEP_KEYS as LEVEL_KEYS, parse_every
-from emulator.simulation.study import Study, with_global
-from emulator.units import parse_duration
+from emulator.simulation.planning import choose_every
+from emulator.units import parse_duration, parse_rate, rate_family
 
-KEYS = ("interval", "global_gib_s") + LEVEL_KEYS
+EVERY_KEYS = tuple(f"{n}_every" for n in ("memory", "peer", "local", "global"))
+KEYS = ("interval", "global_bandwidth") + EVERY_KEYS
+#: the unit family the bandwidths were written in (not a key of the grid)
+FAMILY = "global_bandwidth_family"
+#: the sweep keys before the one unit grammar, and what they are now
+RENAMED = {"global_gib_s": "global_bandwidth (a rate with its unit, e.g. global_bandwidth=400GB/s)"}
 
 
 def _values(key: str, text: str) -> list[float]:
     where = f"--sweep {key}"
-    if key in LEVEL_KEYS:
-        return [parse_every(key, text)]
+    if key in EVERY_KEYS:
+        return [_every(key, text)]
     if ".." in text:
         lo_hi, _, n = text.partition(":")
         lo, _, hi = lo_hi.partition("..")
@@ -44,42 +52,71 @@ def _values(key: str, text: str) -> list[float]:
     return [_value(key, text, where)]
 
 
-def _value(key: str, text: str, where: str) -> float:
-    if key == "interval":
-        v = parse_duration(text, where, allow_zero=True)
-    else:
-        try:
-            v = float(text)
-        except ValueError:
-            raise UserError(f"{where}: {text!r} is not a number of GiB/s") from None
-    if not (math.isfinite(v) and v > 0):
-        raise UserError(f"{where}: {text!r} must be > 0")
+def _every(key: str, text: str) -> int:
+    try:
+        v = int(text.strip())
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise UserError(f"--sweep {key}: {text.strip()!r} is not a whole number >= 1 (a multiple of the base interval)")
     return v
 
 
+def _value(key: str, text: str, where: str) -> float:
+    if key == "interval":
+        v = parse_duration(text, where, allow_zero=True)
+        if not (math.isfinite(v) and v > 0):
+            raise UserError(f"{where}: {text!r} must be > 0")
+        return v
+    return parse_rate(text.strip(), where)
+
+
 def parse_spec(specs: list[str]) -> dict:
-    """``['interval=5m,10m', 'global_gib_s=100..800:4']`` -> {"interval": [...], "global_gib_s": [...]}."""
+    """``['interval=5m,10m', 'global_bandwidth=100GB/s..400GB/s:3']`` -> {key: sorted values}."""
     out: dict = {}
-    key = None
+    key = family = None
     for spec in specs:
         for token in filter(None, (t.strip() for t in spec.split(","))):
             if "=" in token:
                 key, _, token = token.partition("=")
                 key = key.strip().replace("-", "_")
+                if key in RENAMED:
+                    raise UserError(f"--sweep: {key} is now {RENAMED[key]}")
                 if key not in KEYS:
                     raise UserError(f"--sweep: unknown key {key!r} (use {', '.join(KEYS)})")
                 if key in out:
                     raise UserError(f"--sweep: {key} given twice")
                 out[key] = []
             if key is None:
-                raise UserError(f"--sweep: {token!r} has no key (write interval=... or global_gib_s=...)")
+                raise UserError(f"--sweep: {token!r} has no key (write interval=..., global_bandwidth=... "
+                                f"or <tier>_every=...)")
             out[key] += _values(key, token.strip())
+            if key == "global_bandwidth" and family is None:
+                family = rate_family(token.strip().split("..")[0])
     if not out:
-        raise UserError("--sweep: give interval=..., global_gib_s=... or a tier's <tier>_every=...")
+        raise UserError("--sweep: give interval=..., global_bandwidth=... or a tier's <tier>_every=...")
     for k, vals in out.items():
         if len(vals) != len(set(vals)):
             raise UserError(f"--sweep {k}: a value is listed twice")
         out[k] = sorted(vals)
+    if family is not None:  # rates are said in the units they were written in
+        out[FAMILY] = family
+    return out
+
+
+def check_spec(design, spec: dict) -> dict:
+    """The ``every`` keys as {tier: values}, refusing tiers the design lacks and the nearest one."""
+    names = design.tiers
+    out = {}
+    for key in EVERY_KEYS:
+        if key not in spec:
+            continue
+        name = key[: -len("_every")]
+        if name not in names:
+            raise UserError(f"--sweep {key}: the config has no {name} tier")
+        if name == names[0]:
+            raise UserError(f"--sweep {key}: the {name} tier takes every checkpoint (it is the nearest)")
+        out[name] = tuple(spec[key])
     return out
 
 
@@ -107,37 +144,76 @@ def fit_optimum(xs: list[float], ys: list[float]) -> float | None:
     return None
 
 
-def grid_edges(intervals: list, bandwidths: list, interval_s, global_gib_s) -> list[str]:
-    """Where the best cell sits on the grid's edge, one phrase per axis: the best may then lie
-    beyond what was swept (an interval), or more bandwidth still pays (a bandwidth)."""
-    found = []
-    if len(intervals) > 1 and interval_s in (intervals[0], intervals[-1]):
-        word = "shortest" if interval_s == intervals[0] else "longest"
-        found.append(f"at the {word} interval swept: the best may lie beyond, extend the sweep")
-    if len(bandwidths) > 1 and global_gib_s in (bandwidths[0], bandwidths[-1]):
-        word = "lowest" if global_gib_s == bandwidths[0] else "highest"
-        found.append(f"at the {word} global bandwidth swept")
-    return found
+def _rows(spec: dict, every: dict) -> list:
+    """Each row: {"global_bandwidth_bps": bps or None, "every": {tier: N}} (bandwidth outermost)."""
+    names = list(every)
+    combos = list(itertools.product(*(every[n] for n in names))) or [()]
+    return [{"global_bandwidth_bps": bw, "every": dict(zip(names, combo))}
+            for bw in spec.get("global_bandwidth") or [None] for combo in combos]
 
 
-def run_sweep(study: Study, spec: dict, progress=None) -> dict:
-    """Every cell of the grid, per mode: goodput, the best cell and the fitted optimum per row."""
-    rows = spec.get("global_gib_s") or [None]
-    result = {"global_gib_s": rows, "modes": {}}
+def _design(base, row: dict):
+    d = base
+    if row["global_bandwidth_bps"] is not None:
+        d = overridden(d, global_write_bps=row["global_bandwidth_bps"])
+    if row["every"]:
+        d = replace(d, ladder=tuple(replace(t, every=row["every"].get(t.name, t.every)) for t in d.ladder))
+    return d
+
+
+def _on_edge(spec: dict, every: dict, row: dict, interval_s: float) -> list:
+    """The keys along which the best cell is the smallest or largest value tried (of two or more);
+    a tier taking every checkpoint (``every`` 1) is no edge: nothing lies below it."""
+    axes = {"interval": (spec.get("interval") or [], interval_s),
+            "global_bandwidth": (spec.get("global_bandwidth") or [], row["global_bandwidth_bps"])}
+    axes.update({f"{n}_every": (list(v), row["every"][n]) for n, v in every.items()})
+    return [k for k, (values, v) in axes.items()
+            if len(values) >= 2 and (v == values[-1] or (v == values[0] and not (k.endswith("_every") and v == 1)))]
+
+
+def grid_cells(study, spec: dict) -> int:
+    """How many cells ``run_sweep`` simulates: rows x intervals x modes."""
+    rows = _rows(spec, check_spec(study.design, spec))
+    return len(study.modes) * len(rows) * len(spec.get("interval") or [None])
+
+
+def run_sweep(study, spec: dict, progress=None) -> dict:
+    """Every cell of the grid, per mode: goodput, the best cell (with its edges), the fitted optimum
+    per row, and with ``every`` keys the planner's choice beside the best cell."""
+    every = check_spec(study.design, spec)
+    rows = _rows(spec, every)
+    result = {"keys": {k: v for k, v in spec.items() if k in KEYS}, "rows": rows, "modes": {},
+              "units": spec.get(FAMILY, "decimal")}
     for mode in study.modes:
         cols = spec.get("interval") or [study.intervals[mode]]
         grid, fitted = [], []
-        for bw in rows:
-            design = with_global(study.designs[mode], bw)
+        for row in rows:
+            design = _design(study.designs[mode], row)
             gp = []
             for t in cols:
                 gp.append(study.run(mode, interval_s=t, design=design).goodput)
                 if progress:
                     progress()
             grid.append(gp)
-            fitted.append({"global_gib_s": bw, "interval_s": fit_optimum(cols, gp)})
+            fitted.append({**row, "interval_s": fit_optimum(cols, gp)})
         i, j = max(((i, j) for i in range(len(rows)) for j in range(len(cols))), key=lambda ij: grid[ij[0]][ij[1]])
-        result["modes"][mode] = {"intervals_s": cols, "goodput": grid, "fitted": fitted,
-                                 "best": {"interval_s": cols[j], "global_gib_s": rows[i], "goodput": grid[i][j],
-                                          "on_edge": grid_edges(cols, rows, cols[j], rows[i])}}
+        best = {"interval_s": cols[j], **rows[i], "goodput": grid[i][j],
+                "on_edge": _on_edge(spec, every, rows[i], cols[j])}
+        out = {"intervals_s": cols, "goodput": grid, "fitted": fitted, "best": best}
+        if every:
+            out["planner"] = _planner(study, mode, every, rows, cols, grid, best)
+        result["modes"][mode] = out
     return result
+
+
+def _planner(study, mode: str, every: dict, rows: list, cols: list, grid: list, best: dict) -> dict:
+    """The planner's ``every`` over the same grid (at the best cell's bandwidth), its cell's simulated
+    goodput, and whether it is within one grid step of the best cell per tier."""
+    base = _design(study.designs[mode], {**best, "every": {}})
+    chosen, analytic = choose_every(base, mode, study.rates(), every, best["interval_s"])
+    chosen = {n: chosen[n] for n in every}
+    row = next(k for k, r in enumerate(rows)
+               if r["global_bandwidth_bps"] == best["global_bandwidth_bps"] and r["every"] == chosen)
+    agree = all(abs(v.index(best["every"][n]) - v.index(chosen[n])) <= 1 for n, v in every.items())
+    return {"every": chosen, "goodput_analytic": analytic,
+            "goodput_simulated": grid[row][cols.index(best["interval_s"])], "agree_within_one_step": agree}
