@@ -1,5 +1,6 @@
 """Checkpoint bytes from the job's numerics, models beyond Llama 3, HSDP and who writes (emulator/sizing.py)."""
 import json
+import math
 
 import pytest
 
@@ -196,3 +197,18 @@ def test_mlperf_files_keep_learned_positions_with_the_embedding():
     first = rank_files(cfg, 0)[0]
     assert first.name == "layer_0-model_0_model_states.pt"
     assert [s.name for s in first.specs] == ["embedding.weight", "position_embedding.weight"]
+
+
+@pytest.mark.parametrize("preset, scale", [("llama3-405b-subset", 0.001), ("llama3-70b-subset", 0.0001)])
+def test_a_scaled_rank_holds_its_share_of_the_bytes_to_the_element(preset, scale):
+    """Every tensor shrinks by ``scale`` to the element (at least one), whatever its shape: a TP-sharded
+    weight of 1,024 rows at 0.001 is not one row (2.4 % short, and so every time the run converts to
+    full size with it)."""
+    from emulator.workload.state import model_specs, optimizer_specs
+    cfg = load_config(preset)
+    coords = sizing.rank_coords(0, cfg.parallelism.tp, cfg.parallelism.pp, cfg.parallelism.dp)
+    for specs in (model_specs, optimizer_specs):
+        full = specs(cfg.model, cfg.parallelism, coords)
+        scaled = specs(cfg.model, cfg.parallelism, coords, scale)
+        one_element_each = sum(s.nbytes // max(1, math.prod(s.shape)) for s in scaled)
+        assert abs(sum(s.nbytes for s in scaled) - scale * sum(s.nbytes for s in full)) <= one_element_each

@@ -4,7 +4,7 @@ Shapes and dtypes are the rank's share of the model as sizing.py lays it out: pe
 weights of its pipeline stage in the weights' dtype, split by TP (flattened and sharded
 under ZeRO-3, as ZeRO stores them), and ZeRO-style flat partitions for the optimizer (a
 master copy and each optimizer state in their dtypes; with DLIO's sizing, each plus a 5H
-tail). ``scale`` shrinks every tensor by the same factor.
+tail). ``scale`` shrinks every tensor by the same factor, to the element.
 
 Content (``emulator/workload/content.py``) is made once, before any timing, from a
 per-rank random pool keyed per 4 KiB block, so storage cannot dedup or
@@ -42,11 +42,15 @@ class TensorSpec:
 
 
 def _scaled(shape: tuple, scale: float) -> tuple:
-    """Shrink the leading dimension so numel scales by ``scale`` (at least one row)."""
+    """``scale`` of the tensor's elements (at least one): its leading dimension shrunk where that is
+    exact, else flat (a weight of 1,024 rows at 0.001 is 1.024 rows: one row would be 2.4 % short)."""
     if scale >= 1.0:
         return shape
-    lead = max(1, round(shape[0] * scale))
-    return (lead,) + tuple(shape[1:])
+    rest = 1
+    for d in shape[1:]:
+        rest *= d
+    numel = max(1, round(shape[0] * rest * scale))
+    return (numel // rest,) + tuple(shape[1:]) if numel % rest == 0 else (numel,)
 
 
 #: torch's dtype for each dtype name a config may use (emulator/sizing.py DTYPE_BYTES)
