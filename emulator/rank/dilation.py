@@ -66,15 +66,16 @@ def design_rate(cfg, comm, name: str, direction: str) -> float | None:
 
 
 def snapshot_rate(cfg) -> float | None:
-    """Each accelerator's copy rate to host memory: the design's (or its documented default);
-    None without a design, where the snapshot is this host's memmove, unpaced."""
-    return cfg.design.snapshot.rate_bps if cfg.design is not None else None
+    """Each accelerator's copy rate to host memory where the design states one; None otherwise,
+    where the snapshot is this host's memmove, unpaced (an assumed rate would dilate every run)."""
+    d = cfg.design
+    return d.snapshot.rate_bps if d is not None and d.snapshot.stated else None
 
 
 def snapshot_seconds(cfg, nbytes: int) -> float | None:
     """A rank's snapshot of ``nbytes`` (at the run's scale) as the design paces it here: its bytes at
     the copy rate / D, its fixed cost x the time factor; None without a design (this host's copy)."""
-    if cfg.design is None or cfg.checkpoint.protocol == "mlperf":
+    if snapshot_rate(cfg) is None or cfg.checkpoint.protocol == "mlperf":
         return None
     snap, d = cfg.design.snapshot, cfg.run.dilation.factor or 1.0
     return snap.fixed_s * cfg.time_factor + nbytes / (snap.rate_bps / d)
@@ -117,7 +118,7 @@ class Probe:
 
     def run(self) -> list[PhaseProbe]:
         cfg, comm = self.cfg, self.comm
-        if cfg.design is not None:
+        if snapshot_rate(cfg) is not None:
             self._add("snapshot", "host memory", snapshot_rate(cfg) * comm.local_world_size, self._copy_rate())
         names = [n for n in ("memory", "local", "global") if n in self.tiers]
         first = names[0]
