@@ -113,6 +113,8 @@ def job_of(cfg, *, nodes: int | None = None, accelerators_per_node: int | None =
         nodes = d.nodes
     if nodes is None:  # the config's own layout, a node at a time (the last one may be partial)
         layout = cfg.parallelism
+        if accelerators_per_node is None and layout.active_ranks >= layout.world_size:
+            per_node = -(-layout.world_size // emulated_nodes)  # the run is the job: its nodes are the job's
         nodes = max(1, -(-layout.world_size // per_node))
     else:
         layout = job_layout(cfg.parallelism, nodes, per_node)
