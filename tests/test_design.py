@@ -191,7 +191,7 @@ def test_one_emulated_node_of_a_2048_node_job_drains_in_the_analytic_time(tmp_pa
     alone: drain.verify size, as the closed form has no read-back)."""
     scale = 0.001
     cfg = {"extends": "llama3-405b-subset", "run": {"scale": scale, "out": str(tmp_path / "out")},
-           "training": {"step_seconds": 2000},
+           "training": {"step_seconds": 10},  # 40 s between checkpoints: the 14 s drain is done first
            "checkpoint": {"interval_steps": 4, "saves": 2, "loads": 0, "modes": ["sync"], "baseline": False},
            "drain": {"verify": "size"},
            "tiers": {"local": {"backend": "dir", "path": str(tmp_path / "nvme")},
