@@ -59,17 +59,19 @@ def test_a_run_that_reached_its_paced_share_leaves_the_design_as_it_is(tmp_path)
     """The run's node is paced at its max-min fair share of the store (every node draining at once); a
     measurement at that share is the design's, not a host that could not keep up: the design's links stand
     (capping every node at that share would slow the heavy nodes that get more once the light ones finish)."""
-    from emulator.design import run_emulation
+    from emulator.design.links import pacing
     path = tmp_path / "l405.yaml"
     path.write_text(yaml.safe_dump({
         "extends": "llama3-405b-subset", "tiers": {"local": None, "global": {"backend": "dir", "path": str(tmp_path)}},
         "design": {"job": {"nodes": 2048}, "node": {"nic": "400Gb/s"}, "global": {"write": "400GB/s"}}}))
     cfg = load_config(str(path))
-    share = run_emulation(cfg, "global").write_gib_s * GIB
     plain = resolve(cfg)
+    paced = {"global": pacing(cfg, "global", plain.job)}
+    share = paced["global"][0]
     assert share < 0.1 * plain.link("global").drain.node_rate(1)  # far below a node alone's 50 GB/s
-    reached = resolve(cfg, calibration=Calibration(copy_bps={"global": share}))
-    assert reached.link("global") == plain.link("global") and reached.sources["global_write"] == "design"
-    slow = resolve(cfg, calibration=Calibration(copy_bps={"global": 0.5 * share}))
-    assert slow.link("global").drain.node_bps == 0.5 * share and slow.sources["global_write"] == "measured"
-    assert copy_seconds(slow, "global") > copy_seconds(plain, "global")
+    reached = resolve(cfg, calibration=Calibration(copy_bps={"global": share}, paced=paced))
+    assert reached.link("global") == plain.link("global")
+    slow = resolve(cfg, calibration=Calibration(copy_bps={"global": 0.5 * share}, paced=paced))
+    assert slow.link("global").drain == plain.link("global").drain.scaled(0.5)
+    assert slow.sources["global_write"] == "measured"
+    assert copy_seconds(slow, "global") == pytest.approx(2 * copy_seconds(plain, "global"))

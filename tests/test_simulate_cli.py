@@ -154,7 +154,7 @@ def test_repro_4_the_planners_interval_says_what_it_writes_a_day_and_flags_an_ab
     assert p["interval_s"] == pytest.approx(80.6, abs=0.5)
     assert p["global_bytes_per_day"] == pytest.approx(1.05e15, rel=0.02)
     assert p["notes"] and "ABSURD VOLUME" in p["notes"][0] and p["s3_per_day_usd"] > 0
-    assert "would write a tenth of it for 0.16 points of goodput" in p["notes"][0]  # the volume buys ~nothing
+    assert "checkpoints per failure that restores from it, over 80" in p["notes"][0]  # 4 x the rule of thumb
     assert info["planner"]["sync"]["notes"] == []  # 34.5 min: 0.04 PB a day
     rc, text, _ = _main(capsys, "simulate", cfg, "--interval", "planner", "--days", "1", "--out", tmp_path / "sim")
     assert "1.049 PB a day to global storage" in text and "ABSURD VOLUME" in text
@@ -238,9 +238,10 @@ def test_a_tier_with_no_rate_is_refused_not_copied_in_no_time(tmp_path, capsys):
     cfg = _write(tmp_path, {"extends": "llama3-8b", "tiers": {
         "local": {"backend": "dir", "path": str(tmp_path / "nvme")},
         "global": {"backend": "dir", "path": str(tmp_path / "pfs"), "emulate": {"write_gib_s": 1}}}})
-    for cmd in (["simulate", cfg, "--out", tmp_path / "sim"], ["plan", cfg, "--set", "tiers.local.interval_steps=5"]):
+    for cmd, says in ((["simulate", cfg, "--out", tmp_path / "sim"], "tiers.local: no rate to simulate it with"),
+                      (["plan", cfg, "--set", "tiers.local.interval_steps=5"], "the local tier has no rate to plan with")):
         rc, out, err = _main(capsys, *cmd)
         lines = err.strip().splitlines()
-        assert rc == 2 and len(lines) == 1 and "tiers.local: no rate to simulate it with" in lines[0], err
+        assert rc == 2 and len(lines) == 1 and says in lines[0], err
         assert "tiers.local.emulate.write_gib_s" in lines[0] and not out
     assert not (tmp_path / "sim").exists()

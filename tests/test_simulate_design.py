@@ -7,6 +7,8 @@ checkpoint alone (``saves=1``, the interval far longer than any copy) or one fai
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import yaml
 
@@ -141,3 +143,14 @@ def test_the_design_is_what_the_simulator_reads(tmp_path):
     assert _alone(slow).drain_mean_s > _alone(d).drain_mean_s
     assert copy_seconds(slow, "global") == pytest.approx(_alone(slow).drain_mean_s, rel=1e-6)
     assert moving / 200e9 < copy_seconds(slow, "global")
+
+
+def test_async_copies_cost_training_their_interference_share(tmp_path):
+    """A calibrated interference share s: each background copy of c seconds costs training s x c,
+    owed before the next checkpoint (the planner's async stall: emulator/planner/inputs.py)."""
+    d = replace(_ladder(tmp_path, "local"), interference_share=0.25)
+    copies = sum(copy_seconds(d, t) for t in d.tiers)
+    o = simulate(d, RunSpec("async", FAR, saves=3))
+    assert o.interference_s == pytest.approx(2 * 0.25 * copies, rel=1e-6)  # the third's is owed after training
+    assert o.checkpoint_overhead == pytest.approx((o.stall_s + o.interference_s) / o.wall_s)
+    assert simulate(d, RunSpec("sync", FAR, saves=3)).interference_s == 0

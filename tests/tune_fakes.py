@@ -13,7 +13,8 @@ GIB = 1 << 30
 
 def fake_results(cfg, *, local_bps: float, global_bps: float, global_latency_s: float = 0.0,
                  snapshot_bps: float = 48 * GIB, interference: float = 0.0, restores: dict | None = None) -> dict:
-    """Per node: ``local_bps`` into the local tier, ``global_bps`` of the drain (both at the run's node),
+    """Per node: ``local_bps`` into the local tier, ``global_bps`` of the drain and its read-back of the last
+    file (``drain.verify: checksum``; both at the run's node),
     ``global_latency_s`` per request (two per file and wave of the drain); each rank's snapshot at
     ``snapshot_bps``; ``interference``: the async steps slowed beyond their stalls (a share of a step);
     ``restores``: tier -> seconds (at the run's scale) a load from it took."""
@@ -22,7 +23,8 @@ def fake_results(cfg, *, local_bps: float, global_bps: float, global_latency_s: 
     snapshot = max(files) / snapshot_bps
     requests = 2 * math.ceil(ranks / cfg.drain.concurrency) * global_latency_s
     local = sum(files) / local_bps
-    drain = sum(files) / global_bps + requests
+    readback = max(files) / global_bps if cfg.drain.verify == "checksum" else 0.0  # the last file's, after its copy
+    drain = sum(files) / global_bps + requests + readback
     stall = {"sync": snapshot + local + drain, "async": snapshot}
     step_wall = cfg.wall_step_seconds * cfg.checkpoint.interval_steps
 

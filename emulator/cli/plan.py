@@ -71,6 +71,8 @@ def add_plan_parser(subparsers):
     a("--interval", metavar="T", help="the base interval to evaluate beside the best (default: the config's "
       "interval_steps x step_seconds; napkin: the rule of thumb's)")
     a("--calibrate", metavar="RESULTS_JSON", help="CONFIG: rates, fixed costs and recoveries a run measured")
+    a("--failures", metavar="TRACE_CSV", help="CONFIG: plan for the failure rates of a trace (TIME[,CLASS] rows, "
+      "as simulate reads it) instead of the failure model's")
     a("--checkpoints-per-failure", metavar="K", help="the rule of thumb's checkpoints per failure (default 20)")
     a("--overhead-budget", metavar="F", help="the rule of thumb's share of time for sync checkpoints (default 0.05)")
     a("--overlap-target", metavar="F", help="the largest share of a tier's interval its copy may take (default 0.10)")
@@ -195,6 +197,15 @@ def config_design(args, *, calibration=None):
     return cfg, design
 
 
+def _trace_rates(design, path: str):
+    """``design`` failing at the rates of the trace at ``path`` (each class's failures over its span)."""
+    from dataclasses import replace
+
+    from emulator.simulation.arrivals import Arrivals, read_trace
+    rates = Arrivals(design.failures, trace=read_trace(path)).rates()
+    return replace(design, failures=design.failures.at_rates(rates))
+
+
 def job_shape(cfg, accelerators: int | None, nodes: int | None) -> tuple[int | None, int | None]:
     """(nodes, accelerators per node) of the job ``--accelerators`` and ``--nodes`` name (None: the config's)."""
     per_node = cfg.design.accelerators_per_node if cfg.design is not None else 8
@@ -217,6 +228,8 @@ def napkin(args):
         raise UserError("--set: overrides a config's keys; give a CONFIG (or describe the napkin with flags)")
     if args.calibrate is not None:
         raise UserError("--calibrate: calibrates a config's design; give the CONFIG the run was made of")
+    if args.failures is not None:
+        raise UserError("--failures: a trace's rates replace a config's failure model; give a CONFIG")
     accelerators = _whole(args.accelerators, "--accelerators")
     if accelerators is None:
         raise UserError("plan: give a CONFIG, or --accelerators N (with --size and --bandwidth) for a napkin plan")
@@ -494,6 +507,8 @@ def run_plan(args) -> int:
             from emulator.simulation.calibrate import read_calibration
             calibration = read_calibration(args.calibrate)
         cfg, design = config_design(args, calibration=calibration)
+        if args.failures is not None:
+            design = _trace_rates(design, args.failures)
     else:
         design, figures, size, preset = napkin(args)
         if design is None:

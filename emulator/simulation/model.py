@@ -98,6 +98,10 @@ class JobModel:
         self.older = None              # the one before it, maybe still copying (local_write)
         self.hk_end = 0.0              # when the last checkpoint's retention ends
         self.retention_s = retention_seconds(design)
+        #: async: training slowed by this share of every background copy's time (a calibration's
+        #: interference), owed as training time not progressed before the next checkpoint
+        self.interference = design.interference_share if spec.mode == "async" else 0.0
+        self.slowed = 0.0
         self.snapshot_s = snapshot_seconds(design)
         self.drain_open = None         # start of the drain in flight
         self.owed = None               # (class, restart seconds, restore seconds) after a failure
@@ -146,6 +150,10 @@ class JobModel:
                     break
                 self._switch("work")
                 yield env.timeout(self.s.interval_s)
+                if self.slowed > 0:
+                    self._switch("interference")
+                    slowed, self.slowed = self.slowed, 0.0
+                    yield env.timeout(slowed)
                 yield from self._checkpoint()
                 n += 1
             except simpy.Interrupt as intr:
@@ -248,6 +256,7 @@ class JobModel:
 
     def _durable(self, ck: _Ckpt, name: str, seconds: float) -> None:
         self.held[name] = ck.progress
+        self.slowed += self.interference * seconds
         copies = self.d.replicas if name == "peer" else 1
         self.t.tiers[name].copied(seconds, self.env.now - ck.snapped, self.d.job.checkpoint_bytes * copies)
 

@@ -8,7 +8,8 @@ node's); **drain overlap** the fraction of wall time a drain is in progress on s
 **complete** once every tier that takes it holds it. Per tier: its copies (the ranks' write to the
 nearest tier, or a copy from it), their **lag** (from the end of the snapshot until durable there)
 and the share of wall time they were in flight. Per failure class: failures, the work they lost and
-the time their recoveries took. On top: **goodput** (surviving training time over wall time) and
+the time their recoveries took; async, the training time background copies took from it (a
+calibrated **interference** share of their time, part of the checkpoint overhead). On top: **goodput** (surviving training time over wall time) and
 **failure overhead** (lost work, restarts and restores over wall time), so that goodput +
 checkpoint overhead + failure overhead = 1.
 """
@@ -95,6 +96,8 @@ class Outcome:
     failure_overhead: float
     useful_s: float
     stall_s: float
+    #: async: training time lost to background copies (the calibration's interference share of them)
+    interference_s: float
     lost_work_s: float
     restart_s: float
     recovery_s: float
@@ -133,6 +136,7 @@ class Outcome:
         wall = max(wall, 1e-12)
         time = t.time
         restart, recovery, stall = time.get("restart", 0.0), time.get("recovery", 0.0), time.get("stall", 0.0)
+        interference = time.get("interference", 0.0)
         days = wall / DAY
         glob, local = t.tiers.get("global"), t.tiers.get("local")
         lost = sum(t.lost.values())
@@ -145,9 +149,9 @@ class Outcome:
         done_global = len(glob.copies) if glob is not None else 0
         return cls(
             mode=spec.mode, interval_s=spec.interval_s, wall_s=wall,
-            goodput=t.progress / wall, checkpoint_overhead=stall / wall,
+            goodput=t.progress / wall, checkpoint_overhead=(stall + interference) / wall,
             failure_overhead=(lost + restart + recovery) / wall,
-            useful_s=t.progress, stall_s=stall, lost_work_s=lost, restart_s=restart, recovery_s=recovery,
+            useful_s=t.progress, stall_s=stall, interference_s=interference, lost_work_s=lost, restart_s=restart, recovery_s=recovery,
             failures=dict(t.failures), restores=dict(t.restores),
             checkpoints=t.started, complete=t.complete,
             stall_mean_s=_mean(t.stalls), stall_p99_s=_p99(t.stalls), stall_max_s=max(t.stalls, default=0.0),

@@ -47,6 +47,13 @@ def _mean_stall(design, mode: str, every: dict | None = None) -> float:
     return sum(lv.stall_s / lv.every for lv in DesignLevels(design, mode).levels(every))
 
 
+def training_interval(design, mode: str, base_interval_s: float, every: dict | None = None) -> float:
+    """The training time between checkpoints that ``simulate`` takes for the planner's base interval
+    (start to start): the base interval less the mode's mean stall per checkpoint (async: the
+    interference share of the copies too) at ``every``."""
+    return max(base_interval_s - _mean_stall(design, mode, every), 1e-3)
+
+
 def planned(design, mode: str, rates: dict | None = None, grid: dict | None = None) -> Planned:
     """The planner's best cell of ``design`` in ``mode`` (over its default grid, or every tier's
     ``every`` over ``grid``): the interval of training between checkpoints it means, its ``every``."""
@@ -56,7 +63,7 @@ def planned(design, mode: str, rates: dict | None = None, grid: dict | None = No
         g = Grid(every={**g.every, **grid}, base_interval_s=g.base_interval_s)
     p = planner.plan(design, grid=g, modes=(mode,))
     best = p.modes[mode].best
-    interval = max(best.base_interval_s - _mean_stall(design, mode, best.every), 1e-3)
+    interval = training_interval(design, mode, best.base_interval_s, best.every)
     volume = p.volume
     notes = []
     if volume is not None and volume.flagged:
@@ -78,4 +85,4 @@ def choose_every(design, mode: str, rates: dict, grid: dict | None, interval_s: 
     return best.every, best.goodput
 
 
-__all__ = ["CLASSES", "Planned", "choose_every", "has_levels", "planned", "with_rates"]
+__all__ = ["CLASSES", "Planned", "choose_every", "has_levels", "planned", "training_interval", "with_rates"]
