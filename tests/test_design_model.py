@@ -224,3 +224,14 @@ def test_sizes_shows_the_job_and_that_the_emulated_node_is_one_of_its_nodes(caps
     assert main(["sizes", "llama3-70b-subset", "--set", "design.job.nodes=128"]) == 0
     out = capsys.readouterr().out
     assert "the job: 128 node(s) x 8 accelerators (1,024 ranks)" in out and "8 ranks write 7.12 GiB" in out
+
+
+def test_a_run_that_is_the_whole_job_has_the_jobs_nodes(tmp_path):
+    """No design.job: 4 ranks of a 4-rank layout run on 2 nodes are a job of 2 nodes of 2, not one
+    node of 8 (fewer nodes than the run emulates)."""
+    from emulator.design.job import job_of
+    cfg = load_config(_write(tmp_path, {"extends": "llama3-8b", "parallelism": {"dp": 4}}))
+    assert cfg.parallelism.active_ranks == cfg.parallelism.world_size == 4
+    job = job_of(cfg, emulated_nodes=2)
+    assert (job.nodes, job.accelerators_per_node, len(job.emulated)) == (2, 2, 2)
+    assert job_of(cfg).nodes == 1
