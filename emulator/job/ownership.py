@@ -6,7 +6,8 @@ In the ranks, each node leader claims its node's local tier and rank 0 the
 global tier, before any rank writes to them; every rank then joins all of
 them as a user (tiers/locking.py, tiers/s3_lease.py). A claim that fails ends
 every rank with the same line; a claim lost later (an S3 lease another run
-took over) ends the run at once with one line (``lifeline.end_run``). The job
+took over, a tier folder deleted or replaced during the run) ends the run at
+once with one line (``lifeline.end_run``). The job
 id ties a run's nodes together: the rendezvous id and endpoint for several
 nodes, a fresh id for one.
 """
@@ -48,11 +49,11 @@ def claim_tiers(comm, out, local, global_, *, memory=None) -> list:
 
     Returns the claims to hold for the run's lifetime; raises UserError on every rank if any
     claim failed."""
-    claims, error = [join_dir(out, what=f"results folder {out}")], None
+    claims, error = [join_dir(out, what=f"results folder {out}", job=os.environ.get(JOB_ENV))], None
     node_tiers = [t for t in (memory, local) if t is not None]
     try:
         for tier in node_tiers if comm.is_node_leader else ():
-            claims.append(tier.claim(holder()))
+            claims.append(_end_run_if_lost(tier.claim(holder())))
         if comm.rank == 0:
             claims.append(_end_run_if_lost(global_.claim(holder())))
     except TierError as exc:
@@ -69,10 +70,13 @@ def claim_tiers(comm, out, local, global_, *, memory=None) -> list:
 
 
 def _end_run_if_lost(claim):
-    """A claim that can be lost while the run holds it (an S3 lease) ends the run when it is:
-    nothing more may be written or deleted under another run's claim."""
+    """A claim that can be lost while the run holds it (an S3 lease; a folder deleted or replaced
+    under the run) ends the run when it is: nothing more may be written or deleted under another
+    run's claim, and a tier's folder is never silently made again without its lock."""
     if hasattr(claim, "on_lost"):
         claim.on_lost = end_run
+    if hasattr(claim, "watch"):
+        claim.watch()
     return claim
 
 

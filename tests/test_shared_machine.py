@@ -1,0 +1,204 @@
+"""Safe on a shared machine (issue 37): a second user's planted names never turn a write, read or
+delete of the tool's elsewhere, and clean-up touches only the tool's own names.
+
+Every test plants as uid 65534 (``planting.py``) and checks the root-only victims beside the
+tool's folders byte for byte afterwards. In-process: no run is started here
+(``test_shared_machine_e2e.py`` starts real runs).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from planting import machine, plant_fifo, plant_folder, plant_link, snapshot  # noqa: F401 - a fixture
+
+from tiers.base import TierError
+from tiers.directory import POOL_DIR, DirTier
+from tiers.locking import OWNER, USERS, Holder, claim_dir, join_dir
+
+
+def _sticky_folder(parent: Path, name: str) -> Path:
+    """A folder of root's that others may add names to, as /dev/shm itself."""
+    folder = parent / name
+    folder.mkdir()
+    os.chmod(folder, 0o1777)
+    return folder
+
+
+def write(tier, key: str, data: bytes) -> None:
+    with tier.open_write(key) as sink:
+        sink.write(data)
+
+
+# --------------------------------------------------------------------------- 1: lock files
+
+@pytest.mark.parametrize("name", [OWNER, USERS])
+def test_a_lock_file_planted_as_a_link_is_refused_and_its_target_untouched(machine, name):
+    shared, victims = machine
+    folder = _sticky_folder(shared, "tier")
+    plant_link(folder / name, victims / "secret")
+    before = snapshot(victims)
+    with pytest.raises(TierError, match="is a link; refused"):
+        claim_dir(folder, Holder(job="x"), what="dir tier")
+    assert snapshot(victims) == before
+
+
+def test_joining_through_a_planted_users_link_is_refused(machine):
+    shared, victims = machine
+    folder = _sticky_folder(shared, "tier")
+    plant_link(folder / USERS, victims / "secret")
+    before = snapshot(victims)
+    with pytest.raises(TierError, match="is a link; refused"):
+        join_dir(folder, what="dir tier")
+    assert snapshot(victims) == before
+
+
+def test_a_folder_another_user_made_first_is_refused_naming_it(machine):
+    shared, victims = machine
+    plant_folder(shared / "ckpt-emu-data")
+    with pytest.raises(TierError, match=r"ckpt-emu-data belongs to another user \(uid 65534\)"):
+        DirTier(shared / "ckpt-emu-data" / "pfs")
+    assert not (shared / "ckpt-emu-data" / "pfs").exists()
+
+
+def test_a_folder_others_can_write_without_the_sticky_bit_is_refused(tmp_path):
+    folder = tmp_path / "open"
+    folder.mkdir()
+    os.chmod(folder, 0o777)
+    with pytest.raises(TierError, match=r"writable by other users without the sticky bit \(mode 777\)"):
+        DirTier(folder)
+
+
+def test_a_link_another_user_owns_on_the_way_is_never_followed(machine):
+    shared, victims = machine
+    plant_link(shared / "ckpt", victims)
+    with pytest.raises(TierError, match="ckpt is a link owned by another user"):
+        DirTier(shared / "ckpt" / "nvme")
+    assert not (victims / "nvme").exists()
+
+
+# --------------------------------------------------------------------------- 2: the recycling pool
+
+def test_a_pooled_file_planted_as_a_link_is_never_written_through(machine):
+    shared, victims = machine
+    tier = DirTier(_sticky_folder(shared, "mem") / "node0", recycle=True, pool_files=4)
+    os.chmod(tier.root, 0o1777)  # a tier folder others may add names to (the sticky bit allows it)
+    pool = tier.root / POOL_DIR
+    write(tier, "step_00000001/a.pt", b"x" * 4096)
+    asyncio.run(tier.delete("step_00000001/a.pt"))  # makes the pool folder
+    os.chmod(pool, 0o1777)
+    plant_link(pool / ("0" * 32 + ".pool"), victims / "secret")
+    for f in [p for p in pool.iterdir() if not p.is_symlink()]:
+        f.unlink()  # only the planted name is left to take
+    before = snapshot(victims)
+    write(tier, "step_00000002/a.pt", b"checkpoint bytes" * 1000)
+    assert snapshot(victims) == before
+    assert (tier.root / "step_00000002" / "a.pt").read_bytes() == b"checkpoint bytes" * 1000
+
+
+def test_a_pool_folder_planted_as_a_link_is_not_used(machine):
+    shared, victims = machine
+    tier = DirTier(_sticky_folder(shared, "mem") / "node0", recycle=True, pool_files=4)
+    os.chmod(tier.root, 0o1777)
+    plant_link(tier.root / POOL_DIR, victims / "tree")
+    write(tier, "step_00000001/a.pt", b"y" * 8192)
+    before = snapshot(victims)
+    asyncio.run(tier.delete("step_00000001/a.pt"))  # not moved into the link's target
+    assert snapshot(victims) == before
+    write(tier, "step_00000002/a.pt", b"z" * 8192)
+    asyncio.run(tier.recover_after_crash())
+    assert snapshot(victims) == before
+
+
+# --------------------------------------------------------------------------- 4: crash clean-up
+
+def test_crash_clean_up_touches_only_the_tools_own_names(tmp_path):
+    """Pointed at a project folder (``allow_foreign``), recovery removes its own partials and empty
+    step folders, and nothing else: not an empty mount point, not a user's partial download."""
+    root = tmp_path / "project"
+    (root / "mnt" / "empty-mount-point").mkdir(parents=True)
+    (root / "data").mkdir()
+    (root / "data" / ".model.bin.0123456789ab.partial").write_text("a user's partial download")
+    (root / ".notes.partial").write_text("mine")
+    (root / "step_00000007").mkdir()  # a crashed run's empty step folder
+    (root / "step_00000008").mkdir()
+    (root / "step_00000008" / ".rank0.pt.0123456789ab.partial").write_bytes(b"torn")
+    tier = DirTier(root)
+    before = snapshot(root / "mnt") | snapshot(root / "data")
+    note = asyncio.run(tier.recover_after_crash())
+    assert snapshot(root / "mnt") | snapshot(root / "data") == before
+    assert (root / ".notes.partial").exists()
+    assert not (root / "step_00000007").exists() and not (root / "step_00000008").exists()
+    assert note == "removed 1 partial file(s), 2 empty folder(s)"
+
+
+def test_retention_never_deletes_through_a_step_folder_planted_as_a_link(machine):
+    from emulator.checkpoint.layout import delete_checkpoint
+    shared, victims = machine
+    tier = DirTier(_sticky_folder(shared, "pfs") / "t")
+    os.chmod(tier.root, 0o1777)
+    plant_link(tier.root / "step_00000003", victims / "tree" / "deep")
+    before = snapshot(victims)
+    asyncio.run(delete_checkpoint(tier, 3))
+    asyncio.run(tier.recover_after_crash())
+    assert asyncio.run(tier.list()) == []
+    assert snapshot(victims) == before
+
+
+# --------------------------------------------------------------------------- 7: step folders
+
+def test_a_step_folder_planted_as_a_link_is_refused_not_written_through(machine):
+    shared, victims = machine
+    tier = DirTier(_sticky_folder(shared, "nvme") / "node0")
+    os.chmod(tier.root, 0o1777)
+    plant_link(tier.root / "step_00000010", victims / "tree")
+    before = snapshot(victims)
+    with pytest.raises(TierError, match="step_00000010 is a link; refused"):
+        write(tier, "step_00000010/rank0.pt", b"ckpt")
+    with pytest.raises(TierError, match="step_00000010 is a link; refused"):
+        asyncio.run(tier.put("step_00000010/manifest.json", b"{}"))
+    assert snapshot(victims) == before
+
+
+# --------------------------------------------------------------------------- 6: typed reads
+
+def test_reading_a_fifo_planted_in_a_tier_fails_at_once(machine):
+    shared, _ = machine
+    tier = DirTier(_sticky_folder(shared, "pfs") / "t")
+    os.chmod(tier.root, 0o1777)
+    asyncio.run(tier.put("step_00000001/manifest.json", b"{}"))
+    os.chmod(tier.root / "step_00000001", 0o1777)
+    plant_fifo(tier.root / "step_00000001" / "rank0.pt")
+    with pytest.raises(TierError, match="not a regular file"):
+        tier.open_read("step_00000001/rank0.pt")
+    with pytest.raises(TierError, match="not a regular file"):
+        asyncio.run(tier.get("step_00000001/rank0.pt"))
+
+
+# --------------------------------------------------------------------------- 8: the folder is the claim
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_claimed_tier_whose_folder_goes_is_never_made_again_and_the_claim_says_so(tmp_path, how):
+    import shutil
+    import threading
+    tier = DirTier(tmp_path / "nvme" / "node0")
+    write(tier, "step_00000001/a.pt", b"1")
+    claim = tier.claim(Holder(job="first"))
+    lost = threading.Event()
+    lines = []
+    claim.on_lost = lambda line: (lines.append(line), lost.set())
+    claim.watch(interval_s=0.05)
+    shutil.rmtree(tier.root)
+    if how == "replaced":
+        tier.root.mkdir()  # e.g. a second run that made it again: another folder
+    assert lost.wait(10), "the claim did not notice"
+    assert f"dir tier {tier.root} was" in lines[0] and "during the run" in lines[0]
+    with pytest.raises(TierError, match="during the run; it is never made again"):
+        write(tier, "step_00000002/a.pt", b"2")
+    with pytest.raises(TierError, match="during the run"):
+        asyncio.run(tier.put("step_00000002/manifest.json", b"{}"))
+    assert os.path.exists(tier.root) == (how == "replaced")
+    assert not (tier.root / "step_00000002").exists()
+    claim.release()
