@@ -202,3 +202,58 @@ def test_a_claimed_tier_whose_folder_goes_is_never_made_again_and_the_claim_says
     assert os.path.exists(tier.root) == (how == "replaced")
     assert not (tier.root / "step_00000002").exists()
     claim.release()
+
+
+# --------------------------------------------------------------------------- 3: the results folder
+
+@pytest.mark.parametrize("name", [".spool", ".shared", ".records", ".metrics"])
+def test_a_working_folder_planted_as_a_link_in_the_results_folder_is_refused(machine, name):
+    from emulator.errors import UserError
+    from emulator.launch.launcher import prepare_out
+    shared, victims = machine
+    out = _sticky_folder(shared, "results")  # as --out /tmp: others may add names to it
+    (victims / "tree" / "node0").mkdir()
+    plant_link(out / name, victims / "tree")
+    before = snapshot(victims)
+    with pytest.raises(UserError, match=f"{name} is a link; refused"):
+        prepare_out(out, {"run": {}})
+    assert snapshot(victims) == before and not (out / "config.json").exists()
+
+
+def test_the_spool_and_metrics_folders_are_emptied_without_following_a_link(machine):
+    from emulator.metrics import prepare_multiprocess_dir
+    from tiers.safepath import fresh_folder
+    shared, victims = machine
+    out = _sticky_folder(shared, "results")
+    (victims / "tree" / "node0").mkdir()
+    for name in (".spool", ".metrics"):
+        plant_link(out / name, victims / "tree")
+    before = snapshot(victims)
+    with pytest.raises(TierError, match=r"\.spool is a link"):
+        fresh_folder(out / ".spool" / "node0")  # what each node's leader does at start
+    with pytest.raises(TierError, match=r"\.metrics is a link"):
+        prepare_multiprocess_dir(out / ".metrics" / "node0")
+    assert snapshot(victims) == before
+
+
+@pytest.mark.parametrize("name", ["results.json", "report.txt", "torchrun.log", "status.json", "stop"])
+def test_an_output_planted_as_a_link_is_refused_before_the_run(machine, name):
+    from emulator.errors import UserError
+    from emulator.launch.launcher import prepare_out
+    shared, victims = machine
+    out = _sticky_folder(shared, "results")
+    plant_link(out / name, victims / "secret")
+    before = snapshot(victims)
+    with pytest.raises(UserError, match=f"{name} is not a file this tool made"):
+        prepare_out(out, {"run": {}})
+    assert snapshot(victims) == before
+
+
+def test_reports_replace_a_planted_link_instead_of_writing_through_it(machine):
+    from tiers.fileops import write_replacing
+    shared, victims = machine
+    out = _sticky_folder(shared, "results")
+    plant_link(out / "results.json", victims / "secret")
+    before = snapshot(victims)
+    write_replacing(out / "results.json", "{}")
+    assert snapshot(victims) == before and (out / "results.json").read_text() == "{}"

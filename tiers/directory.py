@@ -545,13 +545,11 @@ class DirTier(Tier):
 
 
 def _remove_own_file(folder: Folder, name: str) -> int:
-    """Unlink ``name`` in ``folder`` if it is a regular file of this user's; 1 if it went."""
-    st = folder.lstat(name)
-    if st is None or not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+    """Unlink ``name`` in ``folder`` if it is a regular file of this user's (anything else stays); 1 if it went."""
+    try:
+        return int(folder.remove_own_file(name))
+    except UnsafePath:
         return 0
-    os.unlink(name, dir_fd=folder.fd)
-    folder.fsync()
-    return 1
 
 
 def _refuse_foreign(root: Path, names: list[str]) -> None:

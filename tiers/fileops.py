@@ -106,6 +106,26 @@ def publish(tmp: Path, final: Path, fd: int | None = None) -> None:
     fsync_dir(final.parent)
 
 
+def write_replacing(path: Path, data, *, durable: bool = True) -> None:
+    """``data`` (bytes or text) as the whole file ``path``: written into a new partial beside it
+    (``O_EXCL``: never through a link planted anywhere), then renamed over ``path``, so a link
+    planted at ``path`` is replaced, never written through. ``durable``: fsynced (``publish``)."""
+    path = Path(path)
+    tmp = partial_path(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        write_all(fd, data.encode() if isinstance(data, str) else data)
+        if durable:
+            publish(tmp, path, fd)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(fd)
+
+
 def remove_file(path: Path, *, stop_at: Path | None = None) -> None:
     """Unlink ``path`` durably, then remove (durably) parent folders left empty, up to ``stop_at``.
 

@@ -144,6 +144,19 @@ class Folder:
         return open_checked(name, flags, mode, dir_fd=self.fd, shown=os.path.join(self.path, name), what=what,
                             check=is_own_file, wanted="a regular file of this user's with one name")
 
+    def remove_own_file(self, name: str, *, what: str = "file") -> bool:
+        """Unlink ``name`` here if it is a regular file of this user's (False if it is not there);
+        anything else at that name is refused (UnsafePath), never removed."""
+        st = self.lstat(name)
+        if st is None:
+            return False
+        if not (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()):
+            raise UnsafePath(f"{what}: {os.path.join(self.path, name)} is not a file this tool made "
+                             f"({stat.filemode(st.st_mode)}, uid {st.st_uid}); refused")
+        os.unlink(name, dir_fd=self.fd)
+        self.fsync()
+        return True
+
     def remove_own_tree(self, name: str, *, what: str = "folder") -> bool:
         """Delete the tool's own folder ``name`` here and everything in it, never following a link
         (``shutil.rmtree`` through descriptors); False if it was not there."""
@@ -241,6 +254,16 @@ def reach(path, *, create: bool = False, mode: int = 0o700, what: str = "folder"
         os.close(fd)
         raise FileNotFoundError(errno.ENOENT, "no such folder", str(path))
     return Folder(fd, "/" + "/".join(where))
+
+
+def fresh_folder(path, *, mode: int = 0o700, what: str = "folder") -> Path:
+    """The tool's working folder ``path``, emptied (or made): its parent reached safely (and made),
+    what was in it removed without following a link, a link or another user's folder refused."""
+    path = Path(path)
+    with reach(path.parent, create=True, mode=mode, what=what) as parent:
+        parent.remove_own_tree(path.name, what=what)
+        parent.subfolder(path.name, mode=mode, what=what).close()
+    return path
 
 
 def check_reach(path, *, what: str = "folder") -> tuple[Path, list[str]]:

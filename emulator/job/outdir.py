@@ -10,6 +10,10 @@ the processes of a node or job), ``.metrics/node<N>`` (Prometheus multiprocess
 files), ``.records`` (each
 rank's checkpoint records, appended as they finish, one file per torchrun
 attempt, so results.json covers attempts that were killed).
+
+The results folder must be this user's and not writable by others without the
+sticky bit; every name in it is opened without following a link and the
+working folders are made by the CLI, refusing a link (docs/security.md).
 """
 from __future__ import annotations
 
@@ -27,7 +31,12 @@ DLIO = "dlio"               # mlperf protocol: the DLIO-compatible results folde
 MLPERF_WRITE = "mlperf-write.json"  # mlperf protocol: when the write phase ended (kept for the read phase)
 
 #: outputs of a previous run, removed before a new one starts
-OUTPUTS = (STOP, STATUS, RESULTS, REPORT, TIMELINE)
+OUTPUTS = (STOP, STATUS, RESULTS, REPORT, TIMELINE, LOG)
+SPOOL, SHARED, METRICS, RECORDS = ".spool", ".shared", ".metrics", ".records"
+#: the working folders, made by the CLI before the ranks start (never through a link, see docs/security.md)
+WORKING = (SPOOL, SHARED, METRICS, RECORDS)
+#: the working folders a new run starts empty (the others are emptied per node by the ranks)
+EMPTIED = (SHARED, RECORDS)
 
 
 def dlio_folder(phase: str) -> str:
@@ -46,25 +55,25 @@ class OutDir:
         return self.root / name
 
     def spool(self, node: int) -> Path:
-        return self.root / ".spool" / f"node{node}"
+        return self.root / SPOOL / f"node{node}"
 
     def shared(self, tier: str) -> Path:
-        return self.root / ".shared" / tier
+        return self.root / SHARED / tier
 
     def nic(self, node: int) -> Path:
         """The node's NIC send bucket: the global tier's writes and the peer tier's sends share it."""
-        return self.root / ".shared" / "nic" / f"node{node}-send.bucket"
+        return self.root / SHARED / "nic" / f"node{node}-send.bucket"
 
     @property
     def shared_root(self) -> Path:
-        return self.root / ".shared"
+        return self.root / SHARED
 
     def metrics(self, node: int) -> Path:
-        return self.root / ".metrics" / f"node{node}"
+        return self.root / METRICS / f"node{node}"
 
     @property
     def records_root(self) -> Path:
-        return self.root / ".records"
+        return self.root / RECORDS
 
     def records(self, rank: int, attempt: int) -> Path:
         return self.records_root / f"rank{rank:05d}.attempt{attempt}.jsonl"

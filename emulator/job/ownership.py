@@ -20,6 +20,7 @@ from emulator.errors import UserError
 from emulator.job.lifeline import end_run
 from tiers.base import TierError
 from tiers.locking import Holder, claim_dir, join_dir
+from tiers.safepath import reach
 
 JOB_ENV = "CKPT_EMU_JOB"
 #: set by the launcher when the nodes were started with fixed node ranks (``--node-rank``): a
@@ -36,9 +37,12 @@ def holder() -> Holder:
 
 
 def claim_results_folder(out, job: str):
-    """The CLI's claim on ``run.out``; raises UserError naming the run that holds it."""
+    """The CLI's claim on ``run.out``, made (0755) if missing, reached without following what the
+    tool did not make (docs/security.md); raises UserError naming the run that holds it."""
+    what = f"results folder {out}"
     try:
-        return claim_dir(out, Holder(job=job), what=f"results folder {out}")
+        with reach(out, create=True, mode=0o755, what=what) as folder:
+            return claim_dir(folder, Holder(job=job), what=what)
     except TierError as exc:
         raise UserError(str(exc)) from None
 

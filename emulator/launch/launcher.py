@@ -11,18 +11,19 @@ import functools
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 from emulator.errors import UserError
 from emulator.job import outdir
 from emulator.job.lifeline import die_with_parent
 from emulator.job.ownership import JOB_ENV
+from tiers.base import TierError
+from tiers.fileops import open_checked, write_replacing
+from tiers.safepath import is_own_file, reach
 
 
 def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, nnodes: int = 1,
@@ -48,16 +49,34 @@ def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, n
 
 
 def prepare_out(out: Path, cfg_dict: dict) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in outdir.OUTPUTS:
-        (out / stale).unlink(missing_ok=True)
-    shutil.rmtree(outdir.OutDir(out).shared_root, ignore_errors=True)
-    shutil.rmtree(outdir.OutDir(out).records_root, ignore_errors=True)  # a new run: its attempts start at 0
+    """The results folder for a new run: the last run's outputs and shared working state gone (a
+    new run's attempts start at 0), every working folder made (never through a link: a name in it
+    that is not the tool's is refused), the resolved config written."""
+    what = f"results folder {out}"
+    try:
+        with reach(out, create=True, mode=0o755, what=what) as folder:
+            for stale in outdir.OUTPUTS:
+                folder.remove_own_file(stale, what=what)
+            for working in outdir.EMPTIED:
+                folder.remove_own_tree(working, what=what)
+            for working in outdir.WORKING:
+                folder.subfolder(working, what=what).close()
+    except TierError as exc:
+        raise UserError(str(exc)) from None
     path = out / outdir.CONFIG
-    tmp = out / f".config.{uuid.uuid4().hex[:8]}.json"
-    tmp.write_text(json.dumps(cfg_dict, indent=1))
-    os.replace(tmp, path)
+    write_replacing(path, json.dumps(cfg_dict, indent=1))
     return path
+
+
+def _create(path: Path) -> int:
+    """A new, empty file of the results folder (``prepare_out`` removed the last run's), opened to
+    write: never through a link planted at its name, and an existing one only if it is the tool's."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        fd = open_checked(path, os.O_WRONLY, check=is_own_file, what="results folder")
+        os.ftruncate(fd, 0)
+        return fd
 
 
 def _first_error(log: Path) -> str | None:
@@ -90,7 +109,7 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str =
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1", **{JOB_ENV: job}, **(env or {}))
     log_path = out / outdir.LOG
     interrupts = 0
-    with open(log_path, "wb") as log:
+    with open(_create(log_path), "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                 preexec_fn=functools.partial(die_with_parent, os.getpid()))
 
@@ -98,7 +117,7 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str =
             nonlocal interrupts
             interrupts += 1
             if interrupts == 1:
-                (out / outdir.STOP).touch()
+                os.close(_create(out / outdir.STOP))
                 print("\nckpt-emu: stopping after the current step (Ctrl-C again to abort)", file=sys.stderr)
             else:
                 os.killpg(proc.pid, signal.SIGTERM)

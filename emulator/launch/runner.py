@@ -7,6 +7,7 @@ is one ``UserError`` line.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -18,13 +19,18 @@ from emulator.launch.progress import Progress
 from emulator.sizing import checkpoint_size
 from emulator.units import GIB
 from tiers import TierError, backend_class
-from tiers.fileops import make_dirs
+from tiers.directory import DirOptions
+from tiers.locking import busy_holder
+from tiers.safepath import check_reach
 
 
 def preflight(cfg, nnodes: int, duration: float | None = None) -> None:
-    """Check the device and every tier before anything is launched; raises UserError naming it."""
+    """Check the device, the results folder and every tier before anything is launched or written;
+    raises UserError naming it."""
     from emulator.workload.device import resolve_kind
     resolve_kind(cfg.state.device)  # state.device: cuda on a machine without one ends here
+    _check_folders_apart(cfg)
+    _check_out(cfg.run.out)
     size = checkpoint_size(cfg.model, cfg.parallelism)
     node_bytes = size.run_bytes * cfg.run.scale / max(1, nnodes)
     copies = _copies_on_a_tier(cfg, duration)
@@ -45,6 +51,52 @@ def preflight(cfg, nnodes: int, duration: float | None = None) -> None:
                     else f"the run writes {copies} checkpoint(s)")
             raise UserError(f"tiers.{name}: {exc} ({kept})"
                             if "free, needs" in str(exc) else f"tiers.{name}: {exc}") from None
+
+
+def _check_out(out: str) -> None:
+    """``run.out``: a folder (or one that can be made) this user may use safely (docs/security.md),
+    writable, and not in use by another run; checked without making or writing anything."""
+    what = f"results folder {out}"
+    try:
+        there, missing = check_reach(Path(out), what=what)
+    except NotADirectoryError as exc:
+        raise UserError(f"run.out {out}: {exc.filename} is not a directory") from None
+    except TierError as exc:
+        raise UserError(f"run.out: {exc}") from None
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise UserError(f"run.out {out}: {there} is not writable")
+    busy = None if missing else busy_holder(there)
+    if busy is not None:
+        raise UserError(f"{what} is in use by another run: {busy.describe()}")
+
+
+def _folders(cfg) -> list[tuple[str, Path]]:
+    """(what, node 0's folder) of the results folder and of every directory tier (a memory tier's
+    peer copies in the folder beside it), made absolute without following anything."""
+    found = [("run.out", cfg.run.out)]
+    for name in ("memory", "local", "global"):
+        tier = cfg.tiers.entry(name)
+        if tier is not None and isinstance(tier.options, DirOptions):
+            found.append((f"tiers.{name}.path", tier.options.for_node(0)))
+    if cfg.tiers.peer is not None and isinstance(cfg.tiers.memory.options, DirOptions):
+        found.append(("tiers.peer (beside tiers.memory.path)", cfg.tiers.memory.options.for_node(0).rstrip("/") + "-peers"))
+    return [(what, Path(os.path.abspath(os.path.expanduser(p)))) for what, p in found]
+
+
+def _check_folders_apart(cfg) -> None:
+    """Each tier needs a folder of its own, not the results folder, not inside another tier's (two
+    tiers in one folder delete each other's checkpoints; a folder inside a tier is foreign there)."""
+    folders = _folders(cfg)
+    for i, (what_a, a) in enumerate(folders):
+        for what_b, b in folders[i + 1:]:
+            if a == b:
+                raise UserError(f"{what_a} and {what_b} are the same folder ({a}): each needs a folder of its own")
+            inner = [(x, y) for x, y in (((what_a, a), (what_b, b)), ((what_b, b), (what_a, a)))
+                     if y[1] in x[1].parents and y[0] != "run.out"]
+            if inner:
+                (what_in, path_in), (what_out, path_out) = inner[0]
+                raise UserError(f"{what_in} ({path_in}) is inside {what_out} ({path_out}): each needs a folder "
+                                "of its own, outside the others")
 
 
 def _check_host_memory(cfg, node_bytes: float) -> None:
@@ -137,7 +189,6 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
         check_read_phase(cfg)
 
     out = Path(cfg.run.out)
-    make_dirs(out)
     job = new_job_id(rdzv_endpoint, rdzv_id)
     claim = claim_results_folder(out, job)  # before anything in it is touched
     try:

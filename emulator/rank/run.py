@@ -66,6 +66,7 @@ from tiers.base import unwrap
 from tiers.emulated import counted_as, device_waits
 from tiers.mapped import mapped_peak_bytes
 from tiers.pacing import FileTokenBucket
+from tiers.safepath import fresh_folder
 
 
 class RankRun:
@@ -188,12 +189,10 @@ class RankRun:
     def _setup_spool(self) -> None:
         """Spool files (S3 uploads, drains through tiers without files) go under the results
         folder, one folder per node, which the node leader empties at start: what a SIGKILL
-        left there is swept. Tiers and the drainer are told the folder (TierScope.spool_dir)."""
-        import shutil
-        spool = self.out.spool(self.comm.node)
+        left there is swept, never through a link. Tiers and the drainer are told the folder
+        (TierScope.spool_dir)."""
         if self.comm.is_node_leader:
-            shutil.rmtree(spool, ignore_errors=True)
-            spool.mkdir(parents=True, exist_ok=True)
+            fresh_folder(self.out.spool(self.comm.node), what="results folder")
         self.comm.barrier()
 
     def _build_tiers(self) -> None:

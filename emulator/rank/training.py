@@ -20,6 +20,7 @@ import time
 from collections import deque
 
 from emulator.job import outdir
+from tiers.fileops import write_replacing
 
 MAX_EVENTS = 4000  # timeline events kept per rank and kind of source
 #: votes of the per-step stop all-reduce (the largest wins): stop now > a checkpoint in flight > steps done
@@ -156,6 +157,4 @@ class ModeLoop:
                   "checkpoints": len(recs), "misses": sum(r.missed for r in recs),
                   "interval_s": self.cfg.checkpoint.interval_steps * self.cfg.wall_step_seconds,
                   "time": time.time()}
-        tmp = self.out / (outdir.STATUS + ".tmp")
-        tmp.write_text(json.dumps(status))
-        os.replace(tmp, self.out / outdir.STATUS)
+        write_replacing(self.out / outdir.STATUS, json.dumps(status), durable=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from pathlib import Path
 
 from emulator.job import outdir
@@ -16,6 +17,7 @@ from emulator.results.requests import s3_lines
 from emulator.results.summary import build_results
 from emulator.results.timeline import write_timeline
 from emulator.units import GIB, table
+from tiers.fileops import write_replacing
 
 
 def _fmt_s(v: float) -> str:
@@ -229,15 +231,18 @@ def _content_lines(results: dict) -> list[str]:
 
 
 def write_outputs(cfg, ranks: list[dict], out: Path) -> dict:
+    """results.json, report.txt and the timeline, each written beside its name and renamed over it
+    (never through a link planted at the name, docs/security.md)."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     results = build_results(cfg, ranks)
-    tmp = out / (outdir.RESULTS + ".tmp")
-    tmp.write_text(json.dumps(results, indent=1))
-    os.replace(tmp, out / outdir.RESULTS)
-    (out / outdir.REPORT).write_text(format_table(results))
+    write_replacing(out / outdir.RESULTS, json.dumps(results, indent=1))
+    write_replacing(out / outdir.REPORT, format_table(results))
+    tmp = out / f".{uuid.uuid4().hex[:12]}.{outdir.TIMELINE}"
     try:
-        write_timeline(results, out / outdir.TIMELINE)
+        write_timeline(results, tmp)
+        os.replace(tmp, out / outdir.TIMELINE)
     except ImportError:
         pass
+    finally:
+        tmp.unlink(missing_ok=True)
     return results
