@@ -257,3 +257,31 @@ def test_reports_replace_a_planted_link_instead_of_writing_through_it(machine):
     before = snapshot(victims)
     write_replacing(out / "results.json", "{}")
     assert snapshot(victims) == before and (out / "results.json").read_text() == "{}"
+
+
+# --------------------------------------------------------------------------- the default locations
+
+def test_the_default_tiers_live_in_a_folder_of_the_users_own():
+    from emulator.config import load_config
+    cfg = load_config(None)
+    mine = f"/dev/shm/ckpt-emu-{os.geteuid()}/"
+    for tier in (cfg.tiers.local, cfg.tiers.global_):
+        assert tier.options.for_node(0).startswith(mine), tier.options.path
+    for preset in ("design-memory-peer-pfs", "design-memory-nvme-s3"):
+        assert load_config(preset).tiers.memory.options.for_node(0).startswith(mine)
+
+
+def test_a_per_user_folder_another_user_made_first_refuses_the_run_before_anything_is_written(
+        machine, tmp_path, monkeypatch, capsys):
+    from emulator.cli import main
+    shared, victims = machine
+    plant_folder(shared / f"ckpt-emu-{os.geteuid()}")
+    plant_link(shared / f"ckpt-emu-{os.geteuid()}" / "nvme", victims / "tree")
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(victims) | snapshot(shared)
+    rc = main(["run", "--quiet", "--set", f"tiers.local.path={shared}/ckpt-emu-{{uid}}/nvme/node{{node}}",
+               "--set", f"tiers.global.path={shared}/ckpt-emu-{{uid}}/pfs"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith("ckpt-emu: error: tiers.local: dir tier") and "belongs to another user (uid 65534)" in err[0]
+    assert snapshot(victims) | snapshot(shared) == before and list(tmp_path.iterdir()) == []

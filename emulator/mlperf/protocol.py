@@ -334,6 +334,7 @@ def check_read_phase(cfg) -> None:
     path = getattr(opts, "path", None)
     if cfg.tiers.global_.backend != "dir" or not path or "{node}" in path:
         return
+    path = opts.for_node(0)  # {uid}
     for i in range(1, cfg.checkpoint.loads + 1):
         if not (Path(path) / checkpoint_dir(i)).is_dir():
             raise UserError(f"--phase read: {Path(path) / checkpoint_dir(i)} does not exist; run the "
