@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,15 +27,22 @@ from tiers.fileops import open_checked, write_replacing
 from tiers.safepath import is_own_file, reach
 
 
+#: where a single-node run's rendezvous listens: loopback, port 0 (the kernel picks a free one)
+LOOPBACK = "127.0.0.1"
+
+
 def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, nnodes: int = 1,
                      rdzv_endpoint: str | None = None, rdzv_id: str | None = None,
                      node_rank: int | None = None) -> list[str]:
-    """torchrun for this node: standalone alone; with a node rank, the static rendezvous at node
+    """torchrun for this node, through ``emulator.rank.agent`` (its loopback stores listen on
+    loopback only): alone, a c10d rendezvous on 127.0.0.1 with the ranks' address 127.0.0.1, so
+    nothing of the run listens beyond loopback; with a node rank, the static rendezvous at node
     0's address (node ranks never change, so a replacement node takes a lost node's place); else
     the c10d rendezvous (torchrun numbers the nodes)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc)]
+    cmd = [sys.executable, "-m", "emulator.rank.agent", "--nproc-per-node", str(nproc)]
     if nnodes == 1 and not rdzv_endpoint:
-        cmd += ["--standalone"]
+        cmd += ["--nnodes", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{LOOPBACK}:0",
+                "--rdzv-id", rdzv_id or "ckpt-emu", "--rdzv-conf", "is_host=1", "--local-addr", LOOPBACK]
     elif node_rank is not None:
         host, _, port = rdzv_endpoint.rpartition(":")
         cmd += ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--master-addr", host,
@@ -46,6 +54,15 @@ def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, n
     if duration:
         cmd += ["--duration", str(duration)]
     return cmd
+
+
+def loopback_env(nnodes: int, rdzv_endpoint: str | None) -> dict:
+    """A single-node run's gloo connections between its ranks listen on the loopback interface
+    (``GLOO_SOCKET_IFNAME``), not on the address the host name resolves to."""
+    if nnodes != 1 or rdzv_endpoint:
+        return {}
+    names = [name for _, name in socket.if_nameindex()]
+    return {"GLOO_SOCKET_IFNAME": "lo"} if "lo" in names else {}
 
 
 def prepare_out(out: Path, cfg_dict: dict) -> Path:

@@ -14,7 +14,7 @@ from pathlib import Path
 from emulator.errors import ConfigError, UserError
 from emulator.host import proc_bytes
 from emulator.job.ownership import FIXED_NODE_RANKS_ENV, claim_results_folder, new_job_id
-from emulator.launch.launcher import launch, prepare_out, torchrun_command
+from emulator.launch.launcher import launch, loopback_env, prepare_out, torchrun_command
 from emulator.launch.progress import Progress
 from emulator.sizing import checkpoint_size
 from emulator.units import GIB
@@ -194,12 +194,14 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
     try:
         config_path = prepare_out(out, cfg.to_dict())
         cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
-                               rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id, node_rank=node_rank)
+                               rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id if rdzv_endpoint else job,
+                               node_rank=node_rank)
         progress = None
         if not quiet and sys.stderr.isatty():
             progress = Progress(duration)
-        fixed = {FIXED_NODE_RANKS_ENV: "1"} if node_rank is not None else {}
-        launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress, job=job, env=fixed)
+        env = {FIXED_NODE_RANKS_ENV: "1"} if node_rank is not None else {}
+        env.update(loopback_env(nnodes, rdzv_endpoint))
+        launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress, job=job, env=env)
     finally:
         claim.release()
     return out

@@ -1,0 +1,58 @@
+"""Safe on a shared machine (issue 37), with real runs: a single-node run listens on loopback only,
+a tier folder deleted during a run ends it with one line, steps of any width, a failed load fails
+the run, a second user's planted names change nothing outside the run's own files."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from emu import ckpt_emu, results, small_config
+from planting import machine, plant_fifo, plant_link, snapshot  # noqa: F401 - a fixture
+
+
+def _start(cfg, *extra, env=None):
+    return subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", str(cfg), "--quiet", *map(str, extra)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _process_tree(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        found.add(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def _listening(pids: set[int]) -> set[str]:
+    """The local addresses of the TCP sockets ``pids`` listen on (``ss -ltnp``)."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    return {line.split()[3] for line in out.splitlines() if {int(p) for p in re.findall(r"pid=(\d+)", line)} & pids}
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
+def test_a_single_node_run_listens_on_loopback_only(tmp_path):
+    """5: the rendezvous store, the ranks' shared store and gloo: nothing on another address."""
+    cfg = small_config(tmp_path, training={"step_seconds": 0.05})
+    run = _start(cfg, "--duration", "20s")
+    seen = set()
+    while run.poll() is None:
+        seen |= _listening(_process_tree(run.pid))
+        time.sleep(0.3)
+    assert run.returncode == 0, run.stderr.read()
+    assert seen, "no listener of the run was seen"
+    assert all(re.match(r"^(127\.\d+\.\d+\.\d+|\[::1\]):\d+$", addr) for addr in seen), seen
