@@ -285,3 +285,101 @@ def test_a_per_user_folder_another_user_made_first_refuses_the_run_before_anythi
     assert rc == 2 and len(err) == 1, err
     assert err[0].startswith("ckpt-emu: error: tiers.local: dir tier") and "belongs to another user (uid 65534)" in err[0]
     assert snapshot(victims) | snapshot(shared) == before and list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- 6: bounded, typed reads
+
+def _saved_step(tmp_path):
+    """One rank's complete checkpoint of step 2 on a local and a global tier, and its file's key."""
+    from emulator.checkpoint import layout
+    from emulator.checkpoint.checkpointer import Checkpointer
+    from emulator.config import load_config
+    from emulator.rank.comm import SoloComm
+    from emulator.workload.state import RankState
+    cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
+    state = RankState.from_config(cfg, 0)
+    local, glob = DirTier(tmp_path / "local"), DirTier(tmp_path / "global")
+    rec = Checkpointer(state, local, glob, SoloComm(), keep=2).checkpoint(2, "sync")
+    assert rec.local_complete and rec.global_complete, rec.error
+    return state, local, glob, layout.rank_file_key(2, 0, state.coords.dp, 0)
+
+
+def _load_within(restorer, seconds: float):
+    import threading
+    done = []
+    thread = threading.Thread(target=lambda: done.append(restorer.load()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert done, f"the restore was still reading after {seconds} s"
+    return done[0]
+
+
+@pytest.mark.parametrize("plant", ["dev-zero-link", "fifo"])
+def test_a_restore_never_waits_on_a_file_that_is_not_regular(tmp_path, plant):
+    """6: a manifest's entry pointing at /dev/zero (through a link) or at a FIFO is refused at
+    once, and the restore falls back to the global tier."""
+    from emulator.checkpoint.restore import Restorer
+    from emulator.rank.comm import SoloComm
+    state, local, glob, key = _saved_step(tmp_path)
+    path = local.root / key
+    path.unlink()
+    os.symlink("/dev/zero", path) if plant == "dev-zero-link" else os.mkfifo(path)
+    rec = _load_within(Restorer(state, [("local", local), ("global", glob)], SoloComm()), 60)
+    assert rec.ok and rec.tier == "global" and rec.step == 2, rec
+    assert any(f"local@2: unreadable" in f for f in rec.fallbacks), rec.fallbacks
+
+
+def test_a_restore_compares_the_size_before_reading_and_reads_no_more_than_the_manifest_says(tmp_path):
+    from emulator.checkpoint.restore import Restorer
+    from emulator.rank.comm import SoloComm
+    state, local, glob, key = _saved_step(tmp_path)
+    with open(local.root / key, "ab") as fh:
+        fh.write(b"\0" * 4096)  # longer than its manifest says
+    reads = []
+    real = local.open_read
+
+    def counting(k):
+        fh = real(k)
+        inner = fh.read
+        fh_read = lambda n=-1: (reads.append(n), inner(n))[1]  # noqa: E731
+        return type("R", (), {"read": staticmethod(fh_read), "readinto": fh.readinto, "fileno": fh.fileno,
+                              "seekable": fh.seekable, "seek": fh.seek, "close": fh.close,
+                              "__enter__": lambda s: s, "__exit__": lambda s, *a: fh.close()})()
+    local.open_read = counting
+    rec = Restorer(state, [("local", local), ("global", glob)], SoloComm()).load()
+    assert rec.ok and rec.tier == "global"
+    assert any("local@2: size" in f and "!= manifest" in f for f in rec.fallbacks), rec.fallbacks
+    assert reads == []  # refused on its size alone
+
+
+def test_a_bounded_reader_stops_at_its_limit_and_gives_up_after_its_time():
+    import io
+    from emulator.checkpoint.integrity import BoundedReader, crc_of_stream
+
+    class Endless(io.RawIOBase):
+        def readinto(self, buf):
+            buf[:] = b"\0" * len(buf)
+            return len(buf)
+    body = BoundedReader(Endless(), 10 << 20)
+    assert crc_of_stream(body)[1] == 10 << 20 and body.longer()
+    now = [0.0]
+    slow = BoundedReader(Endless(), 1 << 30, timeout_s=5, what="step_00000002/x.pt", clock=lambda: now[0])
+    slow.read(1 << 20)
+    now[0] = 6.0
+    with pytest.raises(TimeoutError, match=r"read of step_00000002/x.pt gave up after 5 s \(checkpoint.read_timeout_s\)"):
+        slow.read(1 << 20)
+
+
+def test_the_drains_read_back_reads_no_more_than_the_file_it_copied(tmp_path):
+    from emulator.checkpoint.drainer import Drainer
+    from emulator.checkpoint.layout import FileEntry
+    glob = DirTier(tmp_path / "global")
+    path = tmp_path / "global" / "step_00000001"
+    path.mkdir()
+    (path / "a.pt").symlink_to("/dev/zero")
+    drainer = Drainer(DirTier(tmp_path / "local"), glob)
+    with pytest.raises(TierError, match="is a link; refused"):
+        drainer._read_back(FileEntry("step_00000001/a.pt", 0, 1 << 20, "0"))
+    (path / "a.pt").unlink()
+    (path / "a.pt").write_bytes(b"x" * 3000)
+    assert drainer._read_back(FileEntry("step_00000001/a.pt", 0, 1000, "0")) == ("", 3000)  # before reading

@@ -38,7 +38,8 @@ import crc32c
 import torch
 
 from emulator.checkpoint import layout
-from emulator.checkpoint.integrity import READ_CHUNK, crc_of_stream, format_crc
+from emulator.checkpoint.integrity import (DEFAULT_READ_TIMEOUT_S, READ_CHUNK, BoundedReader, crc_of_stream,
+                                          format_crc, reader_size)
 from emulator.checkpoint.records import LoadRecord
 from emulator.checkpoint.retry import RetryPolicy, describe_error, retrying
 from emulator.checkpoint.tally import Tally
@@ -71,8 +72,10 @@ class Restorer:
     def __init__(self, state, tiers: list[tuple[str, object]], comm, *, metrics=NULL_METRICS,
                  loop=None, mode: str = "async", meta: dict | None = None,
                  tally: Tally | None = None, policy: RetryPolicy | None = None,
-                 shared: tuple[str, ...] = ("global",), source: int | None = None):
+                 shared: tuple[str, ...] = ("global",), source: int | None = None,
+                 read_timeout_s: float = DEFAULT_READ_TIMEOUT_S):
         self.state, self.tiers, self.comm, self.mode = state, tiers, comm, mode
+        self.read_timeout_s = read_timeout_s  # a file's read is given up after it (checkpoint.read_timeout_s)
         # whose file this rank restores: its own, or (a replicated layout) its DP group leader's,
         # with ``state`` then a replica of the leader's layout (checkpoint/broadcast_restore.py)
         self.source = comm.rank if source is None else source
@@ -199,7 +202,10 @@ class Restorer:
         """Read and verify this rank's file from ``tier``; None on success, else why not.
         Tier errors propagate (the retry policy decides); anything else is a reason."""
         try:
-            with tier.open_read(entry.key) as fh:
+            with tier.open_read(entry.key) as fh:  # a directory tier: a regular file, never a FIFO
+                known = reader_size(fh)
+                if known is not None and known != entry.size:  # before a byte is read
+                    return f"size {known} != manifest {entry.size}"
                 return self._verify_into_staging(tier.local_path(entry.key), fh, entry, step)
         except (TierError, FileNotFoundError):
             raise
@@ -224,7 +230,11 @@ class Restorer:
         if path is None:
             fh.seek(0)
         gaps = [] if self.keep_plan else None
-        crc, size = _read_into(fh, spans, gaps) if spans is not None else crc_of_stream(fh, self._buf)
+        # never more than the manifest's size, never longer than checkpoint.read_timeout_s
+        body = BoundedReader(fh, entry.size, timeout_s=self.read_timeout_s, what=entry.key)
+        crc, size = _read_into(body, spans, gaps) if spans is not None else crc_of_stream(body, self._buf)
+        if size == entry.size and body.longer():
+            return f"size more than manifest {entry.size}"
         if size != entry.size:
             return f"size {size} != manifest {entry.size}"
         if crc != entry.crc32c:

@@ -142,9 +142,14 @@ class CheckpointConfig:
     #: "one_per_dp_group" (one rank of each data-parallel group reads, then broadcasts the bytes over
     #: gloo to the group; needs replicated DP ranks, parallelism.zero_stage 0; docs/checkpoints.md)
     restore_readers: str = "all"
+    #: a read of one checkpoint file (a restore, the drain's read-back) not done after this many seconds
+    #: is given up: the restore falls back to the next tier, the drain tries again (docs/security.md)
+    read_timeout_s: float = 1800.0
 
     def __post_init__(self):
         _check(self.interval_steps >= 1, "interval_steps", "must be >= 1")
+        _check(0 < self.read_timeout_s <= 7 * 86400, "read_timeout_s",
+               f"must be more than 0 and at most a week (604800 s), got {self.read_timeout_s!r}")
         _check(self.saves >= 0, "saves", "must be >= 0")
         _check(self.loads >= 0, "loads", "must be >= 0")
         _check(self.keep >= 1, "keep", "must be >= 1")

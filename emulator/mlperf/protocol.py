@@ -34,6 +34,7 @@ from emulator.job.rank_tiers import build_tiers
 from emulator.workload.content import Content
 from emulator.workload.state import model_specs, optimizer_specs
 from tiers.base import Sink, unwrap
+from tiers.fileops import open_regular
 
 EPOCH = 1
 #: the MLPerf rule: drop the client's page cache when its checkpoint data is under 3x its memory
@@ -155,6 +156,7 @@ def load_files(tier, step: int, files: list[RankFile]) -> int:
         key = file_key(step, f)
         path = _plain_path(tier, key)
         if path is not None:
+            os.close(open_regular(path))  # a regular file: never a FIFO torch.load would wait on
             loaded = torch.load(str(path), weights_only=True)
             total += path.stat().st_size
             _check_tensors(step, f, loaded)

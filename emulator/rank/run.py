@@ -122,7 +122,8 @@ class RankRun:
             policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally,
             spool_dir=str(self.out.spool(self.comm.node)), on_record=self._keep_record,
             async_waits_for=cfg.checkpoint.async_waits_for, drain_comm=self.drain_comm,
-            memory=self.memory, schedule=Schedule.from_config(cfg), peer=self.peer)
+            memory=self.memory, schedule=Schedule.from_config(cfg), peer=self.peer,
+            read_timeout_s=cfg.checkpoint.read_timeout_s)
 
     def _keep_record(self, rec, event: str) -> None:
         """Append a checkpoint's record, as it starts and once it is over, to this attempt's file:
@@ -280,7 +281,8 @@ class RankRun:
         tiers = tiers or self.node_tiers + [("global", self.global_)]
         return make_restorer(self.cfg, self._restore_state, tiers, self.comm, group=self.dp_group,
                              metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1],
-                             meta=self.meta, tally=self.tally, policy=RetryPolicy.from_config(self.cfg.drain))
+                             meta=self.meta, tally=self.tally, policy=RetryPolicy.from_config(self.cfg.drain),
+                             read_timeout_s=self.cfg.checkpoint.read_timeout_s)
 
     def _recover(self):
         """After a torchrun restart: restore the newest complete checkpoint and continue from it.
