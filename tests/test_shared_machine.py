@@ -383,3 +383,40 @@ def test_the_drains_read_back_reads_no_more_than_the_file_it_copied(tmp_path):
     (path / "a.pt").unlink()
     (path / "a.pt").write_bytes(b"x" * 3000)
     assert drainer._read_back(FileEntry("step_00000001/a.pt", 0, 1000, "0")) == ("", 3000)  # before reading
+
+
+# --------------------------------------------------------------------------- 9: steps of any width
+
+def test_steps_past_eight_digits_are_listed_kept_and_deleted_like_any_other(tmp_path):
+    from emulator.checkpoint import layout
+    tier = DirTier(tmp_path / "t")
+    for step in (99999999, 100000000, 100000001):
+        m = layout.Manifest(step=step, files=[])
+        asyncio.run(tier.put(layout.rank_file_key(step, 0, 0, 0), b"x"))
+        asyncio.run(layout.write_manifest(tier, m))
+    asyncio.run(tier.put("step_5/junk", b"not a step's canonical folder"))
+    assert layout.step_dir(100000000) == "step_100000000"
+    assert asyncio.run(layout.list_steps(tier)) == ([99999999, 100000000, 100000001],) * 2
+    assert asyncio.run(layout.apply_retention(tier, 2)) == [99999999]
+    assert asyncio.run(layout.valid_steps(tier))[0] == [100000000, 100000001]
+
+
+def test_a_run_whose_load_failed_is_a_failed_run(tmp_path, monkeypatch, capsys):
+    """9: the report says so, and the exit status: 1 (the run failed, its input did not)."""
+    import json
+    import emulator.launch.runner as runner
+    from emulator.cli import main
+
+    def fake_run(cfg, **kwargs):
+        out = Path(cfg.run.out)
+        out.mkdir(parents=True)
+        (out / "report.txt").write_text("loads: 1 ...\n  LOAD FAILED: no checkpoint is loadable on every rank\n")
+        (out / "results.json").write_text(json.dumps({"load": {
+            "loads": 1, "ok": False, "errors": ["no checkpoint is loadable on every rank (0 candidate step(s) tried)"]}}))
+        return out
+    monkeypatch.setattr(runner, "execute_run", fake_run)
+    rc = main(["run", "--quiet", "--out", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert rc == 1 and "LOAD FAILED" in captured.out
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ckpt-emu: error: the run failed: a load did not restore a checkpoint"), err

@@ -56,3 +56,19 @@ def test_a_single_node_run_listens_on_loopback_only(tmp_path):
     assert run.returncode == 0, run.stderr.read()
     assert seen, "no listener of the run was seen"
     assert all(re.match(r"^(127\.\d+\.\d+\.\d+|\[::1\]):\d+$", addr) for addr in seen), seen
+
+
+def test_a_stray_eight_digit_step_leaves_retention_and_loads_working(tmp_path):
+    """9: one stray step_99999999 makes every later step 9 digits long: still listed, retained,
+    loaded; the run ends 0 with every checkpoint complete."""
+    cfg = small_config(tmp_path, checkpoint={"saves": 2, "loads": 1, "keep": 1})
+    for tier in (tmp_path / "local" / "node0", tmp_path / "global"):
+        (tier / "step_99999999").mkdir(parents=True)
+        (tier / "step_99999999" / "manifest.json").write_text("torn")
+    ckpt_emu("run", cfg, "--quiet", check=True, timeout=300)
+    res = results(tmp_path / "out")
+    assert res["load"]["ok"] and res["load"]["loads"] == 1, res["load"]
+    assert all(m["incomplete"] == 0 for m in res["modes"].values())
+    for tier in (tmp_path / "local" / "node0", tmp_path / "global"):
+        steps = sorted(p.name for p in tier.glob("step_*"))
+        assert len(steps) == 1 and len(steps[0]) == len("step_") + 9, steps  # keep 1; the stray went too

@@ -1,9 +1,12 @@
 """``ckpt-emu run``: one emulated run (every mode, then loads), or a soak with ``--duration``."""
 from __future__ import annotations
 
+import json
+
 from emulator.checkpoint.injection import kill_override
 from emulator.checkpoint.node_loss import lose_nodes_override
 from emulator.cli.common import add_config_args, load
+from emulator.errors import RunFailed
 from emulator.job import outdir
 from emulator.units import parse_duration
 
@@ -46,6 +49,19 @@ def cmd_run(args) -> int:
     if report.exists():
         print(report.read_text(), end="")
         print(f"results: {out / outdir.RESULTS}")
+        _fail_if_the_load_failed(out)
     else:
         print(f"this node finished; the report is written where rank 0 runs ({out})")
     return 0
+
+
+def _fail_if_the_load_failed(out) -> None:
+    """A run whose loads could not restore a checkpoint failed (RunFailed, exit status 1), whatever
+    its saves did: loading back is half of what a run checks."""
+    try:
+        load = json.loads((out / outdir.RESULTS).read_text()).get("load") or {}
+    except (OSError, ValueError):
+        return
+    if load.get("loads") and not load.get("ok", True):
+        why = (load.get("errors") or ["no complete checkpoint could be restored"])[0]
+        raise RunFailed(f"the run failed: a load did not restore a checkpoint ({why}); report: {out / outdir.REPORT}")
