@@ -72,3 +72,52 @@ def test_a_stray_eight_digit_step_leaves_retention_and_loads_working(tmp_path):
     for tier in (tmp_path / "local" / "node0", tmp_path / "global"):
         steps = sorted(p.name for p in tier.glob("step_*"))
         assert len(steps) == 1 and len(steps[0]) == len("step_") + 9, steps  # keep 1; the stray went too
+
+
+def test_a_tier_folder_deleted_during_a_run_ends_it_with_one_line_and_is_never_made_again(tmp_path):
+    """8: before, the folder was silently made again without its lock (a second run then claimed
+    it, and each run's retention deleted the other's checkpoints)."""
+    cfg = small_config(tmp_path, training={"step_seconds": 0.05})
+    run = _start(cfg, "--duration", "120s")
+    local = tmp_path / "local" / "node0"
+    deadline = time.time() + 120
+    while not list(local.glob("step_*/manifest.json")):
+        assert run.poll() is None and time.time() < deadline, run.communicate()
+        time.sleep(0.2)
+    shutil.rmtree(local)
+    _, err = run.communicate(timeout=120)
+    lines = err.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, err
+    assert f"dir tier {local} was removed" in lines[0] and "during the run" in lines[0], lines[0]
+    assert not local.exists()
+
+
+def test_a_second_users_links_at_the_names_a_run_makes_change_nothing_outside_its_own_files(machine, tmp_path):
+    """Every tier folder and the results folder are open to others (sticky, as /dev/shm): a second
+    user plants links at the step folders the run will make, at the memory tier's pool and at the
+    results folder's config.json. The run refuses or replaces each; nothing outside changes."""
+    shared, victims = machine
+    folders = {}
+    for name in ("results", "mem", "nvme", "pfs"):
+        folders[name] = shared / name
+        folders[name].mkdir()
+        os.chmod(folders[name], 0o1777)
+    cfg = small_config(tmp_path, run={"out": str(folders["results"])}, tiers={
+        "memory": {"backend": "dir", "path": str(folders["mem"]), "allow_foreign": True},
+        "local": {"backend": "dir", "path": str(folders["nvme"]), "allow_foreign": True},
+        "global": {"backend": "dir", "path": str(folders["pfs"]), "allow_foreign": True}},
+        checkpoint={"saves": 2, "loads": 1})
+    for tier in ("mem", "nvme", "pfs"):
+        for step in (2, 6):
+            plant_link(folders[tier] / f"step_{step:08d}", victims / "tree")
+    plant_link(folders["mem"] / ".recycle", victims / "tree")
+    plant_link(folders["results"] / "config.json", victims / "secret")
+    before = snapshot(victims)
+    proc = ckpt_emu("run", cfg, "--quiet", timeout=400)
+    assert snapshot(victims) == before, proc.stderr
+    assert proc.returncode in (0, 1, 2), proc.stderr
+    if proc.returncode == 2:
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert (folders["results"] / "config.json").is_file() and not (folders["results"] / "config.json").is_symlink()
+    for tier in ("mem", "nvme", "pfs"):
+        assert (folders[tier] / "step_00000002").is_symlink()  # left alone, never deleted through
