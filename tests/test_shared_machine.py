@@ -420,3 +420,138 @@ def test_a_run_whose_load_failed_is_a_failed_run(tmp_path, monkeypatch, capsys):
     assert rc == 1 and "LOAD FAILED" in captured.out
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("ckpt-emu: error: the run failed: a load did not restore a checkpoint"), err
+
+
+# --------------------------------------------------------------------------- 12: the page cache
+
+def cached_fraction(path) -> float:
+    """The share of ``path``'s pages in the page cache now (mincore over a read-only mapping)."""
+    import ctypes
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = os.path.getsize(path)
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        vec = ctypes.create_string_buffer(pages)
+        assert libc.mincore(addr, size, vec) == 0, ctypes.get_errno()
+        libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+    return sum(b & 1 for b in vec.raw) / pages
+
+
+def _cached_file(path, size: int = 8 << 20):
+    path.write_bytes(os.urandom(size))
+    os.sync()
+    path.read_bytes()  # in the page cache now
+    return path
+
+
+def test_by_default_a_load_drops_only_the_checkpoint_files_pages(tmp_path):
+    """12: before, every load synced and dropped the whole host's page cache (as root)."""
+    from emulator.checkpoint.restore import drop_cached_pages
+    from emulator.config import load_config
+    tier = DirTier(tmp_path / "tier")
+    write(tier, "step_00000001/rank0.pt", os.urandom(8 << 20))
+    asyncio.run(tier.put("step_00000001/manifest.json", b"{}"))
+    ckpt = tier.root / "step_00000001" / "rank0.pt"
+    ckpt.read_bytes()
+    bystander = _cached_file(tmp_path / "another-jobs-file")
+    assert cached_fraction(bystander) > 0.9 and cached_fraction(ckpt) > 0.9
+    scope = load_config(None).checkpoint.page_cache_scope
+    assert asyncio.run(drop_cached_pages(scope, [tier]))
+    assert cached_fraction(bystander) > 0.9, "another process's cached pages were dropped"
+    assert cached_fraction(ckpt) < 0.1, "the checkpoint file's pages are still cached"
+
+
+def test_the_report_says_which_pages_were_dropped():
+    from emulator.results.report import _page_cache_words
+    files = _page_cache_words({"page_cache_dropped": True, "page_cache_scope": "files"})
+    host = _page_cache_words({"page_cache_dropped": True, "page_cache_scope": "host"})
+    assert "checkpoint files' cached pages dropped" in files and "other processes' cache left alone" in files
+    assert "dropped host-wide" in host and "page_cache_scope: host" in host
+    assert "NOT dropped" in _page_cache_words({"page_cache_dropped": False, "page_cache_scope": "files"})
+
+
+# --------------------------------------------------------------------------- 11, 13: why a run failed, in one line
+
+_TORCHRUN_SUMMARY = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+emulator.rank FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-26_07:24:41
+  host      : vm
+  rank      : 3 (local_rank: 3)
+  exitcode  : -9 (pid: 7160)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 7160
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 7159)  (SIGTERM)
+"""
+
+
+def test_a_rank_killed_for_memory_is_named_as_such():
+    from emulator.launch.failure import first_error, oom_kills
+    lines = ["[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer",
+             *_TORCHRUN_SUMMARY.splitlines()]
+    assert first_error(lines, oom_killed=True).startswith("rank 3 killed by the kernel for lack of memory")
+    assert first_error(lines, oom_killed=False).startswith("rank 0 failed: RuntimeError")  # no OOM kill: as it was
+    assert isinstance(oom_kills(), int)
+
+
+def test_two_ranks_errors_glued_onto_one_line_are_reported_apart():
+    from emulator.launch.failure import first_error, warnings
+    glued = "ckpt-emu: error: rank 1: the real reasonckpt-emu: error: rank 0: what followed from it"
+    assert first_error([glued]) == "rank 1: the real reason"
+    assert warnings(["ckpt-emu: warning: one thingckpt-emu: warning: another"]) == \
+        ["ckpt-emu: warning: one thing", "ckpt-emu: warning: another"]
+
+
+def test_a_socket_gaierror_is_reported_as_what_it_is_not_as_the_peers_connection_closed():
+    from emulator.launch.failure import first_error
+    lines = ["[rank1]: RuntimeError: [pair.cc:534] Connection closed by peer [127.0.0.1]:45678",
+             "[rank0]: Traceback (most recent call last):",
+             "[rank0]: socket.gaierror: [Errno -2] Name or service not known"]
+    assert first_error(lines) == "rank 0 failed: socket.gaierror: [Errno -2] Name or service not known"
+
+
+def test_a_rank_writes_an_error_as_one_whole_line_in_one_write(monkeypatch):
+    from emulator.errors import say
+    writes = []
+    monkeypatch.setattr(os, "write", lambda fd, data: writes.append((fd, data)) or len(data))
+    say("ckpt-emu: error: rank 3: first part\nsecond part")
+    assert writes == [(2, b"ckpt-emu: error: rank 3: first part second part\n")]
+
+
+# --------------------------------------------------------------------------- 10: YAML aliases
+
+def test_a_small_config_of_aliases_is_refused_before_it_expands(tmp_path):
+    """10: 1.2 KB of aliases expanded to over 2 GiB (safe_load shares references; a message's repr
+    expanded them again). Refused while parsing, in bounded memory."""
+    import tracemalloc
+    from emulator.config import load_config
+    from emulator.errors import ConfigError
+    levels = ["a0: &a0 [" + ", ".join(["x"] * 9) + "]"]
+    levels += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(levels) + "\nmodel: *a9\n")  # 9^10 items if expanded
+    assert bomb.stat().st_size < 1300
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError, match=r"YAML aliases are not allowed \(\*a0 at line 2\)"):
+            load_config(str(bomb))
+        assert tracemalloc.get_traced_memory()[1] < 20 << 20
+    finally:
+        tracemalloc.stop()

@@ -121,3 +121,15 @@ def test_a_second_users_links_at_the_names_a_run_makes_change_nothing_outside_it
     assert (folders["results"] / "config.json").is_file() and not (folders["results"] / "config.json").is_symlink()
     for tier in ("mem", "nvme", "pfs"):
         assert (folders[tier] / "step_00000002").is_symlink()  # left alone, never deleted through
+
+
+def test_a_run_leaves_other_processes_page_cache_alone_by_default(tmp_path):
+    """12: a run's loads drop only the checkpoint files' pages (before: the whole host's, as root)."""
+    from test_shared_machine import _cached_file, cached_fraction
+    bystander = _cached_file(tmp_path / "another-jobs-file", 32 << 20)
+    cfg = small_config(tmp_path, checkpoint={"saves": 1, "loads": 2})
+    ckpt_emu("run", cfg, "--quiet", check=True, timeout=300)
+    assert cached_fraction(bystander) > 0.9
+    res = results(tmp_path / "out")
+    assert res["load"]["page_cache_dropped"] and res["load"]["page_cache_scope"] == "files"
+    assert "the checkpoint files' cached pages dropped before each load" in (tmp_path / "out" / "report.txt").read_text()

@@ -107,10 +107,12 @@ class Folder:
     def fsync(self) -> None:
         fileops.fsync_dir(self.path)
 
-    def subfolder(self, name: str, *, create: bool = True, mode: int = 0o700, what: str = "folder") -> "Folder":
+    def subfolder(self, name: str, *, create: bool = True, mode: int = 0o700, what: str = "folder",
+                  own_links: bool = False) -> "Folder":
         """The tool's own folder ``name`` in this one, made (durably) when missing and ``create``;
         UnsafePath if ``name`` is a link, not a folder, or another user's; FileNotFoundError if
-        missing and not ``create``."""
+        missing and not ``create``. ``own_links``: a link of this user's (or root's) there is the
+        user's choice and is followed, its target reached and checked like any folder."""
         shown = os.path.join(self.path, name)
         st = self.lstat(name)
         if st is None:
@@ -124,6 +126,8 @@ class Folder:
             st = self.lstat(name)
             if st is None:
                 raise FileNotFoundError(errno.ENOENT, "folder removed as it was made", shown)
+        if stat.S_ISLNK(st.st_mode) and own_links and _trusted(st.st_uid):
+            return reach(shown, what=what)
         if stat.S_ISLNK(st.st_mode):
             raise UnsafePath(f"{what}: {shown} is a link; refused (the tool never writes through a link)")
         if not stat.S_ISDIR(st.st_mode):
@@ -157,11 +161,12 @@ class Folder:
         self.fsync()
         return True
 
-    def remove_own_tree(self, name: str, *, what: str = "folder") -> bool:
+    def remove_own_tree(self, name: str, *, what: str = "folder", own_links: bool = False) -> bool:
         """Delete the tool's own folder ``name`` here and everything in it, never following a link
-        (``shutil.rmtree`` through descriptors); False if it was not there."""
+        (``shutil.rmtree`` through descriptors); False if it was not there. ``own_links``: a link of
+        this user's (or root's) there is left alone, and its target (False)."""
         st = self.lstat(name)
-        if st is None:
+        if st is None or (stat.S_ISLNK(st.st_mode) and own_links and _trusted(st.st_uid)):
             return False
         with self.subfolder(name, create=False, what=what):  # refuses a link, a file, another's folder
             pass

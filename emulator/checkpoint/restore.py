@@ -44,7 +44,8 @@ from emulator.checkpoint.records import LoadRecord
 from emulator.checkpoint.retry import RetryPolicy, describe_error, retrying
 from emulator.checkpoint.tally import Tally
 from emulator.metrics import NULL_METRICS
-from tiers.base import TierError
+from tiers.base import TierError, unwrap
+from tiers.fileops import open_regular
 from tiers.emulated import counted_as
 from tiers.s3_requests import Bill, charged_to
 
@@ -52,7 +53,8 @@ DROP_CACHES = "/proc/sys/vm/drop_caches"
 
 
 def drop_page_cache() -> bool:
-    """Flush dirty pages and drop the page cache; False when not permitted (not root, container)."""
+    """Flush dirty pages and drop the whole host's page cache (every other job's too: only on
+    request, ``checkpoint.page_cache_scope: host``); False when not permitted (not root, container)."""
     os.sync()
     try:
         with open(DROP_CACHES, "w") as fh:
@@ -60,6 +62,39 @@ def drop_page_cache() -> bool:
         return True
     except OSError:
         return False
+
+
+async def drop_file_pages(tiers) -> bool:
+    """Drop the cached pages of every file on ``tiers`` that has one on this host (the checkpoints a
+    load reads), with ``posix_fadvise(DONTNEED)``: no root needed, and other processes' cached
+    pages stay. Files were fsynced when published, so their pages are clean and can go. Listed
+    straight from the backend (no emulated request). False if a file could not be advised."""
+    ok = True
+    for tier in tiers:
+        inner = unwrap(tier)
+        for key in await inner.list():
+            path = inner.local_path(key)
+            if path is None:
+                continue
+            try:
+                fd = open_regular(path)
+            except (OSError, TierError):
+                continue  # gone meanwhile (retention), or not a file of ours
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                ok = False
+            finally:
+                os.close(fd)
+    return ok
+
+
+async def drop_cached_pages(scope: str, tiers) -> bool:
+    """Before a load: ``files`` drops the pages of the checkpoint files on ``tiers`` only (the default);
+    ``host`` the whole host's page cache (root). Whether it could."""
+    if scope == "host":
+        return drop_page_cache()
+    return await drop_file_pages(tiers)
 
 
 def lists_tier(comm, *, shared: bool) -> bool:

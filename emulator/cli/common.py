@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import math
 
-from emulator.errors import UserError
+from emulator.errors import UserError, shown
 
 
 class Parser(argparse.ArgumentParser):
@@ -13,12 +14,23 @@ class Parser(argparse.ArgumentParser):
         raise UserError(message)
 
 
+def number(text: str) -> float:
+    """An argparse type: a finite number (``nan`` and ``inf`` are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {shown(text)}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {shown(text)}")
+    return value
+
+
 def add_config_args(p) -> None:
     """The config, ``--set`` and ``--scale``: every subcommand that reads a config takes them."""
     p.add_argument("config", nargs="?", default=None,
                    help="preset name (e.g. llama3-8b-subset) or YAML file; default: the embedded default")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any config key")
-    p.add_argument("--scale", type=float, help="shrink every tensor by this factor (0 < F <= 1)")
+    p.add_argument("--scale", type=number, help="shrink every tensor by this factor (0 < F <= 1)")
 
 
 #: flag -> config key it overrides, for the flags that are shortcuts for ``--set``

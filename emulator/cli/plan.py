@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 
-import yaml
-
 from emulator import planner
+from emulator.config.mapping import load_yaml, read_config_text
 from emulator.errors import ConfigError, UserError
 from emulator.units import fmt_bytes, fmt_duration, fmt_pct, fmt_rate, table
+from tiers.base import TierError
+from tiers.safepath import check_reach
 
 DEFAULT_PLOT = "./ckpt-emu-data/plan-sweep.png"
 
@@ -166,14 +168,9 @@ def _read_plan_section(path: str) -> dict:
     if not p.is_file():
         raise ConfigError(f"--config {path}: file not found")
     try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise ConfigError(f"--config {path}: cannot read: {exc.strerror}") from None
+        data = load_yaml(read_config_text(p, f"--config {path}"), path)
     except UnicodeDecodeError:
         raise ConfigError(f"--config {path}: not a text file") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(f"{path}: not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
     if not isinstance(data, dict) or "plan" not in data:
         raise ConfigError(f"{path}: no 'plan:' section")
     section = data["plan"] or {}
@@ -375,12 +372,26 @@ def _level_nodes(args, cfg) -> int:
     return cfg.design.job_nodes(cfg.parallelism.world_size)
 
 
+def _check_plot_path(path: str) -> None:
+    """Before any work: the plot's folder exists or can be made (a file on its way is refused)."""
+    try:
+        there, _ = check_reach(Path(path).parent, what=f"--plot {path}")
+    except NotADirectoryError as exc:
+        raise UserError(f"--plot {path}: cannot write: {exc.filename} is not a directory") from None
+    except TierError as exc:
+        raise UserError(str(exc)) from None
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise UserError(f"--plot {path}: cannot write: {there} is not writable")
+
+
 def run_plan(args) -> int:
     if args.config is not None:
         return run_level_plan(args)
     inputs, preset = build_inputs(args)
     p = planner.plan(inputs)
     want_sweep = args.sweep or args.plot is not None
+    if want_sweep:
+        _check_plot_path(args.plot or DEFAULT_PLOT)
     sw = planner.sweep(inputs) if want_sweep else None
     plot = write_plot(p, args.plot or DEFAULT_PLOT) if want_sweep else None
     if args.json:

@@ -216,7 +216,7 @@ def cmd_simulate(args) -> int:
     from emulator.simulation.output import describe, write_outputs
     from emulator.simulation.sweep import KEYS, parse_spec, run_sweep
     cfg, study = build_study(args)
-    spec = parse_spec(args.sweep) if args.sweep else None
+    spec = parse_spec(args.sweep, cfg.limits.sweep_points) if args.sweep else None
     levels, level_sweep = _levels(args, cfg, study, spec)
     two_tier = {k: v for k, v in (spec or {}).items() if k in KEYS[:2]}
     outcomes = {m: study.run(m) for m in study.modes}

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from emulator import planner
 from emulator.simulation import s3cost
-from emulator.cli.common import add_config_args, load
+from emulator.cli.common import add_config_args, load, number
 from emulator.errors import UserError
 from emulator.job import outdir
 
@@ -62,6 +62,9 @@ def tune(cfg, *, accelerators: int, mttf_hours: float = 50_000.0, confirm_second
     from emulator.simulation import recommend as sim
     if accelerators < 1:
         raise UserError("--accelerators: must be >= 1")
+    if not 0 < mttf_hours <= planner.MAX_MTTF_HOURS:  # before a minute of measuring, not after it
+        raise UserError(f"--mttf-hours {mttf_hours:g}: must be more than 0 and at most "
+                        f"{planner.MAX_MTTF_HOURS:g} hours")
     sim.check_nodes(cfg, accelerators, nodes)
     if confirm_seconds <= 0 or measure_checkpoints < 1:
         raise UserError("--confirm-seconds must be > 0 and --measure-checkpoints >= 1")
@@ -267,9 +270,9 @@ def add_tune_parser(sub) -> None:
     tune = sub.add_parser("tune", help="measure costs by emulation, plan the interval, confirm it by emulation")
     add_config_args(tune)
     tune.add_argument("--accelerators", type=int, required=True, help="accelerators in the target cluster")
-    tune.add_argument("--mttf-hours", type=float, default=50_000.0, help="per-accelerator MTTF (default 50000)")
+    tune.add_argument("--mttf-hours", type=number, default=50_000.0, help="per-accelerator MTTF (default 50000)")
     tune.add_argument("--out", help="results folder (measurement and confirmation runs go below it)")
-    tune.add_argument("--confirm-seconds", type=float, default=20.0,
+    tune.add_argument("--confirm-seconds", type=number, default=20.0,
                       help="longest training time of the confirmation run; longer intervals are time-compressed")
     tune.add_argument("--measure-checkpoints", type=int, default=3, help="checkpoints per mode when measuring")
     tune.add_argument("--nodes", type=int, help="nodes of the target cluster; more than one: recommend by simulation")

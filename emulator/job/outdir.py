@@ -13,7 +13,10 @@ attempt, so results.json covers attempts that were killed).
 
 The results folder must be this user's and not writable by others without the
 sticky bit; every name in it is opened without following a link and the
-working folders are made by the CLI, refusing a link (docs/security.md).
+working folders are made by the CLI, refusing a link of another user's (a link
+of the user's own at a working folder is the user's choice: followed, and it
+and its target never emptied, e.g. ``.shared`` shared by two agents of one
+job on one machine; docs/security.md).
 """
 from __future__ import annotations
 

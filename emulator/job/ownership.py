@@ -45,6 +45,8 @@ def claim_results_folder(out, job: str):
             return claim_dir(folder, Holder(job=job), what=what)
     except TierError as exc:
         raise UserError(str(exc)) from None
+    except OSError as exc:  # e.g. a full disk
+        raise UserError(f"{what}: cannot write there ({exc.strerror})") from None
 
 
 def claim_tiers(comm, out, local, global_, *, memory=None) -> list:

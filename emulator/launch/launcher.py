@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -22,6 +21,7 @@ from emulator.errors import UserError
 from emulator.job import outdir
 from emulator.job.lifeline import die_with_parent
 from emulator.job.ownership import JOB_ENV
+from emulator.launch import failure
 from tiers.base import TierError
 from tiers.fileops import open_checked, write_replacing
 from tiers.safepath import is_own_file, reach
@@ -74,14 +74,16 @@ def prepare_out(out: Path, cfg_dict: dict) -> Path:
         with reach(out, create=True, mode=0o755, what=what) as folder:
             for stale in outdir.OUTPUTS:
                 folder.remove_own_file(stale, what=what)
-            for working in outdir.EMPTIED:
-                folder.remove_own_tree(working, what=what)
+            for working in outdir.EMPTIED:  # a link of the user's own is left alone (outdir.py)
+                folder.remove_own_tree(working, what=what, own_links=True)
             for working in outdir.WORKING:
-                folder.subfolder(working, what=what).close()
+                folder.subfolder(working, what=what, own_links=True).close()
+        path = out / outdir.CONFIG
+        write_replacing(path, json.dumps(cfg_dict, indent=1))
     except TierError as exc:
         raise UserError(str(exc)) from None
-    path = out / outdir.CONFIG
-    write_replacing(path, json.dumps(cfg_dict, indent=1))
+    except OSError as exc:  # e.g. a full disk
+        raise UserError(f"{what}: cannot write there ({exc.strerror})") from None
     return path
 
 
@@ -96,36 +98,12 @@ def _create(path: Path) -> int:
         return fd
 
 
-def _first_error(log: Path) -> str | None:
-    try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        if line.startswith("ckpt-emu: error:"):
-            return line[len("ckpt-emu: error:"):].strip()
-    for line in lines:  # the exception line of the first rank that crashed
-        m = re.match(r"^\[rank(\d+)\]: ([\w.]*(?:Error|Exception|Interrupt)\b.*)$", line)
-        if m:
-            return f"rank {m.group(1)} failed: {m.group(2)}"
-    return None
-
-
-def _warnings(log: Path) -> list[str]:
-    """The ranks' ``ckpt-emu: warning:`` lines, each once, in order."""
-    try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-    return list(dict.fromkeys(line for line in lines if line.startswith("ckpt-emu: warning:")))
-
-
 def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str = "", env: dict | None = None) -> int:
     """Run torchrun (``env`` added to ours), logging to the results folder's torchrun.log;
     returns its exit status."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1", **{JOB_ENV: job}, **(env or {}))
     log_path = out / outdir.LOG
-    interrupts = 0
+    interrupts, oom_before = 0, failure.oom_kills()
     with open(_create(log_path), "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                 preexec_fn=functools.partial(die_with_parent, os.getpid()))
@@ -152,9 +130,10 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str =
             if progress:
                 progress.close()
     rc = proc.returncode
-    for line in _warnings(log_path):  # what the ranks said the user should know
+    lines = failure.read_lines(log_path)
+    for line in failure.warnings(lines):  # what the ranks said the user should know
         print(line, file=sys.stderr)
     if rc != 0:
-        reason = _first_error(log_path) or f"a rank failed (exit status {rc})"
-        raise UserError(f"{reason} (full log: {log_path})")
+        reason = failure.first_error(lines, oom_killed=failure.oom_kills() > oom_before)
+        raise UserError(f"{reason or f'a rank failed (exit status {rc})'} (full log: {log_path})")
     return rc

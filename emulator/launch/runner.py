@@ -8,27 +8,32 @@ is one ``UserError`` line.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
 from emulator.errors import ConfigError, UserError
-from emulator.host import proc_bytes
+from emulator.launch.bounds import (check_host_memory, check_metrics, check_node_counts, check_ranks_per_host,
+                                    parse_endpoint)
 from emulator.job.ownership import FIXED_NODE_RANKS_ENV, claim_results_folder, new_job_id
 from emulator.launch.launcher import launch, loopback_env, prepare_out, torchrun_command
 from emulator.launch.progress import Progress
 from emulator.sizing import checkpoint_size
-from emulator.units import GIB
 from tiers import TierError, backend_class
 from tiers.directory import DirOptions
 from tiers.locking import busy_holder
 from tiers.safepath import check_reach
 
 
-def preflight(cfg, nnodes: int, duration: float | None = None) -> None:
-    """Check the device, the results folder and every tier before anything is launched or written;
-    raises UserError naming it."""
+def preflight(cfg, nnodes: int, duration: float | None = None, *, nproc: int | None = None,
+              node_rank: int | None = None) -> None:
+    """Check the device, the host, the results folder and every tier before anything is launched
+    or written; raises UserError naming it."""
     from emulator.workload.device import resolve_kind
     resolve_kind(cfg.state.device)  # state.device: cuda on a machine without one ends here
+    nproc = nproc or max(1, cfg.parallelism.active_ranks // nnodes)
+    check_ranks_per_host(cfg, nproc)
+    check_metrics(cfg, nnodes, node_rank)
     _check_folders_apart(cfg)
     _check_out(cfg.run.out)
     size = checkpoint_size(cfg.model, cfg.parallelism)
@@ -37,8 +42,6 @@ def preflight(cfg, nnodes: int, duration: float | None = None) -> None:
     if cfg.checkpoint.protocol == "mlperf":  # MLPerf keeps every checkpoint it writes
         copies = cfg.checkpoint.saves if cfg.checkpoint.phase != "read" else 0
     per_node = int(node_bytes * copies * 1.05) + (64 << 20)
-    if cfg.tiers.memory is not None:
-        _check_host_memory(cfg, node_bytes)
     for name, tcfg in (("memory", cfg.tiers.memory), ("local", cfg.tiers.local), ("global", cfg.tiers.global_)):
         if tcfg is None:
             continue
@@ -51,6 +54,11 @@ def preflight(cfg, nnodes: int, duration: float | None = None) -> None:
                     else f"the run writes {copies} checkpoint(s)")
             raise UserError(f"tiers.{name}: {exc} ({kept})"
                             if "free, needs" in str(exc) else f"tiers.{name}: {exc}") from None
+    check_host_memory(cfg, node_bytes, nproc, copies)
+
+
+#: what a run's results folder needs free at least: config, log, records, report, timeline
+OUT_NEEDS_BYTES = 64 << 20
 
 
 def _check_out(out: str) -> None:
@@ -65,6 +73,10 @@ def _check_out(out: str) -> None:
         raise UserError(f"run.out: {exc}") from None
     if not os.access(there, os.W_OK | os.X_OK):
         raise UserError(f"run.out {out}: {there} is not writable")
+    free = shutil.disk_usage(there).free
+    if free < OUT_NEEDS_BYTES:
+        raise UserError(f"run.out {out}: {there} has {free / 2**20:.0f} MiB free, needs at least "
+                        f"{OUT_NEEDS_BYTES >> 20} MiB for the run's records and report")
     busy = None if missing else busy_holder(there)
     if busy is not None:
         raise UserError(f"{what} is in use by another run: {busy.describe()}")
@@ -97,25 +109,6 @@ def _check_folders_apart(cfg) -> None:
                 (what_in, path_in), (what_out, path_out) = inner[0]
                 raise UserError(f"{what_in} ({path_in}) is inside {what_out} ({path_out}): each needs a folder "
                                 "of its own, outside the others")
-
-
-def _check_host_memory(cfg, node_bytes: float) -> None:
-    """A memory tier must fit in this host's free memory beside the ranks' state and staging
-    copies: its stated capacity, and what the run will put in it."""
-    free = proc_bytes("/proc/meminfo", "MemAvailable")
-    if free is None:
-        return
-    emulate = cfg.tiers.memory.emulate
-    capacity = emulate.capacity_gib * GIB if emulate is not None and emulate.capacity_gib else None
-    processes = 2 * node_bytes  # every rank's live state and its staging copy
-    if capacity is not None and capacity + processes > free:
-        raise UserError(f"tiers.memory: a capacity of {capacity / GIB:.1f} GiB (plus {processes / GIB:.1f} GiB of "
-                        f"state and staging) exceeds this host's {free / GIB:.1f} GiB of available memory")
-    need = int(node_bytes * cfg.tiers.host_memory_copies(cfg.checkpoint.keep))
-    if need + processes > free:
-        raise UserError(f"tiers.memory: the run would hold {need / GIB:.1f} GiB in host memory (keep + 1 checkpoints, "
-                        f"peer copies included) plus {processes / GIB:.1f} GiB of state and staging, more than this "
-                        f"host's {free / GIB:.1f} GiB available")
 
 
 def _copies_on_a_tier(cfg, duration: float | None) -> int:
@@ -175,15 +168,18 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
                 rdzv_endpoint: str | None = None, rdzv_id: str = "ckpt-emu", quiet: bool = True,
                 node_rank: int | None = None) -> Path:
     """Check, launch and wait for one emulator run; returns its results folder."""
+    check_node_counts(nnodes, nproc_per_node)
     ranks = cfg.parallelism.active_ranks
     nproc = nproc_per_node or (ranks // nnodes)
     if nproc * nnodes != ranks:
         raise UserError(f"{nnodes} node(s) x {nproc} ranks per node != {ranks} ranks in the config")
     if nnodes > 1 and not rdzv_endpoint:
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
+    if rdzv_endpoint:
+        parse_endpoint(rdzv_endpoint)
     _check_node_rank(node_rank, nnodes, rdzv_endpoint)
     _check_nodes(cfg, nnodes, duration)
-    preflight(cfg, nnodes, duration)
+    preflight(cfg, nnodes, duration, nproc=nproc, node_rank=node_rank)
     if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
         from emulator.mlperf.protocol import check_read_phase
         check_read_phase(cfg)

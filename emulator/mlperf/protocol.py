@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from emulator import sizing
-from emulator.checkpoint.restore import drop_page_cache
+from emulator.checkpoint.restore import drop_cached_pages
 from emulator.errors import UserError
 from emulator.host import proc_bytes, proc_fields
 from emulator.job.ownership import claim_tiers, release
@@ -302,8 +302,13 @@ class MlperfRank:
         decision = None
         if self.comm.is_node_leader:
             node_bytes = self.tensor_bytes * self.comm.local_world_size * max(1, saves_written)
+            tiers = [t for t in (self.local, self.global_) if t is not None]
+            scope = self.cfg.checkpoint.page_cache_scope  # by default the checkpoint files' pages only
             decision = cache_decision(node_bytes, memory_bytes(), self.cfg.checkpoint.drop_page_cache,
-                                      drop_page_cache)
+                                      lambda: asyncio.run(drop_cached_pages(scope, tiers)))
+            if decision["dropped"]:
+                decision["why"] += " (the checkpoint files' own pages)" if scope == "files" else \
+                    " (the whole host's page cache)"
         self.comm.barrier()
         return decision
 

@@ -54,7 +54,10 @@ class LoopbackTCPStore(_TCPStore):
     def __init__(self, host_name, port, world_size=None, is_master=False, timeout=timedelta(seconds=300),
                  wait_for_workers=True, multi_tenant=False, master_listen_fd=None, use_libuv=True):
         if is_master and master_listen_fd is None and is_loopback(host_name):
-            master_listen_fd = loopback_socket(host_name, port)
+            try:
+                master_listen_fd = loopback_socket(host_name, port)
+            except OSError as exc:  # as torch's own server fails: its callers then try as a client
+                raise RuntimeError(f"cannot listen on {host_name}:{port}: {exc.strerror}") from exc
         super().__init__(host_name, port, world_size, is_master, timeout, wait_for_workers, multi_tenant,
                          master_listen_fd, use_libuv)
 

@@ -40,12 +40,12 @@ from emulator.checkpoint.injection import Faults
 from emulator.checkpoint.layout import list_steps
 from emulator.checkpoint.node_loss import NodeLoss, failure_class
 from emulator.checkpoint.records import RankResult
-from emulator.checkpoint.restore import drop_page_cache, lists_tier
+from emulator.checkpoint.restore import drop_cached_pages, lists_tier
 from emulator.checkpoint.retry import RetryPolicy, describe_error
 from emulator.checkpoint.schedule import Schedule
 from emulator.checkpoint.tally import Tally
 from emulator.config import from_mapping
-from emulator.errors import UserError
+from emulator.errors import UserError, say
 from emulator.host import proc_bytes
 from emulator.job import outdir
 from emulator.job.lifeline import watch_parent
@@ -373,10 +373,14 @@ class RankRun:
         return records, dropped_all
 
     def _drop_page_cache(self) -> bool:
-        """Before a load: node leaders drop the page cache (it is per machine); whether all could."""
+        """Before a load: node leaders drop cached pages (the page cache is per machine), by default
+        only the checkpoint files' own on the tiers a load reads (checkpoint.page_cache_scope);
+        whether all could."""
         dropped = True
         if self.comm.is_node_leader:
-            dropped = self.cfg.checkpoint.drop_page_cache and drop_page_cache()
+            ck = self.cfg.checkpoint
+            tiers = [t for _, t in self.node_tiers] + [self.global_]
+            dropped = ck.drop_page_cache and self.ckpt.loop.run(drop_cached_pages(ck.page_cache_scope, tiers))
         dropped_all = self.comm.all_min(1.0 if dropped else 0.0) == 1.0
         self.comm.barrier()
         return dropped_all
@@ -456,7 +460,7 @@ def _s3_requests(tier) -> dict:
 
 
 def _warn(text: str) -> None:
-    print(f"ckpt-emu: warning: {' '.join(text.split())}", file=sys.stderr, flush=True)
+    say(f"ckpt-emu: warning: {text}")
 
 
 def _version() -> str:
@@ -514,7 +518,7 @@ def main(argv=None) -> int:
         else:
             _run_emulator(cfg, out, args.duration, membership)
     except UserError as exc:
-        print(f"ckpt-emu: error: rank {os.environ.get('RANK', 0)}: {exc}", file=sys.stderr)
+        say(f"ckpt-emu: error: rank {os.environ.get('RANK', 0)}: {exc}")
         return 2
     finally:
         if dist.is_initialized():

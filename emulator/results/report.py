@@ -134,13 +134,22 @@ def _baseline_lines(results: dict) -> list[str]:
             f"compute p50 / p99 {_fmt_s(b['step_p50_s'])} / {_fmt_s(b['step_p99_s'])}"]
 
 
+def _page_cache_words(ld: dict) -> str:
+    """What was done with the page cache before the loads (checkpoint.page_cache_scope)."""
+    if not ld["page_cache_dropped"]:
+        return "page cache NOT dropped (checkpoint.drop_page_cache: false, or not permitted): loads may be served " \
+               "from memory"
+    if ld.get("page_cache_scope") == "host":
+        return "page cache dropped host-wide before each load (checkpoint.page_cache_scope: host)"
+    return "the checkpoint files' cached pages dropped before each load (other processes' cache left alone)"
+
+
 def _load_lines(results: dict) -> list[str]:
     ld = results["load"]
     if not ld["loads"]:
         return []
     served = ", ".join(f"{k}: {v}" for k, v in sorted(ld["served_by"].items()))
-    cache = "page cache dropped before each load" if ld["page_cache_dropped"] else \
-        "page cache NOT dropped (not permitted): loads may be served from memory"
+    cache = _page_cache_words(ld)
     lines = ["", f"loads: {ld['loads']}, {ld['load_gib_s']:.2f} GiB/s (worst {_fmt_s(ld['load_worst_s'])}), "
                  f"rank-loads served by {served}; {cache}"]
     if ld.get("h2d_gib_s"):

@@ -234,7 +234,7 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "step_seconds": {"full_size": cfg.training.step_seconds, "here": cfg.wall_step_seconds},
         "baseline": baseline,
         "modes": {m: summarize_mode(m, ranks, baseline, cfg.run.scale) for m in cfg.checkpoint.modes},
-        "load": summarize_loads(ranks),
+        "load": {**summarize_loads(ranks), "page_cache_scope": cfg.checkpoint.page_cache_scope},
         "stopped_early": any(r["stopped_early"] for r in ranks),
         "failure": ranks[0].get("failure"),
         "levels": level_summary(cfg, ranks),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from emulator.errors import UserError
+from emulator.errors import UserError, shown
 from emulator.simulation.level_design import SWEEP_KEYS as LEVEL_KEYS, parse_every
 from emulator.simulation.study import Study, with_global
 from emulator.units import parse_duration
@@ -26,7 +26,16 @@ from emulator.units import parse_duration
 KEYS = ("interval", "global_gib_s") + LEVEL_KEYS
 
 
-def _values(key: str, text: str) -> list[float]:
+#: the most points of one grid unless ``limits.sweep_points`` says otherwise
+MAX_POINTS = 10_000
+
+
+def _too_many(count: int, max_points: int) -> UserError:
+    return UserError(f"--sweep: {count} points, more than limits.sweep_points ({max_points}); raise it "
+                     "(--set limits.sweep_points=N) to run them anyway")
+
+
+def _values(key: str, text: str, max_points: int = MAX_POINTS) -> list[float]:
     where = f"--sweep {key}"
     if key in LEVEL_KEYS:
         return [parse_every(key, text)]
@@ -36,7 +45,9 @@ def _values(key: str, text: str) -> list[float]:
         try:
             count = int(n) if n else 8
         except ValueError:
-            raise UserError(f"{where}: {text!r}: the point count after ':' must be a whole number") from None
+            raise UserError(f"{where}: {shown(text)}: the point count after ':' must be a whole number") from None
+        if count > max_points:  # before a list of that many is made
+            raise _too_many(count, max_points)
         a, b = _value(key, lo, where), _value(key, hi, where)
         if count < 2 or not 0 < a < b:
             raise UserError(f"{where}: {text!r}: need 0 < LO < HI and at least 2 points")
@@ -57,8 +68,9 @@ def _value(key: str, text: str, where: str) -> float:
     return v
 
 
-def parse_spec(specs: list[str]) -> dict:
-    """``['interval=5m,10m', 'global_gib_s=100..800:4']`` -> {"interval": [...], "global_gib_s": [...]}."""
+def parse_spec(specs: list[str], max_points: int = MAX_POINTS) -> dict:
+    """``['interval=5m,10m', 'global_gib_s=100..800:4']`` -> {"interval": [...], "global_gib_s": [...]};
+    at most ``max_points`` points in all (UserError before any is made past them)."""
     out: dict = {}
     key = None
     for spec in specs:
@@ -73,7 +85,9 @@ def parse_spec(specs: list[str]) -> dict:
                 out[key] = []
             if key is None:
                 raise UserError(f"--sweep: {token!r} has no key (write interval=... or global_gib_s=...)")
-            out[key] += _values(key, token.strip())
+            out[key] += _values(key, token.strip(), max_points)
+            if math.prod(len(v) for v in out.values()) > max_points:
+                raise _too_many(math.prod(len(v) for v in out.values()), max_points)
     if not out:
         raise UserError("--sweep: give interval=..., global_gib_s=... or a tier's <tier>_every=...")
     for k, vals in out.items():
