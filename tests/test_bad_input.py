@@ -150,6 +150,7 @@ CASES = [
     (["run", "TMP/folder.yaml"], "config file not found: TMP/folder.yaml"),
     (["run", "TMP/fifo.yaml"], "config file not found: TMP/fifo.yaml"),
     (["run", "TMP/designbad.yaml"], "design.node.local"),
+    (["run", "TMP/designinf.yaml"], "design.global.latency_ms: must be a finite number of milliseconds"),
     (["run", "TMP/killbad.yaml"], "failures.kill[0].rank: rank 99 does not exist"),
     # ---- sizes
     (["sizes", "nope"], "unknown preset 'nope'"),
@@ -249,6 +250,7 @@ _FILES = {
     "extendsnope.yaml": "extends: nope-preset\n",
     "deep.yaml": "model: " + "[" * 3000 + "]" * 3000 + "\n",
     "designbad.yaml": "extends: default\ndesign: {node: {local: {write: fastGB/s, read: 7GB/s}}}\n",
+    "designinf.yaml": "extends: default\ndesign: {global: {write: 2GB/s, read: 4GB/s, latency_ms: .inf}}\n",
     "killbad.yaml": "extends: llama3-8b-subset\nfailures: {kill: [{rank: 99, checkpoint: 1, phase: staging}]}\n",
     "afile": "a file, not a folder\n",
 }
