@@ -555,3 +555,17 @@ def test_a_small_config_of_aliases_is_refused_before_it_expands(tmp_path):
         assert tracemalloc.get_traced_memory()[1] < 20 << 20
     finally:
         tracemalloc.stop()
+
+
+def test_retention_deletes_only_the_runs_own_files(machine):
+    from emulator.checkpoint.layout import delete_checkpoint
+    shared, _ = machine
+    tier = DirTier(_sticky_folder(shared, "pfs2") / "t")
+    write(tier, "step_00000004/rank0.pt", b"mine")
+    for folder in (tier.root, tier.root / "step_00000004"):
+        os.chmod(folder, 0o1777)
+    from planting import as_other_user
+    as_other_user(lambda p: open(p, "w").write("theirs"), str(tier.root / "step_00000004" / "rank1.pt"))
+    asyncio.run(delete_checkpoint(tier, 4))
+    assert not (tier.root / "step_00000004" / "rank0.pt").exists()
+    assert (tier.root / "step_00000004" / "rank1.pt").read_text() == "theirs"

@@ -464,8 +464,10 @@ class DirTier(Tier):
         try:
             with self._folder_of(key, create=False) as folder:
                 st = folder.lstat(path.name)
-                if self._pool is not None and st is not None and is_own_file(st) and self._pool.give(path):
-                    pass  # moved into the pool: its name is gone
+                if st is not None and stat.S_ISREG(st.st_mode) and st.st_uid != os.geteuid():
+                    return  # another user's file: not an object this run made
+                if self._pool is not None and st is not None and is_own_file(st):
+                    self._pool.give(path)  # moved into the pool (its name is gone), or not (unlinked below)
         except (FileNotFoundError, UnsafePath):
             return
         remove_file(path, stop_at=self.root)
