@@ -39,7 +39,7 @@ from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, UnsafePa
 from .copycrc import copy_crc32c
 from .fileops import (as_bytes, copy_file_durable, fs_type, fsync_dir, is_partial, open_checked, open_regular,
                       partial_path, publish, remove_empty_dirs, remove_file, write_all)
-from .locking import INTERNAL_FILES, TierBusy, busy_holder, claim_dir, join_dir
+from .locking import INTERNAL_FILES, busy_holder, claim_dir, join_dir
 from .mapped import MapCache
 from .safepath import Folder, check_reach, is_own_file, reach
 
@@ -312,8 +312,9 @@ class DirTier(Tier):
 
     @classmethod
     def preflight(cls, options: DirOptions, *, need_bytes: int) -> None:
-        """Whether node 0's folder can be reached safely, made, is free and has room, checked
-        without making or writing anything: a later tier's bad input must leave nothing written."""
+        """Whether node 0's folder can be reached safely, made, holds nothing foreign and has room,
+        checked without making or writing anything: a later tier's bad input must leave nothing
+        written. (Whether another run holds it: ``busy``.)"""
         wanted = Path(options.for_node(0)).expanduser()
         what = f"dir tier {wanted}"
         try:
@@ -324,15 +325,17 @@ class DirTier(Tier):
         if not os.access(there, os.W_OK | os.X_OK):
             raise TierError(f"directory tier {root} is not writable" if not missing
                             else f"cannot create directory tier at {root}: {there} is not writable")
-        if not missing:
-            busy = busy_holder(there)
-            if busy is not None:
-                raise TierBusy(f"dir tier {root} is in use by another run: {busy.describe()}")
-            if not options.allow_foreign:
-                _refuse_foreign(root, os.listdir(root))
+        if not missing and not options.allow_foreign:
+            _refuse_foreign(root, os.listdir(root))
         free = shutil.disk_usage(there).free
         if free < need_bytes:
             raise TierError(f"{root} has {free / 2**30:.2f} GiB free, needs about {need_bytes / 2**30:.2f} GiB")
+
+    @staticmethod
+    def busy(options: DirOptions, node: int = 0):
+        """The holder (``tiers.locking.Holder``) of the run that holds node ``node``'s folder now, or
+        None; checked without making or writing anything."""
+        return busy_holder(Path(options.for_node(node)).expanduser())
 
     def __init__(self, root: str | Path, *, recycle: bool = False, pool_files: int = 1, allow_foreign: bool = False):
         wanted = Path(root).expanduser()

@@ -20,7 +20,7 @@ from emulator.launch.launcher import launch, loopback_env, prepare_out, torchrun
 from emulator.launch.progress import Progress
 from emulator.sizing import checkpoint_size
 from tiers import TierError, backend_class
-from tiers.directory import DirOptions
+from tiers.directory import DirOptions, DirTier
 from tiers.locking import busy_holder
 from tiers.safepath import check_reach
 
@@ -55,6 +55,8 @@ def preflight(cfg, nnodes: int, duration: float | None = None, *, nproc: int | N
             raise UserError(f"tiers.{name}: {exc} ({kept})"
                             if "free, needs" in str(exc) else f"tiers.{name}: {exc}") from None
     check_host_memory(cfg, node_bytes, nproc, copies)
+    if nnodes == 1:
+        _check_tiers_free(cfg)
 
 
 #: what a run's results folder needs free at least: config, log, records, report, timeline
@@ -80,6 +82,18 @@ def _check_out(out: str) -> None:
     busy = None if missing else busy_holder(there)
     if busy is not None:
         raise UserError(f"{what} is in use by another run: {busy.describe()}")
+
+
+def _check_tiers_free(cfg) -> None:
+    """A single node's directory tiers are not held by another run. (With several nodes a node may
+    start while others of its own job hold the shared tier: the ranks' claims decide then.)"""
+    for name in ("memory", "local", "global"):
+        tier = cfg.tiers.entry(name)
+        if tier is not None and isinstance(tier.options, DirOptions):
+            busy = DirTier.busy(tier.options)
+            if busy is not None:
+                raise UserError(f"tiers.{name}: dir tier {tier.options.for_node(0)} is in use by another run: "
+                                f"{busy.describe()}")
 
 
 def _folders(cfg) -> list[tuple[str, Path]]:
