@@ -29,6 +29,7 @@ import socket
 import sys
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 
 from .base import Claim, TierError
@@ -160,64 +161,52 @@ def busy_holder(folder) -> Holder | None:
     return read_holder(folder) or Holder(job="?", pid=0, host="?", started=0.0)
 
 
+def _wait_lock(fd: int, op: int, wait_s: float, interval_s: float, error) -> None:
+    """Take the flock ``op`` on ``fd``, trying every ``interval_s`` for ``wait_s``; raise ``error()``."""
+    deadline = time.monotonic() + wait_s
+    while not _try(fd, op):
+        if time.monotonic() > deadline:
+            raise error()
+        time.sleep(interval_s)
+
+
 def claim_dir(folder, holder: Holder, *, what: str, wait_users_s: float = 20.0) -> FileClaim:
     """Own ``folder`` (a path or a Folder) for this run; TierBusy with one line naming the holder
     if another run does, UnsafePath if its lock files are not the tool's own."""
-    held = _reached(folder, what)
-    try:
+    with ExitStack() as undo:  # closes what was opened if the claim fails
+        held = undo.enter_context(_reached(folder, what))
         owner = _open(held, OWNER, what)
-    except BaseException:
-        held.close()
-        raise
-    if not _try(owner, fcntl.LOCK_EX):
-        os.close(owner)
-        holder_then = read_holder(held)
-        held.close()
-        raise TierBusy(f"{what} is in use by another run: "
-                       f"{holder_then.describe() if holder_then else 'unknown holder'}")
-    try:
+        undo.callback(os.close, owner)
+        if not _try(owner, fcntl.LOCK_EX):
+            holder_then = read_holder(held)
+            raise TierBusy(f"{what} is in use by another run: "
+                           f"{holder_then.describe() if holder_then else 'unknown holder'}")
         users = _open(held, USERS, what)
-    except BaseException:
-        os.close(owner)
-        held.close()
-        raise
-    deadline = time.monotonic() + wait_users_s
-    while not _try(users, fcntl.LOCK_EX):  # an earlier run's processes, still exiting
-        if time.monotonic() > deadline:
-            for fd in (users, owner):
-                os.close(fd)
-            held.close()
-            raise TierBusy(f"{what} is still used by processes of an earlier run ({held.path}/{USERS} is "
-                           f"locked {wait_users_s:.0f} s after its owner ended); stop them and retry")
-        time.sleep(0.1)
-    fcntl.flock(users, fcntl.LOCK_SH)  # from exclusive to shared: this run is a user too
-    os.ftruncate(owner, 0)
-    os.pwrite(owner, json.dumps(asdict(holder)).encode(), 0)
-    os.fsync(owner)
-    return FileClaim([owner, users], held, what)
+        undo.callback(os.close, users)
+        _wait_lock(users, fcntl.LOCK_EX, wait_users_s, 0.1, lambda: TierBusy(  # an earlier run's, exiting
+            f"{what} is still used by processes of an earlier run ({held.path}/{USERS} is locked "
+            f"{wait_users_s:.0f} s after its owner ended); stop them and retry"))
+        fcntl.flock(users, fcntl.LOCK_SH)  # from exclusive to shared: this run is a user too
+        os.ftruncate(owner, 0)
+        os.pwrite(owner, json.dumps(asdict(holder)).encode(), 0)
+        os.fsync(owner)
+        undo.pop_all()
+        return FileClaim([owner, users], held, what)
 
 
 def join_dir(folder, *, what: str, wait_s: float = 60.0, job: str | None = None) -> FileClaim:
     """Use ``folder`` as a process of the run that claimed it (a shared users lock). With ``job``,
     the folder must be the one that run claimed (its owner record names the job): a folder that
     was replaced between the claim and the join is refused."""
-    held = _reached(folder, what)
-    try:
+    with ExitStack() as undo:
+        held = undo.enter_context(_reached(folder, what))
         users = _open(held, USERS, what)
-    except BaseException:
-        held.close()
-        raise
-    deadline = time.monotonic() + wait_s
-    while not _try(users, fcntl.LOCK_SH):  # the claimer holds it exclusively for a moment
-        if time.monotonic() > deadline:
-            os.close(users)
-            held.close()
-            raise TierBusy(f"{what}: could not join the run's lock ({held.path}/{USERS})")
-        time.sleep(0.05)
-    record = read_holder(held) if job is not None else None
-    if job is not None and (record is None or record.job != job):
-        os.close(users)
-        held.close()
-        raise TierBusy(f"{what} is not the folder this run claimed (its lock names "
-                       f"{'no run' if record is None else 'run ' + record.job}); it was replaced during the start")
-    return FileClaim([users], held, what)
+        undo.callback(os.close, users)
+        _wait_lock(users, fcntl.LOCK_SH, wait_s, 0.05, lambda: TierBusy(  # the claimer holds it for a moment
+            f"{what}: could not join the run's lock ({held.path}/{USERS})"))
+        record = read_holder(held) if job is not None else None
+        if job is not None and (record is None or record.job != job):
+            raise TierBusy(f"{what} is not the folder this run claimed (its lock names "
+                           f"{'no run' if record is None else 'run ' + record.job}); it was replaced during the start")
+        undo.pop_all()
+        return FileClaim([users], held, what)
