@@ -569,3 +569,44 @@ def test_retention_deletes_only_the_runs_own_files(machine):
     asyncio.run(delete_checkpoint(tier, 4))
     assert not (tier.root / "step_00000004" / "rank0.pt").exists()
     assert (tier.root / "step_00000004" / "rank1.pt").read_text() == "theirs"
+
+
+# --------------------------------------------------------------------------- 13: a full results disk
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 4 MiB tmpfs (root only; skipped where mounting is not permitted), filled up."""
+    import subprocess
+    disk = tmp_path / "tiny"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs is not permitted here")
+    try:
+        with open(disk / "filler", "wb") as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * (1 << 20))
+                    fh.flush()
+            except OSError:
+                pass
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_a_full_results_disk_is_one_line_before_the_run(tiny_disk, tmp_path, capsys):
+    from emulator.cli import main
+    rc = main(["run", "--quiet", "--out", str(tiny_disk / "out"), "--set", f"tiers.local.path={tmp_path}/l/node{{node}}",
+               "--set", f"tiers.global.path={tmp_path}/g"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "MiB free, needs at least 64 MiB" in err[0], err
+    assert sorted(p.name for p in tiny_disk.iterdir()) == ["filler"]
+
+
+def test_a_results_disk_that_fills_as_the_run_starts_is_one_line(tiny_disk):
+    from emulator.errors import UserError
+    from emulator.launch.launcher import prepare_out
+    (tiny_disk / "out").mkdir()
+    with pytest.raises(UserError, match=r"cannot write there \(No space left on device\)"):
+        prepare_out(tiny_disk / "out", {"run": {"out": "x" * (1 << 20)}})
