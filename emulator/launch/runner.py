@@ -189,9 +189,9 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
         raise UserError(f"{nnodes} node(s) x {nproc} ranks per node != {ranks} ranks in the config")
     if nnodes > 1 and not rdzv_endpoint:
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
+    _check_node_rank(node_rank, nnodes, rdzv_endpoint)
     if rdzv_endpoint:
         parse_endpoint(rdzv_endpoint)
-    _check_node_rank(node_rank, nnodes, rdzv_endpoint)
     _check_nodes(cfg, nnodes, duration)
     preflight(cfg, nnodes, duration, nproc=nproc, node_rank=node_rank)
     if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
