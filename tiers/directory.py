@@ -17,6 +17,15 @@ into pages already in this process's page tables, not a write() per page. One
 difference: a reader still holding a deleted file open may see it overwritten
 (an unlinked file would stay intact); retention never deletes the checkpoint a
 drain reads, and a restore verifies size and CRC32C before it adopts anything.
+
+On a shared machine (docs/security.md) the tier's folder is reached and held by
+its descriptor (``tiers.safepath``): made 0700, never another user's, never
+through their link; step folders are made with ``mkdir`` and a link there is
+refused; files are read only if regular. It touches only its own names: crash
+recovery removes its partials at the top level and one level inside its
+checkpoint folders, and those folders once empty, nothing else; a claim
+refuses a folder holding names it did not make (``allow_foreign`` accepts it).
+A folder that goes while the run holds it is never made again (``TierLost``).
 """
 from __future__ import annotations
 
