@@ -187,6 +187,13 @@ def open_regular(path, *, what: str = "file") -> int:
     return open_checked(path, os.O_RDONLY, what=what)
 
 
+def read_regular(path) -> bytes:
+    """The whole of a file the user named (a results.json, a trace): a regular file only, so a FIFO
+    or a device is refused (UnsafePath) instead of blocking or never ending."""
+    with open(open_regular(path), "rb") as fh:
+        return fh.read()
+
+
 # --------------------------------------------------------------------------- copies
 
 @lru_cache(maxsize=64)

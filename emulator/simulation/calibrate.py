@@ -30,13 +30,14 @@ import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from emulator.config import from_mapping
 from emulator.errors import ConfigError, UserError
 from emulator.simulation.inputs import Calibration, retention_requests, tier_latency, tier_sharing
 from emulator.simulation.sharing import bytes_sharing, rate_from
 from emulator.units import GIB
+from tiers.base import TierError
+from tiers.fileops import read_regular
 
 
 @dataclass(frozen=True)
@@ -100,9 +101,11 @@ def read_results(path: str) -> RunFigures:
     """
     where = f"--calibrate {path}"
     try:
-        raw = json.loads(Path(path).read_text())
+        raw = json.loads(read_regular(path))
     except OSError as exc:
         raise UserError(f"{where}: cannot read: {exc.strerror}") from None
+    except TierError:  # a FIFO, a device
+        raise UserError(f"{where}: cannot read: not a regular file") from None
     except (ValueError, UnicodeDecodeError):
         raise UserError(f"{where}: not a JSON file (give the results.json of a ckpt-emu run)") from None
     try:
