@@ -72,7 +72,23 @@ def claim_tiers(comm, out, local, global_, *, memory=None) -> list:
         claims.append(tier.join())
     if comm.rank != 0:
         claims.append(global_.join())
+    _held[:] = claims
     return claims
+
+
+#: this process's claims, so a failure can say when its cause was a claimed folder that went
+_held: list = []
+
+
+def lost_claim() -> str | None:
+    """The line of a claim this process holds that was lost (its folder deleted or replaced), if
+    any: a write that failed because the folder went is reported as that, not as the write."""
+    for claim in _held:
+        lost = getattr(claim, "lost", None)
+        line = lost() if callable(lost) else None  # a folder's claim (an S3 lease ends the run itself)
+        if line:
+            return line
+    return None
 
 
 def _end_run_if_lost(claim):
@@ -96,3 +112,4 @@ def _same_run_hint(exc: TierError) -> str:
 def release(claims) -> None:
     for c in claims:
         c.release()
+    _held[:] = [c for c in _held if c not in claims]

@@ -50,7 +50,7 @@ from emulator.host import proc_bytes
 from emulator.job import outdir
 from emulator.job.lifeline import watch_parent
 from emulator.job.outdir import OutDir
-from emulator.job.ownership import claim_tiers, release
+from emulator.job.ownership import claim_tiers, lost_claim, release
 from emulator.checkpoint.replicas import PeerReplicas
 from emulator.job.rank_tiers import build_lone_global, build_memory_tier, build_tiers, tier_scope
 from emulator.mlperf.protocol import run_rank
@@ -517,8 +517,8 @@ def main(argv=None) -> int:
             _run_mlperf(cfg, out)
         else:
             _run_emulator(cfg, out, args.duration, membership)
-    except UserError as exc:
-        say(f"ckpt-emu: error: rank {os.environ.get('RANK', 0)}: {exc}")
+    except UserError as exc:  # a claimed folder that went is the cause of what failed after it
+        say(f"ckpt-emu: error: rank {os.environ.get('RANK', 0)}: {lost_claim() or exc}")
         return 2
     finally:
         if dist.is_initialized():
