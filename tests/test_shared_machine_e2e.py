@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from emu import ckpt_emu, results, small_config
-from planting import machine, plant_fifo, plant_link, snapshot  # noqa: F401 - a fixture
+from planting import machine, plant_link, snapshot  # noqa: F401 - a fixture
 
 
 def _start(cfg, *extra, env=None):
