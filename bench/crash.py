@@ -63,7 +63,7 @@ def _victim(kind: str, cli: subprocess.Popen, rng: random.Random) -> int | None:
     from crashcheck import descendants
     tree = descendants(cli.pid)
     cmd = {p: _cmdline(p) for p in tree}
-    torchrun = [p for p in tree if "torch.distributed.run" in cmd[p]]
+    torchrun = [p for p in tree if "emulator.rank.agent" in cmd[p] or "torch.distributed.run" in cmd[p]]
     ranks = [p for p in tree if "emulator.rank" in cmd[p] and p not in torchrun]
     if kind == "cli":
         return cli.pid

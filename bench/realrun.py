@@ -100,13 +100,13 @@ class ProcSampler:
             if pid in self.procs:
                 continue
             cmd = _cmdline(pid)
-            if "emulator.rank" in cmd:
+            if "emulator.rank.agent" in cmd or "torch.distributed.run" in cmd:
+                role, rank = "torchrun", None
+            elif "emulator.rank" in cmd:
                 rank = _env_rank(pid)
                 if rank is None:
                     continue  # environ not readable yet: next round
                 role = "rank"
-            elif "torch.distributed.run" in cmd:
-                role, rank = "torchrun", None
             elif pid == self.root:
                 role, rank = "cli", None
             else:

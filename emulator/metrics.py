@@ -48,12 +48,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import threading
 import time
-from pathlib import Path
 
 from tiers import s3_requests
+from tiers.safepath import fresh_folder
 
 PREFIX = "ckpt_emu_"
 MODES = ("none", "sync", "async")  # "none": the no-checkpoint baseline
@@ -397,9 +396,7 @@ def prepare_multiprocess_dir(path) -> None:
     Must run before any rank on the node creates ``Metrics``: stale files from an earlier
     run would otherwise be summed into this run's counters.
     """
-    path = Path(path)
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True, exist_ok=True)
+    fresh_folder(path, what="metrics folder")  # never through a link (docs/security.md)
 
 
 class NodeServer:

@@ -12,7 +12,7 @@ import pytest
 
 from emulator import errors
 from emulator.cli import main
-from emulator.launch.launcher import failure
+from emulator.launch.launcher import run_failure
 from emulator.results.verdict import misses
 
 MET = {"modes": {"sync": {"deadline_misses": 0, "incomplete": 0, "at_risk": 0},
@@ -107,14 +107,14 @@ Root Cause (first observed failure):
 def test_a_failed_launch_is_bad_input_or_failed_to_run_by_its_first_failed_rank(tmp_path, code, signal, kind):
     log = tmp_path / "torchrun.log"
     log.write_text(ROOT_CAUSE.format(line="the reason", code=code, signal=signal))
-    exc = failure(log, 1)
+    exc = run_failure(log, 1)
     assert exc.exit_code == kind and str(exc).startswith("rank 1: the reason (full log: ")
 
 
 def test_torchrun_that_started_no_rank_is_bad_input(tmp_path):
     log = tmp_path / "torchrun.log"
     log.write_text("torch.distributed.DistNetworkError: failed to reach the rendezvous endpoint\n")
-    assert failure(log, 1).exit_code == errors.EXIT_BAD_INPUT
+    assert run_failure(log, 1).exit_code == errors.EXIT_BAD_INPUT
 
 
 def test_an_internal_error_is_failed_to_run_with_its_traceback(monkeypatch, capsys):

@@ -53,7 +53,7 @@ def test_no_process_outlives_a_killed_launcher(tmp_path, victim):
     proc = _start(tmp_path)
     tree = descendants(proc.pid)
     cmdline = {p: Path(f"/proc/{p}/cmdline").read_text() for p in tree}
-    torchrun = [p for p in tree if "torch.distributed.run" in cmdline[p]]
+    torchrun = [p for p in tree if "emulator.rank.agent" in cmdline[p]]  # torchrun's agent (loopback stores)
     ranks = [p for p in tree if "emulator.rank" in cmdline[p] and p not in torchrun]
     assert len(torchrun) == 1 and len(ranks) == 2, tree
     os.kill(proc.pid if victim == "cli" else torchrun[0], signal.SIGKILL)

@@ -36,7 +36,7 @@ def _rank_pids(pid: int) -> list[int]:
     for p in descendants(pid):
         try:
             cmd = Path(f"/proc/{p}/cmdline").read_bytes()
-            if b"emulator.rank" in cmd and b"torch.distributed.run" not in cmd:  # not the agent
+            if b"emulator.rank" in cmd and b"emulator.rank.agent" not in cmd:  # not torchrun's agent
                 out.append(p)
         except OSError:
             pass

@@ -21,7 +21,7 @@ class TestDirTier(TierContract):
         return DirTier(tmp_path / "tier")
 
     def test_partials_are_hidden_and_swept(self, tier):
-        sink = tier.open_write("x/y.pt")
+        sink = tier.open_write("step_1/y.pt")
         sink.write(b"half")  # a crash here leaves a .partial file
         assert asyncio.run(tier.list()) == []
         assert tier.sweep_partials() == 1

@@ -42,6 +42,14 @@ class TierError(Exception):
         self.transient = transient
 
 
+class UnsafePath(TierError):
+    """A path the tool refuses to use (a link, a FIFO, another user's folder): one line naming it and
+    why, never worth a retry (tiers/safepath.py)."""
+
+    def __init__(self, *args):
+        super().__init__(*args, transient=False)
+
+
 class InvalidKey(TierError, ValueError):
     """A key that could escape the tier's namespace or is not a plain relative path."""
 

@@ -17,13 +17,26 @@ into pages already in this process's page tables, not a write() per page. One
 difference: a reader still holding a deleted file open may see it overwritten
 (an unlinked file would stay intact); retention never deletes the checkpoint a
 drain reads, and a restore verifies size and CRC32C before it adopts anything.
+
+On a shared machine (docs/security.md) the tier's folder is reached and held by
+its descriptor (``tiers.safepath``): made 0700, never another user's, never
+through their link; step folders are made with ``mkdir`` and a link there is
+refused; files are read only if regular. It touches only its own names: crash
+recovery removes its partials at the top level and one level inside its
+checkpoint folders, and those folders once empty, nothing else; a claim
+refuses a folder holding names it did not make (``allow_foreign`` accepts it).
+A folder that goes while the run holds it is never made again (``TierLost``).
 """
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
+import stat
 import uuid
+import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Optional
@@ -31,25 +44,28 @@ from typing import BinaryIO, Optional
 import aiofiles
 import aiofiles.os
 
-from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
+from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, UnsafePath, validate_key, validate_prefix
 from .copycrc import copy_crc32c
-from .fileops import (as_bytes, copy_file_durable, fs_type, fsync_dir, is_partial, make_dirs, partial_path,
-                      publish, remove_empty_dirs, remove_file, write_all)
-from .locking import INTERNAL_FILES, claim_dir, join_dir
+from .fileops import (as_bytes, copy_file_durable, fs_type, fsync_dir, is_partial, open_checked, open_regular,
+                      partial_path, publish, remove_empty_dirs, remove_file, write_all)
+from .locking import INTERNAL_FILES, busy_holder, claim_dir, join_dir
 from .mapped import MapCache
+from .safepath import Folder, check_reach, is_own_file, reach
 
 
 class DirSink(Sink):
-    """Writes straight to a hidden partial file (unbuffered: torch.save hands over whole tensors)."""
+    """Writes straight to a hidden partial file (unbuffered: torch.save hands over whole tensors)
+    in a folder the tier made and checked (``DirTier._folder_of``)."""
 
     def __init__(self, final: Path, pool: Optional["FilePool"] = None, prefer=None):
-        make_dirs(final.parent)
         self._final = final
         self._tmp = partial_path(final)
         reused = pool is not None and pool.take(self._tmp, prefer)
         # a reused file is overwritten from offset 0, no O_TRUNC: its pages stay allocated
-        self._file = open(self._tmp, "r+b" if reused else "xb", buffering=0)
-        self._reused = reused
+        self._file = _reopened(self._tmp) if reused else None
+        self._reused = self._file is not None
+        if self._file is None:
+            self._file = open(self._tmp, "xb", buffering=0)  # O_EXCL: never through a link
         self.bytes_written = 0
         self._done = False
 
@@ -150,23 +166,50 @@ class MappedSink(DirSink):
 
 #: filesystems whose files are host memory
 RAM_FILESYSTEMS = ("tmpfs", "ramfs")
+
+
+def _reopened(tmp: Path):
+    """A pooled file just renamed to ``tmp``, opened to be overwritten: only a regular file of
+    this user's with one name (else its name is dropped, and None: the caller makes a new file)."""
+    try:
+        fd = open_checked(tmp, os.O_RDWR, check=is_own_file, what="recycled file")
+    except (UnsafePath, OSError):
+        tmp.unlink(missing_ok=True)
+        return None
+    return open(fd, "r+b", buffering=0)
+
+
 POOL_DIR = ".recycle"
 POOL_SUFFIX = ".pool"
+_POOL_NAME = re.compile(r"^[0-9a-f]{32}\.pool$")
 
 
 class FilePool:
     """Deleted files kept for their pages: at most ``limit``, the largest (the checkpoint files, not
     manifests). Only the node leader deletes; every rank may take, so a take is an atomic rename
-    and a file another process took first is simply skipped. Pool files are never listed."""
+    and a file another process took first is simply skipped. Pool files are never listed.
 
-    def __init__(self, folder: Path, limit: int):
-        self.folder, self.limit = folder, limit
+    The pool is the tier's own folder ``POOL_DIR`` (never a link, never another user's), and only
+    its own names in it (``<32 hex>.pool``, regular files of this user's with one name) are taken,
+    kept or deleted: a planted name is left alone, never written through."""
+
+    def __init__(self, root: Folder, limit: int):
+        self.root, self.limit = root, limit
+        self.folder = Path(root.path) / POOL_DIR
+
+    def _held(self, create: bool = False) -> Folder | None:
+        try:
+            return self.root.subfolder(POOL_DIR, create=create, what="recycling pool")
+        except (FileNotFoundError, UnsafePath):
+            return None
 
     def files(self) -> list[Path]:
-        try:
-            return [self.folder / n for n in os.listdir(self.folder) if n.endswith(POOL_SUFFIX)]
-        except FileNotFoundError:
+        held = self._held()
+        if held is None:
             return []
+        with held:
+            names = [n for n in held.listdir() if _POOL_NAME.match(n)]
+            return [self.folder / n for n in names if _own_file_at(held, n)]
 
     def take(self, dest: Path, prefer=None) -> bool:
         """Rename a pooled file to ``dest`` (a partial), those for which ``prefer(stat)`` is true
@@ -182,17 +225,22 @@ class FilePool:
                 continue  # another rank took it
         return False
 
-    def give(self, path: Path) -> None:
+    def give(self, path: Path) -> bool:
         """Keep ``path``'s pages for a later write, or unlink it when the pool already holds
-        ``limit`` files as large; durable either way (the folder is fsynced)."""
-        make_dirs(self.folder)
-        os.rename(path, self.folder / f"{uuid.uuid4().hex}{POOL_SUFFIX}")
+        ``limit`` files as large; durable either way (the folder is fsynced). False (nothing
+        done) when the pool folder is not the tool's own."""
+        held = self._held(create=True)
+        if held is None:
+            return False
+        with held:
+            os.rename(path, self.folder / f"{uuid.uuid4().hex}{POOL_SUFFIX}")
         fsync_dir(path.parent)
-        held = sorted(self.files(), key=_size_or_zero, reverse=True)
-        for extra in held[self.limit:]:
+        held_files = sorted(self.files(), key=_size_or_zero, reverse=True)
+        for extra in held_files[self.limit:]:
             extra.unlink(missing_ok=True)
-        if held[self.limit:]:
+        if held_files[self.limit:]:
             fsync_dir(self.folder)
+        return True
 
     def empty(self) -> int:
         files = self.files()
@@ -203,33 +251,66 @@ class FilePool:
         return len(files)
 
 
+def _own_file_at(folder: Folder, name: str) -> bool:
+    st = folder.lstat(name)
+    return st is not None and is_own_file(st)
+
+
 def _stat_or_none(path: Path) -> Optional[os.stat_result]:
     try:
-        return path.stat()
+        return path.stat(follow_symlinks=False)
     except FileNotFoundError:
         return None
 
 
 def _size_or_zero(path: Path) -> int:
     try:
-        return path.stat().st_size
+        return path.stat(follow_symlinks=False).st_size
     except FileNotFoundError:
         return 0
 
 
+#: a checkpoint folder at a tier's top level: the emulator's ``step_<digits>``
+#: (emulator/checkpoint/layout.py) and MLPerf's ``global_epoch<E>_step<N>`` (emulator/mlperf/protocol.py)
+CHECKPOINT_FOLDER = re.compile(r"^(step_\d+|global_epoch\d+_step\d+)$")
+#: names at a tier's top level the tool never made but may find, and leaves alone (a mount point's)
+HARMLESS = frozenset({"lost+found"})
+
+
+def is_own_top_name(name: str) -> bool:
+    """Whether a tier's top-level ``name`` is one this tool makes there."""
+    return bool(CHECKPOINT_FOLDER.match(name)) or name in INTERNAL_FILES or name == POOL_DIR or is_partial(name)
+
+
+class TierLost(TierError):
+    """The tier's folder went away (or was replaced) while the run held it: never made again."""
+
+    def __init__(self, *args):
+        super().__init__(*args, transient=False)
+
+
 @dataclass(frozen=True)
 class DirOptions:
-    #: the directory; "{node}" expands to the node's index (per-node folders on a shared machine)
+    #: the directory; "{node}" expands to the node's index (per-node folders on a shared machine),
+    #: "{uid}" to this user's id (a per-user folder in a shared place such as /dev/shm)
     path: Optional[str] = None
     #: keep deleted files' pages for the next writes (None: off, except on the memory tier)
     recycle: Optional[bool] = None
+    #: use a folder that holds names this tool did not make (a project folder); the tool still
+    #: touches only its own names there. Off: such a folder is refused before the run starts
+    allow_foreign: bool = False
 
     def __post_init__(self):
         if not self.path:
             raise OptionError("path: a dir tier needs a path")
 
     def for_node(self, node: int) -> str:
-        return self.path.replace("{node}", str(node))
+        return expand_path(self.path, node)
+
+
+def expand_path(path: str, node: int) -> str:
+    """``{node}`` and ``{uid}`` of a dir tier's path, for this node and user."""
+    return path.replace("{node}", str(node)).replace("{uid}", str(os.geteuid()))
 
 
 class DirTier(Tier):
@@ -239,44 +320,82 @@ class DirTier(Tier):
     @classmethod
     def from_options(cls, options: DirOptions, *, scope: TierScope) -> "DirTier":
         # the pool holds one checkpoint of this node: one file per rank
-        return cls(options.for_node(scope.node), recycle=bool(options.recycle), pool_files=scope.ranks_per_node)
+        return cls(options.for_node(scope.node), recycle=bool(options.recycle), pool_files=scope.ranks_per_node,
+                   allow_foreign=options.allow_foreign)
 
     @classmethod
     def preflight(cls, options: DirOptions, *, need_bytes: int) -> None:
-        """Whether node 0's folder can be made and has room, checked without making it: a later
-        tier's bad input must leave nothing written."""
-        root = Path(options.for_node(0)).expanduser().resolve()
-        there = next(p for p in (root, *root.parents) if os.path.lexists(p))
-        if not there.is_dir():
-            raise TierError(f"cannot create directory tier at {root}: {there} is not a directory")
+        """Whether node 0's folder can be reached safely, made, holds nothing foreign and has room,
+        checked without making or writing anything: a later tier's bad input must leave nothing
+        written. (Whether another run holds it: ``busy``.)"""
+        wanted = Path(options.for_node(0)).expanduser()
+        what = f"dir tier {wanted}"
+        try:
+            there, missing = check_reach(wanted, what=what)
+        except NotADirectoryError as exc:
+            raise TierError(f"cannot create directory tier at {wanted}: {exc.filename} is not a directory") from None
+        root = there.joinpath(*missing)
         if not os.access(there, os.W_OK | os.X_OK):
-            raise TierError(f"directory tier {root} is not writable" if there == root
+            raise TierError(f"directory tier {root} is not writable" if not missing
                             else f"cannot create directory tier at {root}: {there} is not writable")
+        if not missing and not options.allow_foreign:
+            _refuse_foreign(root, os.listdir(root))
         free = shutil.disk_usage(there).free
         if free < need_bytes:
             raise TierError(f"{root} has {free / 2**30:.2f} GiB free, needs about {need_bytes / 2**30:.2f} GiB")
 
-    def __init__(self, root: str | Path, *, recycle: bool = False, pool_files: int = 1):
-        self.root = Path(root).expanduser().resolve()
-        self.recycle, self.pool_files = recycle, pool_files
-        self._pool = FilePool(self.root / POOL_DIR, pool_files) if recycle else None
-        self.maps = MapCache() if recycle else None  # this process's mappings of reused files
-        try:
-            make_dirs(self.root)
+    @staticmethod
+    def busy(options: DirOptions, node: int = 0):
+        """The holder (``tiers.locking.Holder``) of the run that holds node ``node``'s folder now, or
+        None; checked without making or writing anything."""
+        return busy_holder(Path(options.for_node(node)).expanduser())
+
+    def __init__(self, root: str | Path, *, recycle: bool = False, pool_files: int = 1, allow_foreign: bool = False):
+        wanted = Path(root).expanduser()
+        try:  # made 0700, held by its descriptor: the path must keep naming this folder (``_live``)
+            self._folder = reach(wanted, create=True, mode=0o700, what=f"dir tier {wanted}")
+        except NotADirectoryError as exc:
+            raise TierError(f"cannot create directory tier at {wanted}: {exc.filename} is not a directory") from None
         except OSError as exc:
-            raise TierError(f"cannot create directory tier at {self.root}: {exc.strerror}") from exc
+            raise TierError(f"cannot create directory tier at {wanted}: {exc.strerror}") from exc
+        weakref.finalize(self, self._folder.close)
+        self.root = Path(self._folder.path)
+        self.recycle, self.pool_files, self.allow_foreign = recycle, pool_files, allow_foreign
+        self._pool = FilePool(self._folder, pool_files) if recycle else None
+        self.maps = MapCache() if recycle else None  # this process's mappings of reused files
         if not os.access(self.root, os.W_OK | os.X_OK):
             raise TierError(f"directory tier {self.root} is not writable")
+
+    def _live(self) -> None:
+        """The tier's path still names the folder it opened; TierLost (and nothing written) if not."""
+        why = self._folder.still_there()
+        if why is not None:
+            raise TierLost(f"dir tier {self.root} {why} during the run; it is never made again under a run")
 
     def _path(self, key: str) -> Path:
         return self.root / validate_key(key)
 
+    @contextmanager
+    def _folder_of(self, key: str, *, create: bool = True):
+        """The folder ``key`` lives in, made (0700) and checked one level at a time from the tier's
+        own folder: a level that is a link or another user's is refused (UnsafePath)."""
+        self._live()
+        folder, opened = self._folder, []
+        try:
+            for part in validate_key(key).split("/")[:-1]:
+                folder = folder.subfolder(part, create=create, what=f"dir tier {self.root}")
+                opened.append(folder)
+            yield folder
+        finally:
+            for f in opened:
+                f.close()
+
     async def put(self, key, data) -> None:
         final = self._path(key)
-        await aiofiles.os.wrap(make_dirs)(final.parent)
+        await asyncio.to_thread(self._make_folder, key)
         tmp = partial_path(final)
         try:
-            async with aiofiles.open(tmp, "xb") as fh:
+            async with aiofiles.open(tmp, "xb") as fh:  # O_EXCL: never through a link
                 await fh.write(data)  # a buffered file: writes every byte
                 await fh.flush()
                 await aiofiles.os.wrap(publish)(tmp, final, fh.fileno())
@@ -284,79 +403,118 @@ class DirTier(Tier):
             tmp.unlink(missing_ok=True)
             raise
 
+    def _make_folder(self, key: str) -> None:
+        with self._folder_of(key):
+            pass
+
     async def get(self, key) -> bytes:
-        async with aiofiles.open(self._path(key), "rb") as fh:
-            return await fh.read()
+        return await asyncio.to_thread(self._get_sync, key)
+
+    def _get_sync(self, key) -> bytes:
+        with open(self._open_fd(key), "rb") as fh:
+            return fh.read()
+
+    def _open_fd(self, key) -> int:
+        """A descriptor to read ``key``: a regular file, never a link, a FIFO or a device."""
+        self._live()
+        return open_regular(self._path(key), what=f"dir tier {self.root}")
 
     async def put_file(self, key, src) -> None:
-        await asyncio.to_thread(copy_file_durable, Path(src), self._path(key))
+        await asyncio.to_thread(self._put_file_sync, key, Path(src))
+
+    def _put_file_sync(self, key, src: Path) -> None:
+        with self._folder_of(key):
+            copy_file_durable(src, self._path(key))
 
     async def get_file(self, key, dest) -> None:
         path = self._path(key)
-        if not path.is_file():
+        if await self.size(key) is None:
             raise FileNotFoundError(key)
         await asyncio.to_thread(copy_file_durable, path, Path(dest))
 
     async def size(self, key) -> int | None:
         try:
-            st = self._path(key).stat()
+            st = self._path(key).stat(follow_symlinks=False)
         except FileNotFoundError:
             return None
-        return st.st_size
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
 
     async def list(self, prefix: str = "") -> list[str]:
         validate_prefix(prefix)
         return await asyncio.to_thread(self._list_sync, prefix)
 
     def _list_sync(self, prefix: str) -> list[str]:
-        # walk only the deepest directory the prefix names, not the whole tree
-        base = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
-        keys = []
-        for dirpath, dirs, files in os.walk(base):
-            rel = os.path.relpath(dirpath, self.root)
-            if rel == "." and self._pool is not None and POOL_DIR in dirs:
-                dirs.remove(POOL_DIR)
-            for name in files:
-                if is_partial(name) or (rel == "." and name in INTERNAL_FILES):
-                    continue
-                key = name if rel == "." else f"{rel}/{name}"
-                if key.startswith(prefix):
-                    keys.append(key)
+        """Every regular file under the tier's own folders, never through a link or into another
+        user's folder; only the folders the prefix can reach are read."""
+        self._live()
+        keys: list[str] = []
+        self._list_in(self._folder, "", prefix, keys)
         return sorted(keys)
 
-    async def delete(self, key) -> None:
-        path = self._path(key)
-        await asyncio.to_thread(self._delete_sync, path)
+    def _list_in(self, folder: Folder, rel: str, prefix: str, keys: list) -> None:
+        for name in folder.listdir():
+            key = rel + name
+            if not rel and (name in INTERNAL_FILES or (self._pool is not None and name == POOL_DIR)):
+                continue
+            st = folder.lstat(name)
+            if st is None or is_partial(name):
+                continue
+            if stat.S_ISREG(st.st_mode) and key.startswith(prefix):
+                keys.append(key)
+            elif stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and \
+                    (key + "/").startswith(prefix[:len(key) + 1]):
+                try:
+                    with folder.subfolder(name, create=False) as sub:
+                        self._list_in(sub, key + "/", prefix, keys)
+                except (FileNotFoundError, UnsafePath):
+                    continue  # gone meanwhile, or not the tool's
 
-    def _delete_sync(self, path: Path) -> None:
-        # durable (the folder is fsynced), and empty parent folders go too, so a deleted
-        # checkpoint leaves no directory behind; a recycling tier keeps the file's pages
-        if self._pool is not None and path.is_file():
-            self._pool.give(path)
+    async def delete(self, key) -> None:
+        await asyncio.to_thread(self._delete_sync, key)
+
+    def _delete_sync(self, key: str) -> None:
+        """Durable (the folder is fsynced), and empty parent folders go too, so a deleted checkpoint
+        leaves no directory behind; a recycling tier keeps the file's pages. A key whose folder is
+        not the tool's own (a link, another user's) is no object of this tier: nothing to delete."""
+        path = self._path(key)
+        try:
+            with self._folder_of(key, create=False) as folder:
+                st = folder.lstat(path.name)
+                if st is not None and stat.S_ISREG(st.st_mode) and st.st_uid != os.geteuid():
+                    return  # another user's file: not an object this run made
+                if self._pool is not None and st is not None and is_own_file(st):
+                    self._pool.give(path)  # moved into the pool (its name is gone), or not (unlinked below)
+        except (FileNotFoundError, UnsafePath):
+            return
         remove_file(path, stop_at=self.root)
 
     def open_write(self, key) -> Sink:
+        self._make_folder(key)
         if self._pool is not None:
             return MappedSink(self._path(key), self._pool, self.maps)
         return DirSink(self._path(key), self._pool)
 
     def open_read(self, key) -> BinaryIO:
-        return open(self._path(key), "rb")
+        return open(self._open_fd(key), "rb")
 
     def local_path(self, key) -> Path | None:
         return self._path(key)
 
     def claim(self, holder) -> Claim:
-        return claim_dir(self.root, holder, what=f"dir tier {self.root}")
+        """Own the folder for this run: refused when it holds names the tool did not make (unless
+        ``allow_foreign``), then its locks (tiers/locking.py), held with the folder's descriptor."""
+        self._live()
+        if not self.allow_foreign:
+            _refuse_foreign(self.root, self._folder.listdir())
+        return claim_dir(self._folder, holder, what=f"dir tier {self.root}")
 
     def join(self) -> Claim:
-        return join_dir(self.root, what=f"dir tier {self.root}")
+        return join_dir(self._folder, what=f"dir tier {self.root}", job=_job())
 
     async def recover_after_crash(self) -> str:
-        partials = await asyncio.to_thread(self.sweep_partials)
+        partials, folders = await asyncio.to_thread(self._sweep)
         # a crashed run's pool goes too (its pages back to the host, whether or not this run recycles)
-        await asyncio.to_thread(FilePool(self.root / POOL_DIR, 0).empty)
-        folders = await asyncio.to_thread(self._remove_empty_folders)
+        await asyncio.to_thread(FilePool(self._folder, 0).empty)
         self._let_go_of_unlinked()
         return f"removed {partials} partial file(s), {folders} empty folder(s)" if partials or folders else ""
 
@@ -374,20 +532,29 @@ class DirTier(Tier):
         if self.maps is not None:
             self.maps.prune()
 
-    def _remove_empty_folders(self) -> int:
-        """Folders a crash left empty (deepest first, so emptied parents go too)."""
-        folders = sorted((Path(d) for d, _, _ in os.walk(self.root)), key=lambda p: len(p.parts), reverse=True)
-        return sum(remove_empty_dirs(f, stop_at=self.root) for f in folders if f.is_dir())
+    def _sweep(self) -> tuple[int, int]:
+        """What a crash left, by the tool's own names only: its partials at the top level and in
+        its checkpoint folders (one level, never deeper), then those folders if left empty. Nothing
+        else in the folder is read or touched. (partials removed, folders removed)"""
+        self._live()
+        partials = folders = 0
+        for name in self._folder.listdir():
+            if is_partial(name):
+                partials += _remove_own_file(self._folder, name)
+            elif CHECKPOINT_FOLDER.match(name):
+                try:
+                    with self._folder.subfolder(name, create=False) as step:
+                        partials += sum(_remove_own_file(step, n) for n in step.listdir() if is_partial(n))
+                        empty = not step.listdir()
+                except (FileNotFoundError, UnsafePath):
+                    continue  # gone, or not the tool's: left alone
+                if empty:
+                    folders += remove_empty_dirs(self.root / name, stop_at=self.root)
+        return partials, folders
 
     def sweep_partials(self) -> int:
-        """Remove ``.partial`` files left by a crash; returns how many were removed."""
-        removed = 0
-        for dirpath, _dirs, files in os.walk(self.root):
-            for name in files:
-                if is_partial(name):
-                    Path(dirpath, name).unlink(missing_ok=True)
-                    removed += 1
-        return removed
+        """Remove ``.partial`` files a crash left in the tool's own places; returns how many."""
+        return self._sweep()[0]
 
     @property
     def in_host_memory(self) -> bool:
@@ -400,6 +567,28 @@ class DirTier(Tier):
         """The folder and what holds its bytes (``on tmpfs, host memory``, ``on ext4``): a tier
         emulated on memory can be paced to a device faster than this host's disk."""
         return f"dir:{self.root}{_backing(self.root)}"
+
+
+def _remove_own_file(folder: Folder, name: str) -> int:
+    """Unlink ``name`` in ``folder`` if it is a regular file of this user's (anything else stays); 1 if it went."""
+    try:
+        return int(folder.remove_own_file(name))
+    except UnsafePath:
+        return 0
+
+
+def _refuse_foreign(root: Path, names: list[str]) -> None:
+    foreign = sorted(n for n in names if not is_own_top_name(n) and n not in HARMLESS)
+    if foreign:
+        shown = ", ".join(repr(n) for n in foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise TierError(f"dir tier {root} holds {len(foreign)} name(s) this tool did not make ({shown}): give the "
+                        "tier a folder of its own, or set allow_foreign: true on it to share this one (the tool "
+                        "then touches only its own names there)", transient=False)
+
+
+def _job() -> str | None:
+    """The run this process belongs to (set by the launcher), which a joined folder must name."""
+    return os.environ.get("CKPT_EMU_JOB")
 
 
 def _backing(root: Path) -> str:

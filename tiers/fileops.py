@@ -14,14 +14,22 @@ Three traps at real checkpoint sizes shape this module (docs/performance.md):
   milliseconds and uses no space. ``copy_fd`` uses it only between filesystems that
   cannot share extents (ext2/3/4, tmpfs), where it is the fastest real copy;
   everywhere else it uses ``sendfile``, which always moves the bytes.
+
+Files are opened to read with ``open_regular`` (``open_checked``): never
+through a link, never a FIFO or a device that could block or never end.
 """
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
+import re
+import stat
 import uuid
 from functools import lru_cache
 from pathlib import Path
+
+from .base import UnsafePath
 
 PARTIAL_SUFFIX = ".partial"
 COPY_CHUNK = 64 << 20
@@ -35,8 +43,12 @@ def partial_path(final: Path) -> Path:
     return final.with_name(f".{final.name}.{uuid.uuid4().hex[:12]}{PARTIAL_SUFFIX}")
 
 
+_PARTIAL = re.compile(r"^\..+\.[0-9a-f]{12}" + re.escape(PARTIAL_SUFFIX) + "$")
+
+
 def is_partial(name: str) -> bool:
-    return name.startswith(".") and name.endswith(PARTIAL_SUFFIX)
+    """A name ``partial_path`` makes (and only such a name: another program's partial is not ours)."""
+    return bool(_PARTIAL.match(name))
 
 
 def as_bytes(data) -> memoryview:
@@ -94,6 +106,26 @@ def publish(tmp: Path, final: Path, fd: int | None = None) -> None:
     fsync_dir(final.parent)
 
 
+def write_replacing(path: Path, data, *, durable: bool = True) -> None:
+    """``data`` (bytes or text) as the whole file ``path``: written into a new partial beside it
+    (``O_EXCL``: never through a link planted anywhere), then renamed over ``path``, so a link
+    planted at ``path`` is replaced, never written through. ``durable``: fsynced (``publish``)."""
+    path = Path(path)
+    tmp = partial_path(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        write_all(fd, data.encode() if isinstance(data, str) else data)
+        if durable:
+            publish(tmp, path, fd)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(fd)
+
+
 def remove_file(path: Path, *, stop_at: Path | None = None) -> None:
     """Unlink ``path`` durably, then remove (durably) parent folders left empty, up to ``stop_at``.
 
@@ -120,6 +152,46 @@ def remove_empty_dirs(folder: Path, *, stop_at: Path) -> int:
         removed += 1
         folder = folder.parent
     return removed
+
+
+def open_checked(path, flags: int, mode: int = 0o600, *, dir_fd: int | None = None, shown: str | None = None,
+                 what: str = "file", check=None, wanted: str = "a regular file") -> int:
+    """``os.open`` that never follows a link in the last component and never blocks on a FIFO;
+    the file must then pass ``check(fstat)`` (default: a regular file)."""
+    shown = shown or str(path)
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    except OSError as exc:  # ELOOP for a link; EACCES for O_CREAT on another's link in a sticky folder
+        try:
+            st = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            raise exc from None
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafePath(f"{what}: {shown} is a link; refused (the tool never follows a link it did not make)") \
+                from None
+        if not stat.S_ISREG(st.st_mode):  # e.g. a FIFO with no reader, opened to write (ENXIO)
+            raise UnsafePath(f"{what}: {shown} is not {wanted}") from None
+        raise
+    st = os.fstat(fd)
+    if not (check or (lambda s: stat.S_ISREG(s.st_mode)))(st):
+        os.close(fd)
+        raise UnsafePath(f"{what}: {shown} is not {wanted} (mode {stat.filemode(st.st_mode)}, uid {st.st_uid}, "
+                         f"{st.st_nlink} name(s)); refused")
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return fd
+
+
+def open_regular(path, *, what: str = "file") -> int:
+    """A descriptor to read ``path``: a regular file, never reached through a final link, never a
+    FIFO or a device (which could block or never end)."""
+    return open_checked(path, os.O_RDONLY, what=what)
+
+
+def read_regular(path) -> bytes:
+    """The whole of a file the user named (a results.json, a trace): a regular file only, so a FIFO
+    or a device is refused (UnsafePath) instead of blocking or never ending."""
+    with open(open_regular(path), "rb") as fh:
+        return fh.read()
 
 
 # --------------------------------------------------------------------------- copies
@@ -184,7 +256,7 @@ def copy_file_durable(src: Path, dest: Path) -> int:
     """Copy ``src`` to ``dest`` atomically (temp file + rename) and durably; returns bytes."""
     make_dirs(dest.parent)
     tmp = partial_path(dest)
-    src_fd = os.open(src, os.O_RDONLY)
+    src_fd = open_regular(src)
     try:
         size = os.fstat(src_fd).st_size
         dst_fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)

@@ -245,7 +245,8 @@ class S3Lease(Claim):
 
 
 def _warn(line: str) -> None:
-    print(f"ckpt-emu: warning: {line}", file=sys.stderr, flush=True)
+    sys.stderr.write(f"ckpt-emu: warning: {line}\n")  # one write: a whole line in a log ranks share
+    sys.stderr.flush()
 
 
 def _code(exc: ClientError) -> str:

@@ -67,7 +67,7 @@ import torch
 from emulator.checkpoint import layout
 from emulator.checkpoint.drainer import DEFAULT_VERIFY, Drainer, DrainResult
 from emulator.checkpoint.injection import NO_FAULTS
-from emulator.checkpoint.integrity import ChecksumSink
+from emulator.checkpoint.integrity import DEFAULT_READ_TIMEOUT_S, ChecksumSink
 from emulator.checkpoint.loop import LoopThread
 from emulator.checkpoint.records import CkptRecord, Event, Receipt
 from emulator.checkpoint.resume import resume
@@ -135,6 +135,8 @@ class Checkpointer:
     tally: Tally = None
     #: where drains through a tier without files spool (None: the system's temporary folder)
     spool_dir: str | None = None
+    #: a drain's read-back of one file is given up after this many seconds (checkpoint.read_timeout_s)
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     #: called as (record, "started") when a checkpoint begins and (record, "finished") once it is
     #: over, success or not (from the pipeline's thread): records that survive a kill
     on_record: object = None
@@ -186,7 +188,7 @@ class Checkpointer:
             self._drainers[source, dest] = Drainer(
                 self.tier(source), self.tier(dest), concurrency=self.drain_concurrency, verify=self.drain_verify,
                 metrics=self.metrics if dest == "global" else NULL_METRICS, node=self.comm.node,
-                policy=self.policy, tally=self.tally, spool_dir=self.spool_dir)
+                policy=self.policy, tally=self.tally, spool_dir=self.spool_dir, read_timeout_s=self.read_timeout_s)
         return self._drainers[source, dest]
 
     def drain_in_flight_since(self) -> float | None:

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulator.checkpoint.integrity import crc_of_stream
+from emulator.checkpoint.integrity import DEFAULT_READ_TIMEOUT_S, BoundedReader, crc_of_stream, reader_size
 from emulator.checkpoint.layout import FileEntry
 from emulator.checkpoint.retry import Abandoned, RetryPolicy, retrying
 from emulator.checkpoint.tally import Tally
@@ -68,13 +68,14 @@ class DrainResult:
 class Drainer:
     def __init__(self, source: Tier, dest: Tier, *, concurrency: int = 4, verify: str = DEFAULT_VERIFY,
                  metrics=NULL_METRICS, node: int = 0, policy: RetryPolicy | None = None, tally: Tally | None = None,
-                 spool_dir: str | None = None):
+                 spool_dir: str | None = None, read_timeout_s: float = DEFAULT_READ_TIMEOUT_S):
         self.source, self.dest = source, dest
         self.concurrency, self.verify = concurrency, verify
         self.metrics, self.node = metrics, node
         self.policy = policy or RetryPolicy()
         self.tally = tally or Tally()
         self.spool_dir = spool_dir
+        self.read_timeout_s = read_timeout_s  # the read-back of one file is given up after it
         self.in_flight_since: float | None = None  # when the drain now in progress began
 
     async def drain(self, entries: list[FileEntry], after_file=None) -> DrainResult:
@@ -138,17 +139,25 @@ class Drainer:
         if self.verify == "size":
             _check_size(entry, await self.dest.size(entry.key))
             return
-        crc, size = await asyncio.to_thread(self._read_back, entry.key)
+        crc, size = await asyncio.to_thread(self._read_back, entry)
         _check_size(entry, size)
         if crc != entry.crc32c:
             raise DrainError(f"{entry.key}: global copy checksum {crc} != {entry.crc32c} (CRC32C of the local write)")
 
-    def _read_back(self, key: str) -> tuple[str, int | None]:
+    def _read_back(self, entry: FileEntry) -> tuple[str, int | None]:
         """CRC32C and length of the bytes the global tier holds, streamed through one small
-        buffer (no second copy of the file in memory); length None if the copy is missing."""
+        buffer (no second copy of the file in memory); length None if the copy is missing. A
+        size that differs from the entry's is known before a byte is read where the tier says it,
+        and no more than the entry's size is ever read (a longer copy reads as one byte longer)."""
         try:
-            with self.dest.open_read(key) as fh:
-                return crc_of_stream(fh, bytearray(VERIFY_CHUNK))
+            with self.dest.open_read(entry.key) as fh:
+                known = reader_size(fh)
+                if known is not None and known != entry.size:
+                    return "", known
+                body = BoundedReader(fh, entry.size, timeout_s=self.read_timeout_s,
+                                     what=f"the global copy of {entry.key}")
+                crc, size = crc_of_stream(body, bytearray(VERIFY_CHUNK))
+                return crc, size + 1 if body.longer() else size
         except FileNotFoundError:
             return "", None
 

@@ -27,6 +27,7 @@ import sys
 
 from emulator.checkpoint.layout import manifest_key
 from emulator.checkpoint.tally import Tally
+from emulator.errors import say
 from tiers.base import Tier
 from tiers.faulty import FaultyTier
 
@@ -87,8 +88,8 @@ class Faults(NoFaults):
         if (seq, phase) not in self.kills:
             return
         self.tally.count("injected")
-        print(f"ckpt-emu: error: rank {self.rank}: injected failure: SIGKILL at checkpoint {seq} during "
-              f"{phase} (failures.kill, attempt {self.attempt}); run again to resume", file=sys.stderr, flush=True)
+        say(f"ckpt-emu: error: rank {self.rank}: injected failure: SIGKILL at checkpoint {seq} during "
+            f"{phase} (failures.kill, attempt {self.attempt}); run again to resume")
         sys.stdout.flush()
         os.kill(os.getpid(), signal.SIGKILL)
 

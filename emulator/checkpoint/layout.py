@@ -30,11 +30,21 @@ FORMAT = "ckpt-emu/2"  # /2: the manifest carries its own CRC32C
 MANIFEST = "manifest.json"
 #: what a manifest's ``meta`` records of the run; a checkpoint resumes only into a run that matches them
 META_KEYS = ("preset", "scale", "tp", "pp", "dp", "zero_stage")
-_STEP_DIR = re.compile(r"^step_(\d{8})/")
+#: a step's folder: at least 8 digits, more once steps reach 10^8 (one stray step_99999999 makes the
+#: next step 100000000); only the canonical name of a step (``step_dir``) is one of its folders
+_STEP_DIR = re.compile(r"^step_(\d{8,})/")
 
 
 def step_dir(step: int) -> str:
     return f"step_{step:08d}"
+
+
+def step_of(key: str) -> int | None:
+    """The step whose folder ``key`` lies in, or None (not a step folder, or not its canonical name)."""
+    m = _STEP_DIR.match(key)
+    if m is None or step_dir(int(m.group(1))) != key[:m.end(1)]:
+        return None
+    return int(m.group(1))
 
 
 def rank_file_key(step: int, rank: int, dp: int, mp: int) -> str:
@@ -138,10 +148,9 @@ async def list_steps(tier: Tier) -> tuple[list[int], list[int]]:
     """(complete steps, all steps with any object), both sorted ascending."""
     complete, seen = set(), set()
     for key in await tier.list("step_"):
-        m = _STEP_DIR.match(key)
-        if not m:
+        step = step_of(key)
+        if step is None:
             continue
-        step = int(m.group(1))
         seen.add(step)
         if key.endswith("/" + MANIFEST):
             complete.add(step)

@@ -38,21 +38,24 @@ import crc32c
 import torch
 
 from emulator.checkpoint import layout
-from emulator.checkpoint.integrity import READ_CHUNK, crc_of_stream, format_crc
+from emulator.checkpoint.integrity import (DEFAULT_READ_TIMEOUT_S, READ_CHUNK, BoundedReader, crc_of_stream,
+                                          format_crc, reader_size)
 from emulator.checkpoint.records import LoadRecord
 from emulator.checkpoint.retry import RetryPolicy, describe_error, retrying
 from emulator.checkpoint.tally import Tally
 from emulator.metrics import NULL_METRICS
 from tiers import paced
-from tiers.base import TierError
+from tiers.base import TierError, unwrap
 from tiers.emulated import anchored_at, counted_as
+from tiers.fileops import open_regular
 from tiers.s3_requests import Bill, charged_to
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
 
 
 def drop_page_cache() -> bool:
-    """Flush dirty pages and drop the page cache; False when not permitted (not root, container)."""
+    """Flush dirty pages and drop the whole host's page cache (every other job's too: only on
+    request, ``checkpoint.page_cache_scope: host``); False when not permitted (not root, container)."""
     os.sync()
     try:
         with open(DROP_CACHES, "w") as fh:
@@ -60,6 +63,39 @@ def drop_page_cache() -> bool:
         return True
     except OSError:
         return False
+
+
+async def drop_file_pages(tiers) -> bool:
+    """Drop the cached pages of every file on ``tiers`` that has one on this host (the checkpoints a
+    load reads), with ``posix_fadvise(DONTNEED)``: no root needed, and other processes' cached
+    pages stay. Files were fsynced when published, so their pages are clean and can go. Listed
+    straight from the backend (no emulated request). False if a file could not be advised."""
+    ok = True
+    for tier in tiers:
+        inner = unwrap(tier)
+        for key in await inner.list():
+            path = inner.local_path(key)
+            if path is None:
+                continue
+            try:
+                fd = open_regular(path)
+            except (OSError, TierError):
+                continue  # gone meanwhile (retention), or not a file of ours
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                ok = False
+            finally:
+                os.close(fd)
+    return ok
+
+
+async def drop_cached_pages(scope: str, tiers) -> bool:
+    """Before a load: ``files`` drops the pages of the checkpoint files on ``tiers`` only (the default);
+    ``host`` the whole host's page cache (root). Whether it could."""
+    if scope == "host":
+        return drop_page_cache()
+    return await drop_file_pages(tiers)
 
 
 def lists_tier(comm, *, shared: bool) -> bool:
@@ -72,8 +108,10 @@ class Restorer:
     def __init__(self, state, tiers: list[tuple[str, object]], comm, *, metrics=NULL_METRICS,
                  loop=None, mode: str = "async", meta: dict | None = None,
                  tally: Tally | None = None, policy: RetryPolicy | None = None,
-                 shared: tuple[str, ...] = ("global",), source: int | None = None):
+                 shared: tuple[str, ...] = ("global",), source: int | None = None,
+                 read_timeout_s: float = DEFAULT_READ_TIMEOUT_S):
         self.state, self.tiers, self.comm, self.mode = state, tiers, comm, mode
+        self.read_timeout_s = read_timeout_s  # a file's read is given up after it (checkpoint.read_timeout_s)
         # whose file this rank restores: its own, or (a replicated layout) its DP group leader's,
         # with ``state`` then a replica of the leader's layout (checkpoint/broadcast_restore.py)
         self.source = comm.rank if source is None else source
@@ -202,7 +240,10 @@ class Restorer:
         """Read and verify this rank's file from ``tier``; None on success, else why not.
         Tier errors propagate (the retry policy decides); anything else is a reason."""
         try:
-            with tier.open_read(entry.key) as fh:
+            with tier.open_read(entry.key) as fh:  # a directory tier: a regular file, never a FIFO
+                known = reader_size(fh)
+                if known is not None and known != entry.size:  # before a byte is read
+                    return f"size {known} != manifest {entry.size}"
                 return self._verify_into_staging(tier.local_path(entry.key), fh, entry, step)
         except (TierError, FileNotFoundError):
             raise
@@ -227,7 +268,11 @@ class Restorer:
         if path is None:
             fh.seek(0)
         gaps = [] if self.keep_plan else None
-        crc, size = _read_into(fh, spans, gaps) if spans is not None else crc_of_stream(fh, self._buf)
+        # never more than the manifest's size, never longer than checkpoint.read_timeout_s
+        body = BoundedReader(fh, entry.size, timeout_s=self.read_timeout_s, what=entry.key)
+        crc, size = _read_into(body, spans, gaps) if spans is not None else crc_of_stream(body, self._buf)
+        if size == entry.size and body.longer():
+            return f"size more than manifest {entry.size}"
         if size != entry.size:
             return f"size {size} != manifest {entry.size}"
         if crc != entry.crc32c:

@@ -29,7 +29,7 @@ from emulator.cli.run import add_run_parser
 from emulator.cli.simulate import add_simulate_parser
 from emulator.cli.sizes import add_sizes_parser
 from emulator.cli.tune import add_tune_parser
-from emulator.errors import EXIT_FAILED, EXIT_INTERRUPTED, UserError
+from emulator.errors import EXIT_FAILED, EXIT_INTERRUPTED, UserError, one_line
 
 __all__ = ["build_parser", "main"]
 
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
             return 2
         return args.func(args)
     except UserError as exc:
-        print(f"ckpt-emu: error: {exc}", file=sys.stderr)
+        print(f"ckpt-emu: error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("ckpt-emu: interrupted", file=sys.stderr)

@@ -3,9 +3,10 @@ config arguments and loading the config they name."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
-from emulator.errors import EXIT_MISSED, EXIT_OK, UserError
+from emulator.errors import EXIT_MISSED, EXIT_OK, UserError, shown
 
 
 class Parser(argparse.ArgumentParser):
@@ -36,13 +37,24 @@ def config_completer(prefix: str, **_) -> list[str]:
         list(FilesCompleter(allowednames=("yaml", "yml"))(prefix))
 
 
+def number(text: str) -> float:
+    """An argparse type: a finite number (``nan`` and ``inf`` are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {shown(text)}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {shown(text)}")
+    return value
+
+
 def add_config_args(p) -> None:
     """The config, ``--set`` and ``--scale``: every subcommand that reads a config takes them."""
     p.add_argument("config", nargs="?", default=None,
                    help="preset name (e.g. llama3-8b-subset) or YAML file; default: the embedded default"
                    ).completer = config_completer
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override any config key")
-    p.add_argument("--scale", type=float, help="shrink every tensor by this factor (0 < F <= 1)")
+    p.add_argument("--scale", type=number, help="shrink every tensor by this factor (0 < F <= 1)")
 
 
 #: flag -> config key it overrides, for the flags that are shortcuts for ``--set``

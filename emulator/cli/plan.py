@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 from emulator import planner
@@ -31,6 +32,8 @@ from emulator.units import (
     rate_and_family,
     table,
 )
+from tiers.base import TierError
+from tiers.safepath import check_reach
 
 DEFAULT_PLOT = "./ckpt-emu-data/plan-sweep.png"
 #: bounds far outside anything real that keep every derived figure finite (no overflow, no 0 interval)
@@ -494,11 +497,37 @@ def _label(cfg) -> str:
     return cfg.model.name if cfg is not None else "a napkin design"
 
 
+def _check_plot_path(path: str) -> None:
+    """Before any work: the plot's folder exists or can be made (a file on its way is refused)."""
+    try:
+        there, _ = check_reach(Path(path).parent, what=f"--plot {path}")
+    except NotADirectoryError as exc:
+        raise UserError(f"--plot {path}: cannot write: {exc.filename} is not a directory") from None
+    except TierError as exc:
+        raise UserError(str(exc)) from None
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise UserError(f"--plot {path}: cannot write: {there} is not writable")
+
+
+def _check_plot_path(path: str) -> None:
+    """Before any work: the plot's folder exists or can be made (a file on its way is refused)."""
+    try:
+        there, _ = check_reach(Path(path).parent, what=f"--plot {path}")
+    except NotADirectoryError as exc:
+        raise UserError(f"--plot {path}: cannot write: {exc.filename} is not a directory") from None
+    except TierError as exc:
+        raise UserError(str(exc)) from None
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise UserError(f"--plot {path}: cannot write: {there} is not writable")
+
+
 def run_plan(args) -> int:
     if args.plan_config is not None:
         raise UserError("--config: a plan: section is no longer read; give the run config as `plan CONFIG`, or "
                         "describe the job with flags (--accelerators, --size, --bandwidth)")
     want_sweep = args.sweep or args.plot is not None
+    if want_sweep:
+        _check_plot_path(args.plot or DEFAULT_PLOT)
     options = _plan_options(args)
     cfg = None
     if args.config is not None:

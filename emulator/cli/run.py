@@ -7,7 +7,7 @@ from emulator.checkpoint.injection import kill_override
 from emulator.checkpoint.node_loss import lose_nodes_override
 from emulator.cli.common import add_config_args, add_fail_on_miss, load, report_misses
 from emulator.job import outdir
-from emulator.results.verdict import misses
+from emulator.results.verdict import load_failed, misses
 from emulator.units import parse_duration
 
 
@@ -60,4 +60,5 @@ def cmd_run(args) -> int:
     print(report.read_text(), end="")
     print(f"results: {out / outdir.RESULTS}")
     results = json.loads((out / outdir.RESULTS).read_text())
-    return report_misses(misses(results), cfg.run.fail_on_miss)
+    # a load that restored nothing fails the run whatever the gate: loading back is half of what it checks
+    return report_misses(misses(results), cfg.run.fail_on_miss or load_failed(results))

@@ -281,7 +281,7 @@ def cmd_simulate(args) -> int:
     from emulator.simulation.report import render, render_sweep
     from emulator.simulation.sweep import check_spec, parse_spec
     cfg, study, planned = build_study(args)
-    spec = parse_spec(args.sweep) if args.sweep else None
+    spec = parse_spec(args.sweep, cfg.limits.sweep_points) if args.sweep else None
     if spec is not None:
         check_spec(study.design, spec)
     outcomes = {m: study.run(m) for m in study.modes}

@@ -22,7 +22,7 @@ import math
 from pathlib import Path
 
 from emulator import planner
-from emulator.cli.common import add_config_args, add_fail_on_miss, load, report_misses
+from emulator.cli.common import add_config_args, add_fail_on_miss, load, number, report_misses
 from emulator.cli.plan import job_shape, s3_figures
 from emulator.errors import UserError
 from emulator.job import outdir
@@ -69,6 +69,8 @@ def tune(cfg, *, accelerators: int, mttf_hours: float | None = None, confirm_sec
     from emulator.simulation.calibrate import read_calibration
     if accelerators < 1:
         raise UserError("--accelerators: must be >= 1")
+    if nodes is not None and nodes < 1:
+        raise UserError(f"--nodes: must be >= 1, got {nodes}")
     if confirm_seconds <= 0 or measure_checkpoints < 1:
         raise UserError("--confirm-seconds must be > 0 and --measure-checkpoints >= 1")
     if mttf_hours is not None and not 0 < mttf_hours < math.inf:
@@ -242,11 +244,11 @@ def add_tune_parser(sub) -> None:
     tune.add_argument("--accelerators", type=int, required=True, help="accelerators in the target job")
     tune.add_argument("--nodes", type=int, help="nodes of the target job (default: accelerators / the design's "
                       "accelerators per node)")
-    tune.add_argument("--mttf-hours", type=float, help="per-accelerator MTTF (default: the design's, else 50000)")
+    tune.add_argument("--mttf-hours", type=number, help="per-accelerator MTTF (default: the design's, else 50000)")
     tune.add_argument("--out", help="results folder (measurement and confirmation runs go below it)")
     tune.add_argument("--force", action="store_true", help="replace the results a finished tune left in --out")
     tune.add_argument("--quiet", action="store_true", help="no progress display (the result is still printed)")
-    tune.add_argument("--confirm-seconds", type=float, default=20.0,
+    tune.add_argument("--confirm-seconds", type=number, default=20.0,
                       help="longest training time of the confirmation run; longer intervals are time-compressed")
     tune.add_argument("--measure-checkpoints", type=int, default=3, help="checkpoints per mode when measuring")
     tune.add_argument("--json", action="store_true", help="one JSON object")

@@ -30,6 +30,8 @@ written back (results.json, ``tune``'s runs) reads the same.
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Optional
 
@@ -143,8 +145,8 @@ def _flag(value, key: str) -> bool:
 def _latency(value, key: str) -> float:
     if value is None:
         return 0.0
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ConfigError(f"{key}: must be a number of milliseconds >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise ConfigError(f"{key}: must be a finite number of milliseconds >= 0, got {value!r}")
     return value / 1000
 
 

@@ -10,20 +10,89 @@ new one with ``apply_override`` on its mapping and validate again.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
 from typing import Any
 
 import yaml
 
-from emulator.errors import ConfigError
-from tiers.base import OptionError
+from emulator.errors import ConfigError, shown
+from tiers.base import OptionError, TierError
+from tiers.fileops import open_regular
+
+#: the largest config text read (a design is a few KiB); with aliases refused, parsing is bounded by it
+MAX_YAML_BYTES = 1 << 20
+#: the largest integer a config value may be (int64, what every count and size fits in)
+MAX_INT = 2**63 - 1
+
+
+class _AliasRefused(yaml.YAMLError):
+    def __init__(self, event):
+        super().__init__()
+        self.name, self.problem_mark = event.anchor, event.start_mark
+
+
+class ConfigLoader(yaml.SafeLoader):
+    """``yaml.safe_load`` that refuses aliases (``*name``: shared references expand without bound, a
+    1.2 KB file to over 2 GiB) and reads YAML 1.2 floats such as ``1e-05`` as numbers (YAML 1.1
+    reads them as text)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            raise _AliasRefused(self.peek_event())
+        return super().compose_node(parent, index)
+
+
+ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def load_yaml(text: str, origin: str, *, text_if_not_yaml: bool = False):
+    """The YAML ``text`` (a config, a ``--set`` value) as plain data; ConfigError naming ``origin``
+    for an alias, a text over MAX_YAML_BYTES or (unless ``text_if_not_yaml``: then the text
+    itself is the value) bad YAML."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(f"{origin}: {len(text)} characters, more than a config may hold ({MAX_YAML_BYTES})")
+    try:
+        return yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader
+    except _AliasRefused as exc:
+        raise ConfigError(f"{origin}: YAML aliases are not allowed (*{shown(exc.name, 40, quote=False)} at line "
+                          f"{exc.problem_mark.line + 1}): write the value out") from None
+    except RecursionError:
+        raise ConfigError(f"{origin}: nested too deeply to read") from None
+    except yaml.YAMLError as exc:
+        if text_if_not_yaml:
+            return text
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{origin}: not valid YAML{where}") from None
 
 #: field names that are Python keywords in the dataclasses, and their YAML names
 YAML_NAMES = {"global_": "global"}
 
 #: dataclasses with their own builder and plain form (TierConfig: the backend decides its keys)
 CUSTOM: dict[type, tuple] = {}
+
+
+def read_config_text(path, origin: str) -> str:
+    """A config file's text: a regular file (never a FIFO that would block), at most MAX_YAML_BYTES,
+    UTF-8; ConfigError naming ``origin`` otherwise."""
+    try:
+        fd = open_regular(path, what=origin)
+    except (OSError, OptionError, TierError) as exc:
+        raise ConfigError(f"cannot read config {shown(str(path), 200, quote=False)}: "
+                          f"{getattr(exc, 'strerror', None) or exc}") from None
+    with open(fd, "rb") as fh:
+        raw = fh.read(MAX_YAML_BYTES + 1)
+    if len(raw) > MAX_YAML_BYTES:
+        raise ConfigError(f"{origin}: more than {MAX_YAML_BYTES} bytes, more than a config may hold")
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        raise ConfigError(f"{origin}: not a text file (UTF-8)") from None
 
 
 def yaml_name(field_name: str) -> str:
@@ -61,18 +130,23 @@ def coerce(value, tp, key: str):
 
 def _scalar(value, tp, origin, key: str):
     if tp is bool and not isinstance(value, bool):
-        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        raise ConfigError(f"{key}: expected true or false, got {shown(value)}")
     if tp is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        raise ConfigError(f"{key}: expected an integer, got {shown(value)}")
+    if tp is int and abs(value) > MAX_INT:
+        raise ConfigError(f"{key}: {shown(value)} is out of range (at most {MAX_INT})")
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
+            raise ConfigError(f"{key}: expected a number, got {shown(value)}")
+        endless = not math.isfinite(value) if isinstance(value, float) else abs(value) > MAX_INT
+        if endless:
+            raise ConfigError(f"{key}: expected a finite number, got {shown(value)}")
         return float(value)
     if tp is str and not isinstance(value, str):
-        raise ConfigError(f"{key}: expected a string, got {value!r}")
+        raise ConfigError(f"{key}: expected a string, got {shown(value)}")
     if tp in (list, tuple) or origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key}: expected a list, got {value!r}")
+            raise ConfigError(f"{key}: expected a list, got {shown(value)}")
         return tuple(value)
     if tp in (bool, int, str):
         return value
@@ -89,7 +163,7 @@ def build(cls, data: dict, prefix: str, *, extra_known: tuple = ()):
         f = by_yaml.get(raw_key)
         if f is None:
             known = ", ".join(sorted([*by_yaml, *extra_known]))
-            raise ConfigError(f"{key}: unknown key (known keys here: {known})")
+            raise ConfigError(f"{shown(key, 80, quote=False)}: unknown key (known keys here: {known})")
         kwargs[f.name] = coerce(value, hints[f.name], key)
     try:
         return cls(**kwargs)
@@ -124,15 +198,19 @@ def deep_merge(base: dict, over: dict) -> dict:
 def apply_override(data: dict, assignment: str) -> dict:
     """Apply one ``a.b.c=value`` override; the value is parsed as YAML (numbers, lists, null)."""
     if "=" not in assignment:
-        raise ConfigError(f"--set {assignment!r}: expected KEY=VALUE, e.g. checkpoint.interval_steps=5")
+        raise ConfigError(f"--set {shown(assignment)}: expected KEY=VALUE, e.g. checkpoint.interval_steps=5")
     dotted, raw = assignment.split("=", 1)
     parts = dotted.strip().split(".")
     if not all(parts):
-        raise ConfigError(f"--set {assignment!r}: bad key {dotted!r}")
-    try:
-        value: Any = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
+        raise ConfigError(f"--set {shown(assignment)}: bad key {shown(dotted)}")
+    value: Any = load_yaml(raw, f"--set {shown(dotted, 80, quote=False)}", text_if_not_yaml=True) \
+        if raw.strip() else ""
+    return apply_value(data, dotted, value)
+
+
+def apply_value(data: dict, dotted: str, value) -> dict:
+    """Set the dotted key ``a.b.c`` of ``data`` to ``value`` (a copy of the sections on the way)."""
+    parts = dotted.strip().split(".")
     data = dict(data)
     node = data
     for i, part in enumerate(parts[:-1]):
@@ -140,7 +218,7 @@ def apply_override(data: dict, assignment: str) -> dict:
         if child is None:
             child = {}
         elif not isinstance(child, dict):
-            raise ConfigError(f"--set {dotted}: {'.'.join(parts[:i + 1])} is not a section")
+            raise ConfigError(f"--set {shown(dotted, 80, quote=False)}: {'.'.join(parts[:i + 1])} is not a section")
         node[part] = dict(child)
         node = node[part]
     if parts[-1] == SWITCH_KEY and len(parts) > 1:
@@ -154,12 +232,7 @@ def apply_override(data: dict, assignment: str) -> dict:
 
 
 def read_yaml_text(text: str, origin: str) -> dict:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{origin}: not valid YAML{where}") from None
+    data = load_yaml(text, origin)
     if data is None:
         return {}
     if not isinstance(data, dict):

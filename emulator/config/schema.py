@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Optional
 
 from emulator.config.failures import FailuresConfig
-from emulator.config.mapping import (CUSTOM, apply_override, build, coerce, deep_merge, read_yaml_text,
-                                     to_plain)
+from emulator.config.mapping import (CUSTOM, apply_override, build, coerce, deep_merge, read_config_text,
+                                     read_yaml_text, to_plain)
 from emulator.config.design import DesignSpec, parse_design
-from emulator.errors import ConfigError, UserError
+from emulator.errors import ConfigError, UserError, shown
 from emulator.sizing import (ARCHITECTURES, DTYPE_BYTES, FACTORED, OPTIMIZER_STATES, PARTITIONS, STYLE_CHOICES,
                              WRITERS, architecture, replicated, shape)
 from emulator.units import parse_duration
@@ -194,8 +194,11 @@ class CheckpointConfig:
     keep: int = 2
     #: torch.save's own zip CRC32 (the CPU cost of torch.save); our manifest has CRC32C anyway
     torch_crc32: bool = False
-    #: drop the page cache before each load when permitted (root), so loads hit the disk
+    #: drop cached pages before each load, so loads hit the storage (``page_cache_scope`` says which)
     drop_page_cache: bool = True
+    #: "files": only the checkpoint files' own pages (posix_fadvise, no root needed; other jobs' cache
+    #: stays); "host": the whole host's page cache (root only; evicts every other job's cache too)
+    page_cache_scope: str = "files"
     #: a rank whose local write fails with ENOSPC writes its file straight to the global
     #: tier ("global") or the checkpoint is skipped ("skip"); counted as local_full either way
     on_local_full: str = "global"
@@ -216,9 +219,14 @@ class CheckpointConfig:
     #: gloo to the group; needs replicated DP ranks: parallelism.zero_stage 0, or a shard_group below
     #: dp; docs/checkpoints.md)
     restore_readers: str = "all"
+    #: a read of one checkpoint file (a restore, the drain's read-back) not done after this many seconds
+    #: is given up: the restore falls back to the next tier, the drain tries again (docs/security.md)
+    read_timeout_s: float = 1800.0
 
     def __post_init__(self):
         _check(self.interval_steps >= 1, "interval_steps", "must be >= 1")
+        _check(0 < self.read_timeout_s <= 7 * 86400, "read_timeout_s",
+               f"must be more than 0 and at most a week (604800 s), got {self.read_timeout_s!r}")
         _check(self.saves >= 0, "saves", "must be >= 0")
         _check(self.loads >= 0, "loads", "must be >= 0")
         _check(self.keep >= 1, "keep", "must be >= 1")
@@ -233,6 +241,8 @@ class CheckpointConfig:
         _check(self.phase in ("both", "write", "read"), "phase", "must be 'both', 'write' or 'read'")
         _check(self.restore_readers in ("all", "one_per_dp_group"), "restore_readers",
                "must be 'all' or 'one_per_dp_group'")
+        _check(self.page_cache_scope in ("files", "host"), "page_cache_scope",
+               "must be 'files' (the checkpoint files' pages) or 'host' (the whole host's page cache, root only)")
         _check(self.phase == "both" or self.protocol == "mlperf", "phase",
                "write and read phases exist only with checkpoint.protocol: mlperf")
         if self.protocol == "mlperf":
@@ -502,6 +512,50 @@ class CostConfig:
         _check(0 < self.run_days <= 36500, "run_days", f"must be between 0 and 36500 days, got {self.run_days!r}")
 
 
+@dataclass(frozen=True)
+class LimitsConfig:
+    """Caps that stop a typo from taking the machine (docs/security.md#limits): each is checked
+    before any work, and each can be raised explicitly (``--set limits.ranks_per_cpu=16``)."""
+
+    #: ranks a run may start on one host, per CPU of the host (never fewer than 8 in all: the
+    #: embedded default runs 8 ranks on 2 cores)
+    ranks_per_cpu: float = 4.0
+    #: torch threads per rank (run.threads_per_rank)
+    threads_per_rank: int = 64
+    #: an emulated tier's latency and jitter per request, in ms (tiers.*.emulate, design latencies)
+    latency_ms: float = 60_000.0
+    #: the points of one ``simulate --sweep`` grid, every axis together
+    sweep_points: int = 10_000
+
+    def __post_init__(self):
+        _check(self.ranks_per_cpu > 0, "ranks_per_cpu", "must be > 0")
+        for name in ("threads_per_rank", "latency_ms", "sweep_points"):
+            _check(getattr(self, name) >= 1, name, "must be >= 1")
+
+    def ranks_per_host(self, cpus: int) -> int:
+        """The most ranks one host of ``cpus`` CPUs may run."""
+        return max(MIN_RANKS_PER_HOST, int(self.ranks_per_cpu * cpus))
+
+
+#: ranks any host may run whatever its CPUs (MLPerf's one node: 8)
+MIN_RANKS_PER_HOST = 8
+
+
+def _check_limits(cfg) -> None:
+    """The ``limits:`` caps that the config alone decides (ranks per host needs the host: launch)."""
+    lim = cfg.limits
+    _check(cfg.run.threads_per_rank <= lim.threads_per_rank, "run.threads_per_rank",
+           f"{cfg.run.threads_per_rank} is more than limits.threads_per_rank ({lim.threads_per_rank}); "
+           "raise the limit to run it anyway")
+    for name in cfg.tiers.configured():
+        emulate = getattr(cfg.tiers.entry(name), "emulate", None)
+        for key in ("latency_ms", "jitter_ms"):
+            value = getattr(emulate, key, 0.0) or 0.0
+            _check(value <= lim.latency_ms, f"tiers.{name}.emulate.{key}",
+                   f"{value:g} ms per request is more than limits.latency_ms ({lim.latency_ms:g}); "
+                   "raise the limit to run it anyway")
+
+
 def _check_tiers(cfg) -> None:
     """Tier intervals are multiples of the base interval, a peer copies the memory tier's checkpoints."""
     tiers, base = cfg.tiers, cfg.checkpoint.interval_steps
@@ -556,8 +610,11 @@ class Config:
     cost: CostConfig = field(default_factory=CostConfig)
     #: the storage design in an architect's terms (emulator/config/design.py); sets the tiers' emulation
     design: Optional[DesignSpec] = None
+    #: caps checked before any work, each raised explicitly to go past it
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
 
     def __post_init__(self):
+        _check_limits(self)
         _check_tiers(self)
         _check_failures(self)
         _check(self.checkpoint.protocol != "mlperf" or self.run.dilation.factor in (None, 1.0), "run.dilation",
@@ -694,6 +751,8 @@ def preset_names() -> list[str]:
 
 def _preset(source: str):
     """The preset named ``source`` (a resource), or None."""
+    if "\0" in source:
+        return None
     res = resources.files(PRESETS_PACKAGE).joinpath(f"{source}.yaml")
     return res if res.is_file() else None
 
@@ -705,15 +764,12 @@ def _load_source(source: str, seen: tuple = ()) -> dict:
     res = None if file_name else _preset(source)
     if res is None and (file_name or "/" in source):  # a folder is no config
         if not path.is_file():
-            raise ConfigError(f"config file not found: {source}")
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ConfigError(f"cannot read config {source}: {exc.strerror}") from None
+            raise ConfigError(f"config file not found: {shown(source, 200, quote=False)}")
+        text = read_config_text(path, shown(source, 200, quote=False))
         base_dir = path.parent
     else:
         if res is None:
-            raise ConfigError(f"unknown preset {source!r} (presets: {', '.join(preset_names())})")
+            raise ConfigError(f"unknown preset {shown(source)} (presets: {', '.join(preset_names())})")
         text = res.read_text()
         base_dir = None
     if source in seen:

@@ -24,11 +24,10 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import sys
 import threading
 import time
 
-from emulator.errors import EXIT_FAILED
+from emulator.errors import EXIT_FAILED, say
 
 PR_SET_PDEATHSIG = 1
 
@@ -74,5 +73,5 @@ END_RUN_STATUS = EXIT_FAILED
 def end_run(line: str) -> None:
     """Print ``ckpt-emu: error: line`` (the line the CLI reports) and exit this process now, from
     any thread, without running anything more: no write after this point."""
-    print(f"ckpt-emu: error: {line}", file=sys.stderr, flush=True)
+    say(f"ckpt-emu: error: {line}")
     os._exit(END_RUN_STATUS)

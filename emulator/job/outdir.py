@@ -11,6 +11,13 @@ the processes of a node or job), ``.metrics/node<N>`` (Prometheus multiprocess
 files), ``.records`` (each
 rank's checkpoint records, appended as they finish, one file per torchrun
 attempt, so results.json covers attempts that were killed).
+
+The results folder must be this user's and not writable by others without the
+sticky bit; every name in it is opened without following a link and the
+working folders are made by the CLI, refusing a link of another user's (a link
+of the user's own at a working folder is the user's choice: followed, and it
+and its target never emptied, e.g. ``.shared`` shared by two agents of one
+job on one machine; docs/security.md).
 """
 from __future__ import annotations
 
@@ -30,11 +37,16 @@ MLPERF_WRITE = "mlperf-write.json"  # mlperf protocol: when the write phase ende
 
 #: outputs of a previous run, removed before a new one starts (only with --force where they hold
 #: a finished run's results: ``finished_outputs``)
-OUTPUTS = (STOP, STATUS, PROGRESS, RESULTS, REPORT, TIMELINE)
+OUTPUTS = (STOP, STATUS, PROGRESS, RESULTS, REPORT, TIMELINE, LOG)
 #: a finished run's results, which a new run replaces only when asked (``run --force``)
 FINISHED = (RESULTS, REPORT, TIMELINE)
 #: an MLPerf write phase's results, kept under these names when its read phase takes the folder
 WRITE_PHASE = {RESULTS: "results-write.json", REPORT: "report-write.txt"}
+SPOOL, SHARED, METRICS, RECORDS = ".spool", ".shared", ".metrics", ".records"
+#: the working folders, made by the CLI before the ranks start (never through a link, see docs/security.md)
+WORKING = (SPOOL, SHARED, METRICS, RECORDS)
+#: the working folders a new run starts empty (the others are emptied per node by the ranks)
+EMPTIED = (SHARED, RECORDS)
 
 
 def finished_outputs(out: Path) -> list[str]:
@@ -62,25 +74,25 @@ class OutDir:
         return self.root / name
 
     def spool(self, node: int) -> Path:
-        return self.root / ".spool" / f"node{node}"
+        return self.root / SPOOL / f"node{node}"
 
     def shared(self, tier: str) -> Path:
-        return self.root / ".shared" / tier
+        return self.root / SHARED / tier
 
     def nic(self, node: int) -> Path:
         """The node's NIC send bucket: the global tier's writes and the peer tier's sends share it."""
-        return self.root / ".shared" / "nic" / f"node{node}-send.bucket"
+        return self.root / SHARED / "nic" / f"node{node}-send.bucket"
 
     @property
     def shared_root(self) -> Path:
-        return self.root / ".shared"
+        return self.root / SHARED
 
     def metrics(self, node: int) -> Path:
-        return self.root / ".metrics" / f"node{node}"
+        return self.root / METRICS / f"node{node}"
 
     @property
     def records_root(self) -> Path:
-        return self.root / ".records"
+        return self.root / RECORDS
 
     def records(self, rank: int, attempt: int) -> Path:
         return self.records_root / f"rank{rank:05d}.attempt{attempt}.jsonl"

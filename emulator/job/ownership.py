@@ -6,7 +6,8 @@ In the ranks, each node leader claims its node's local tier and rank 0 the
 global tier, before any rank writes to them; every rank then joins all of
 them as a user (tiers/locking.py, tiers/s3_lease.py). A claim that fails ends
 every rank with the same line; a claim lost later (an S3 lease another run
-took over) ends the run at once with one line (``lifeline.end_run``). The job
+took over, a tier folder deleted or replaced during the run) ends the run at
+once with one line (``lifeline.end_run``). The job
 id ties a run's nodes together: the rendezvous id and endpoint for several
 nodes, a fresh id for one.
 """
@@ -19,6 +20,7 @@ from emulator.errors import UserError
 from emulator.job.lifeline import end_run
 from tiers.base import TierError
 from tiers.locking import Holder, claim_dir, join_dir
+from tiers.safepath import reach
 
 JOB_ENV = "CKPT_EMU_JOB"
 #: set by the launcher when the nodes were started with fixed node ranks (``--node-rank``): a
@@ -35,11 +37,16 @@ def holder() -> Holder:
 
 
 def claim_results_folder(out, job: str):
-    """The CLI's claim on ``run.out``; raises UserError naming the run that holds it."""
+    """The CLI's claim on ``run.out``, made (0755) if missing, reached without following what the
+    tool did not make (docs/security.md); raises UserError naming the run that holds it."""
+    what = f"results folder {out}"
     try:
-        return claim_dir(out, Holder(job=job), what=f"results folder {out}")
+        with reach(out, create=True, mode=0o755, what=what) as folder:
+            return claim_dir(folder, Holder(job=job), what=what)
     except TierError as exc:
         raise UserError(str(exc)) from None
+    except OSError as exc:  # e.g. a full disk
+        raise UserError(f"{what}: cannot write there ({exc.strerror})") from None
 
 
 def claim_tiers(comm, out, local, global_, *, memory=None) -> list:
@@ -48,11 +55,11 @@ def claim_tiers(comm, out, local, global_, *, memory=None) -> list:
 
     Returns the claims to hold for the run's lifetime; raises UserError on every rank if any
     claim failed."""
-    claims, error = [join_dir(out, what=f"results folder {out}")], None
+    claims, error = [join_dir(out, what=f"results folder {out}", job=os.environ.get(JOB_ENV))], None
     node_tiers = [t for t in (memory, local) if t is not None]
     try:
         for tier in node_tiers if comm.is_node_leader else ():
-            claims.append(tier.claim(holder()))
+            claims.append(_end_run_if_lost(tier.claim(holder())))
         if comm.rank == 0:
             claims.append(_end_run_if_lost(global_.claim(holder())))
     except TierError as exc:
@@ -65,14 +72,33 @@ def claim_tiers(comm, out, local, global_, *, memory=None) -> list:
         claims.append(tier.join())
     if comm.rank != 0:
         claims.append(global_.join())
+    _held[:] = claims
     return claims
 
 
+#: this process's claims, so a failure can say when its cause was a claimed folder that went
+_held: list = []
+
+
+def lost_claim() -> str | None:
+    """The line of a claim this process holds that was lost (its folder deleted or replaced), if
+    any: a write that failed because the folder went is reported as that, not as the write."""
+    for claim in _held:
+        lost = getattr(claim, "lost", None)
+        line = lost() if callable(lost) else None  # a folder's claim (an S3 lease ends the run itself)
+        if line:
+            return line
+    return None
+
+
 def _end_run_if_lost(claim):
-    """A claim that can be lost while the run holds it (an S3 lease) ends the run when it is:
-    nothing more may be written or deleted under another run's claim."""
+    """A claim that can be lost while the run holds it (an S3 lease; a folder deleted or replaced
+    under the run) ends the run when it is: nothing more may be written or deleted under another
+    run's claim, and a tier's folder is never silently made again without its lock."""
     if hasattr(claim, "on_lost"):
         claim.on_lost = end_run
+    if hasattr(claim, "watch"):
+        claim.watch()
     return claim
 
 
@@ -86,3 +112,4 @@ def _same_run_hint(exc: TierError) -> str:
 def release(claims) -> None:
     for c in claims:
         c.release()
+    _held[:] = [c for c in _held if c not in claims]

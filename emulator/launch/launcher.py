@@ -11,29 +11,39 @@ import functools
 import json
 import os
 import re
-import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 from emulator.errors import EXIT_BAD_INPUT, RunFailed, UserError
 from emulator.job import outdir
 from emulator.job.lifeline import die_with_parent
 from emulator.job.ownership import JOB_ENV
+from emulator.launch import failure
+from tiers.base import TierError
+from tiers.fileops import open_checked, write_replacing
+from tiers.safepath import is_own_file, reach
+
+
+#: where a single-node run's rendezvous listens: loopback, port 0 (the kernel picks a free one)
+LOOPBACK = "127.0.0.1"
 
 
 def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, nnodes: int = 1,
                      rdzv_endpoint: str | None = None, rdzv_id: str | None = None,
                      node_rank: int | None = None) -> list[str]:
-    """torchrun for this node: standalone alone; with a node rank, the static rendezvous at node
+    """torchrun for this node, through ``emulator.rank.agent`` (its loopback stores listen on
+    loopback only): alone, a c10d rendezvous on 127.0.0.1 with the ranks' address 127.0.0.1, so
+    nothing of the run listens beyond loopback; with a node rank, the static rendezvous at node
     0's address (node ranks never change, so a replacement node takes a lost node's place); else
     the c10d rendezvous (torchrun numbers the nodes)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc)]
+    cmd = [sys.executable, "-m", "emulator.rank.agent", "--nproc-per-node", str(nproc)]
     if nnodes == 1 and not rdzv_endpoint:
-        cmd += ["--standalone"]
+        cmd += ["--nnodes", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{LOOPBACK}:0",
+                "--rdzv-id", rdzv_id or "ckpt-emu", "--rdzv-conf", "is_host=1", "--local-addr", LOOPBACK]
     elif node_rank is not None:
         host, _, port = rdzv_endpoint.rpartition(":")
         cmd += ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--master-addr", host,
@@ -47,70 +57,79 @@ def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, n
     return cmd
 
 
+def loopback_env(nnodes: int, rdzv_endpoint: str | None) -> dict:
+    """A single-node run's gloo connections between its ranks listen on the loopback interface
+    (``GLOO_SOCKET_IFNAME``), not on the address the host name resolves to."""
+    if nnodes != 1 or rdzv_endpoint:
+        return {}
+    names = [name for _, name in socket.if_nameindex()]
+    return {"GLOO_SOCKET_IFNAME": "lo"} if "lo" in names else {}
+
+
 def prepare_out(out: Path, cfg_dict: dict, *, keep_write_phase: bool = False) -> Path:
-    """The results folder for a new run (checked by ``runner.check_results_folder``): a previous
-    run's outputs and working state removed, an MLPerf write phase's results kept under their
-    ``outdir.WRITE_PHASE`` names for its read phase; returns the config the ranks read."""
-    out.mkdir(parents=True, exist_ok=True)
-    if keep_write_phase:
-        for name, kept in outdir.WRITE_PHASE.items():
-            if (out / name).exists():
-                os.replace(out / name, out / kept)
-    for stale in outdir.OUTPUTS:
-        (out / stale).unlink(missing_ok=True)
-    shutil.rmtree(outdir.OutDir(out).shared_root, ignore_errors=True)
-    shutil.rmtree(outdir.OutDir(out).records_root, ignore_errors=True)  # a new run: its attempts start at 0
-    path = out / outdir.CONFIG
-    tmp = out / f".config.{uuid.uuid4().hex[:8]}.json"
-    tmp.write_text(json.dumps(cfg_dict, indent=1))
-    os.replace(tmp, path)
+    """The results folder for a new run (checked by ``runner.check_results_folder``): the last run's
+    outputs and shared working state gone (a new run's attempts start at 0), an MLPerf write phase's
+    results kept under their ``outdir.WRITE_PHASE`` names for its read phase, every working folder
+    made (never through a link: a name in it that is not the tool's is refused), the resolved config
+    written."""
+    what = f"results folder {out}"
+    try:
+        with reach(out, create=True, mode=0o755, what=what) as folder:
+            if keep_write_phase:
+                _keep_write_phase(folder, what)
+            for stale in outdir.OUTPUTS:
+                folder.remove_own_file(stale, what=what)
+            for working in outdir.EMPTIED:  # a link of the user's own is left alone (outdir.py)
+                folder.remove_own_tree(working, what=what, own_links=True)
+            for working in outdir.WORKING:
+                folder.subfolder(working, what=what, own_links=True).close()
+        path = out / outdir.CONFIG
+        write_replacing(path, json.dumps(cfg_dict, indent=1))
+    except TierError as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:  # e.g. a full disk
+        raise UserError(f"{what}: cannot write there ({exc.strerror})") from None
     return path
 
 
-def _first_error(log: Path) -> str | None:
+def _create(path: Path) -> int:
+    """A new, empty file of the results folder (``prepare_out`` removed the last run's), opened to
+    write: never through a link planted at its name, and an existing one only if it is the tool's."""
     try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        if line.startswith("ckpt-emu: error:"):
-            return line[len("ckpt-emu: error:"):].strip()
-    for line in lines:  # the exception line of the first rank that crashed
-        m = re.match(r"^\[rank(\d+)\]: ([\w.]*(?:Error|Exception|Interrupt)\b.*)$", line)
-        if m:
-            return f"rank {m.group(1)} failed: {m.group(2)}"
-    return None
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        fd = open_checked(path, os.O_WRONLY, check=is_own_file, what="results folder")
+        os.ftruncate(fd, 0)
+        return fd
 
 
-def _root_exit_code(log: Path) -> int | None:
+def _keep_write_phase(folder, what: str) -> None:
+    """An MLPerf write phase's results renamed for its read phase: only the tool's own files."""
+    for name, kept in outdir.WRITE_PHASE.items():
+        st = folder.lstat(name)
+        if st is not None and is_own_file(st):
+            os.rename(name, kept, src_dir_fd=folder.fd, dst_dir_fd=folder.fd)
+
+
+def _root_exit_code(lines: list[str]) -> int | None:
     """The exit status torchrun reports for the first rank that failed (its "Root Cause"); None
     when no rank failed (torchrun itself did not get the ranks started)."""
-    try:
-        text = log.read_text(errors="replace")
-    except OSError:
-        return None
+    text = "\n".join(lines)
     root = text.rfind("Root Cause (first observed failure)")
     m = re.search(r"exitcode\s*:\s*(-?\d+)", text[root:]) if root >= 0 else None
     return int(m.group(1)) if m else None
 
 
-def failure(log: Path, rc: int) -> UserError:
-    """The one-line error of a run whose torchrun ended with ``rc``: bad input (exit 2) when its
-    first failed rank found bad input or no rank started (a rendezvous that never formed), else
-    a run that could not finish (exit 3: a rank died or ended the run)."""
-    reason = _first_error(log) or f"a rank failed (exit status {rc})"
-    code = _root_exit_code(log)
+def run_failure(log: Path, rc: int, *, oom_killed: bool = False) -> UserError:
+    """The one-line error of a run whose torchrun ended with ``rc`` (emulator/launch/failure.py says
+    why): bad input (exit 2) when its first failed rank found bad input or no rank started (a
+    rendezvous that never formed), else a run that could not finish (exit 3: a rank died, was
+    killed, or ended the run)."""
+    lines = failure.read_lines(log)
+    reason = failure.first_error(lines, oom_killed=oom_killed) or f"a rank failed (exit status {rc})"
+    code = _root_exit_code(lines)
     kind = UserError if code is None or code == EXIT_BAD_INPUT else RunFailed
     return kind(f"{reason} (full log: {log})")
-
-
-def _warnings(log: Path) -> list[str]:
-    """The ranks' ``ckpt-emu: warning:`` lines, each once, in order."""
-    try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-    return list(dict.fromkeys(line for line in lines if line.startswith("ckpt-emu: warning:")))
 
 
 def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str = "", env: dict | None = None) -> int:
@@ -118,8 +137,8 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str =
     returns its exit status."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1", **{JOB_ENV: job}, **(env or {}))
     log_path = out / outdir.LOG
-    interrupts = 0
-    with open(log_path, "wb") as log:
+    interrupts, oom_before = 0, failure.oom_kills()
+    with open(_create(log_path), "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                 preexec_fn=functools.partial(die_with_parent, os.getpid()))
 
@@ -127,7 +146,7 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str =
             nonlocal interrupts
             interrupts += 1
             if interrupts == 1:
-                (out / outdir.STOP).touch()
+                os.close(_create(out / outdir.STOP))
                 print("\nckpt-emu: stopping after the current step (Ctrl-C again to abort)", file=sys.stderr)
             else:
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -145,8 +164,9 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str =
             if progress:
                 progress.close()
     rc = proc.returncode
-    for line in _warnings(log_path):  # what the ranks said the user should know
+    lines = failure.read_lines(log_path)
+    for line in failure.warnings(lines):  # what the ranks said the user should know
         print(line, file=sys.stderr)
     if rc != 0:
-        raise failure(log_path, rc)
+        raise run_failure(log_path, rc, oom_killed=failure.oom_kills() > oom_before)
     return rc

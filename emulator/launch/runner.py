@@ -8,33 +8,42 @@ is one ``UserError`` line.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
-from emulator.design import run_emulation
+
 from emulator.errors import ConfigError, UserError
-from emulator.host import proc_bytes
 from emulator.job import outdir
 from emulator.job.ownership import FIXED_NODE_RANKS_ENV, claim_results_folder, new_job_id
-from emulator.launch.launcher import launch, prepare_out, torchrun_command
+from emulator.launch.bounds import (check_host_memory, check_metrics, check_node_counts, check_ranks_per_host,
+                                    parse_endpoint)
+from emulator.launch.launcher import launch, loopback_env, prepare_out, torchrun_command
 from emulator.launch.progress import RunProgress
 from emulator.sizing import checkpoint_size
-from emulator.units import GIB
 from tiers import TierError, backend_class
-from tiers.fileops import make_dirs
+from tiers.directory import DirOptions, DirTier
+from tiers.locking import busy_holder
+from tiers.safepath import check_reach
 
 
-def preflight(cfg, nnodes: int, duration: float | None = None) -> None:
-    """Check the device and every tier before anything is launched; raises UserError naming it."""
+def preflight(cfg, nnodes: int, duration: float | None = None, *, nproc: int | None = None,
+              node_rank: int | None = None) -> None:
+    """Check the device, the host, the results folder and every tier before anything is launched
+    or written; raises UserError naming it."""
     from emulator.workload.device import resolve_kind
     resolve_kind(cfg.state.device)  # state.device: cuda on a machine without one ends here
+    nproc = nproc or max(1, cfg.parallelism.active_ranks // nnodes)
+    check_ranks_per_host(cfg, nproc)
+    check_metrics(cfg, nnodes, node_rank)
+    _check_folders_apart(cfg)
+    _check_out(cfg.run.out)
     size = checkpoint_size(cfg.model, cfg.parallelism)
     node_bytes = size.run_bytes * cfg.run.scale / max(1, nnodes)
     copies = _copies_on_a_tier(cfg, duration)
     if cfg.checkpoint.protocol == "mlperf":  # MLPerf keeps every checkpoint it writes
         copies = cfg.checkpoint.saves if cfg.checkpoint.phase != "read" else 0
     per_node = int(node_bytes * copies * 1.05) + (64 << 20)
-    if cfg.tiers.memory is not None:
-        _check_host_memory(cfg, node_bytes)
     for name, tcfg in (("memory", cfg.tiers.memory), ("local", cfg.tiers.local), ("global", cfg.tiers.global_)):
         if tcfg is None:
             continue
@@ -47,25 +56,75 @@ def preflight(cfg, nnodes: int, duration: float | None = None) -> None:
                     else f"the run writes {copies} checkpoint(s)")
             raise UserError(f"tiers.{name}: {exc} ({kept})"
                             if "free, needs" in str(exc) else f"tiers.{name}: {exc}") from None
+    check_host_memory(cfg, node_bytes, nproc, copies)
+    if nnodes == 1:
+        _check_tiers_free(cfg)
 
 
-def _check_host_memory(cfg, node_bytes: float) -> None:
-    """A memory tier must fit in this host's free memory beside the ranks' state and staging
-    copies: its stated capacity, and what the run will put in it."""
-    free = proc_bytes("/proc/meminfo", "MemAvailable")
-    if free is None:
-        return
-    emulate = run_emulation(cfg, "memory")
-    capacity = emulate.capacity_gib * GIB if emulate is not None and emulate.capacity_gib else None
-    processes = 2 * node_bytes  # every rank's live state and its staging copy
-    if capacity is not None and capacity + processes > free:
-        raise UserError(f"tiers.memory: a capacity of {capacity / GIB:.1f} GiB (plus {processes / GIB:.1f} GiB of "
-                        f"state and staging) exceeds this host's {free / GIB:.1f} GiB of available memory")
-    need = int(node_bytes * cfg.tiers.host_memory_copies(cfg.checkpoint.keep))
-    if need + processes > free:
-        raise UserError(f"tiers.memory: the run would hold {need / GIB:.1f} GiB in host memory (keep + 1 checkpoints, "
-                        f"peer copies included) plus {processes / GIB:.1f} GiB of state and staging, more than this "
-                        f"host's {free / GIB:.1f} GiB available")
+#: what a run's results folder needs free at least: config, log, records, report, timeline
+OUT_NEEDS_BYTES = 64 << 20
+
+
+def _check_out(out: str) -> None:
+    """``run.out``: a folder (or one that can be made) this user may use safely (docs/security.md),
+    writable, and not in use by another run; checked without making or writing anything."""
+    what = f"results folder {out}"
+    try:
+        there, missing = check_reach(Path(out), what=what)
+    except NotADirectoryError as exc:
+        raise UserError(f"run.out {out}: {exc.filename} is not a directory") from None
+    except TierError as exc:
+        raise UserError(f"run.out: {exc}") from None
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise UserError(f"run.out {out}: {there} is not writable")
+    free = shutil.disk_usage(there).free
+    if free < OUT_NEEDS_BYTES:
+        raise UserError(f"run.out {out}: {there} has {free / 2**20:.0f} MiB free, needs at least "
+                        f"{OUT_NEEDS_BYTES >> 20} MiB for the run's records and report")
+    busy = None if missing else busy_holder(there)
+    if busy is not None:
+        raise UserError(f"{what} is in use by another run: {busy.describe()}")
+
+
+def _check_tiers_free(cfg) -> None:
+    """A single node's directory tiers are not held by another run. (With several nodes a node may
+    start while others of its own job hold the shared tier: the ranks' claims decide then.)"""
+    for name in ("memory", "local", "global"):
+        tier = cfg.tiers.entry(name)
+        if tier is not None and isinstance(tier.options, DirOptions):
+            busy = DirTier.busy(tier.options)
+            if busy is not None:
+                raise UserError(f"tiers.{name}: dir tier {tier.options.for_node(0)} is in use by another run: "
+                                f"{busy.describe()}")
+
+
+def _folders(cfg) -> list[tuple[str, Path]]:
+    """(what, node 0's folder) of the results folder and of every directory tier (a memory tier's
+    peer copies in the folder beside it), made absolute without following anything."""
+    found = [("run.out", cfg.run.out)]
+    for name in ("memory", "local", "global"):
+        tier = cfg.tiers.entry(name)
+        if tier is not None and isinstance(tier.options, DirOptions):
+            found.append((f"tiers.{name}.path", tier.options.for_node(0)))
+    if cfg.tiers.peer is not None and isinstance(cfg.tiers.memory.options, DirOptions):
+        found.append(("tiers.peer (beside tiers.memory.path)", cfg.tiers.memory.options.for_node(0).rstrip("/") + "-peers"))
+    return [(what, Path(os.path.abspath(os.path.expanduser(p)))) for what, p in found]
+
+
+def _check_folders_apart(cfg) -> None:
+    """Each tier needs a folder of its own, not the results folder, not inside another tier's (two
+    tiers in one folder delete each other's checkpoints; a folder inside a tier is foreign there)."""
+    folders = _folders(cfg)
+    for i, (what_a, a) in enumerate(folders):
+        for what_b, b in folders[i + 1:]:
+            if a == b:
+                raise UserError(f"{what_a} and {what_b} are the same folder ({a}): each needs a folder of its own")
+            inner = [(x, y) for x, y in (((what_a, a), (what_b, b)), ((what_b, b), (what_a, a)))
+                     if y[1] in x[1].parents and y[0] != "run.out"]
+            if inner:
+                (what_in, path_in), (what_out, path_out) = inner[0]
+                raise UserError(f"{what_in} ({path_in}) is inside {what_out} ({path_out}): each needs a folder "
+                                "of its own, outside the others")
 
 
 def _copies_on_a_tier(cfg, duration: float | None) -> int:
@@ -150,6 +209,7 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
                 node_rank: int | None = None, force: bool = False, progress_label: str = "") -> Path:
     """Check, launch and wait for one emulator run; returns its results folder. A folder holding a
     finished run's results is refused unless ``force`` (:func:`check_results_folder`)."""
+    check_node_counts(nnodes, nproc_per_node)
     ranks = cfg.parallelism.active_ranks
     nproc = nproc_per_node or (ranks // nnodes)
     if nproc * nnodes != ranks:
@@ -157,26 +217,29 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
     if nnodes > 1 and not rdzv_endpoint:
         raise UserError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (the c10d rendezvous)")
     _check_node_rank(node_rank, nnodes, rdzv_endpoint)
+    if rdzv_endpoint:
+        parse_endpoint(rdzv_endpoint)
     _check_nodes(cfg, nnodes, duration)
     if not cfg.run.dilation.auto:  # auto: the ranks' probe decides, and checks, once it has measured
         cfg.check_wall(cfg.run.dilation.factor, duration=duration)
-    preflight(cfg, nnodes, duration)
+    preflight(cfg, nnodes, duration, nproc=nproc, node_rank=node_rank)
     if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
         from emulator.mlperf.protocol import check_read_phase
         check_read_phase(cfg)
     write_phase = check_results_folder(cfg, force)
 
     out = Path(cfg.run.out)
-    make_dirs(out)
     job = new_job_id(rdzv_endpoint, rdzv_id)
     claim = claim_results_folder(out, job)  # before anything in it is touched
     try:
         config_path = prepare_out(out, cfg.to_dict(), keep_write_phase=write_phase)
         cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
-                               rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id, node_rank=node_rank)
+                               rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id if rdzv_endpoint else job,
+                               node_rank=node_rank)
         progress = None if quiet else RunProgress(nproc * nnodes, label=progress_label)
-        fixed = {FIXED_NODE_RANKS_ENV: "1"} if node_rank is not None else {}
-        launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress, job=job, env=fixed)
+        env = {FIXED_NODE_RANKS_ENV: "1"} if node_rank is not None else {}
+        env.update(loopback_env(nnodes, rdzv_endpoint))
+        launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress, job=job, env=env)
     finally:
         claim.release()
     return out

@@ -13,11 +13,14 @@ own report.
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 
 from emulator.mlperf.figures import checkpoint_size_gib, figures, rank_rates, stamp
 from emulator.units import GIB
+from tiers.fileops import write_replacing
+from tiers.safepath import reach
 
 #: DLIO's dataset defaults, which a checkpoint-only run reports as they are
 NUM_FILES_TRAIN, NUM_FILES_EVAL, NUM_SAMPLES_PER_FILE, RECORD_LENGTH = 8, 0, 1, 64 * 1024
@@ -122,22 +125,24 @@ def csv_row(summ: dict, run: str, model: str) -> dict:
 
 
 def _dump(path: Path, obj) -> None:
-    path.write_text(json.dumps(obj, indent=4, allow_nan=False) + "\n")  # strict: NaN raises
+    write_replacing(path, json.dumps(obj, indent=4, allow_nan=False) + "\n")  # strict: NaN raises
 
 
 def write_folder(folder: Path, ranks: list[dict], *, phase: str, run: str, model: str) -> dict:
-    """Write the DLIO folder; returns the summary."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for stale in folder.glob("*_per_epoch_stats.json"):
-        stale.unlink()
+    """Write the DLIO folder (made in the results folder, never through a link); returns the summary."""
+    with reach(folder, create=True, mode=0o755, what="DLIO folder") as held:
+        for stale in held.listdir():
+            if stale.endswith("_per_epoch_stats.json"):
+                held.remove_own_file(stale, what="DLIO folder")
     summ = summary(ranks, phase)
     size = checkpoint_size_gib(ranks)
     for r in ranks:
         _dump(folder / f"{r['rank']}_per_epoch_stats.json", per_epoch_stats(r, size))
     _dump(folder / "summary.json", summ)
-    (folder / "dlio.log").write_text("\n".join(log_lines(ranks, summ)) + "\n")
-    with open(folder / "results.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS, lineterminator="\n")
-        w.writeheader()
-        w.writerow(csv_row(summ, run, model))
+    write_replacing(folder / "dlio.log", "\n".join(log_lines(ranks, summ)) + "\n")
+    rows = io.StringIO()
+    w = csv.DictWriter(rows, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    w.writerow(csv_row(summ, run, model))
+    write_replacing(folder / "results.csv", rows.getvalue())
     return summ

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from emulator import sizing
-from emulator.checkpoint.restore import drop_page_cache
+from emulator.checkpoint.restore import drop_cached_pages
 from emulator.errors import UserError
 from emulator.host import proc_bytes, proc_fields
 from emulator.job.ownership import claim_tiers, release
@@ -34,6 +34,7 @@ from emulator.job.rank_tiers import build_tiers, pace_tier
 from emulator.workload.content import Content
 from emulator.workload.state import model_specs, optimizer_specs
 from tiers.base import Sink, unwrap
+from tiers.fileops import open_regular
 
 EPOCH = 1
 #: the MLPerf rule: drop the client's page cache when its checkpoint data is under 3x its memory
@@ -156,6 +157,7 @@ def load_files(tier, step: int, files: list[RankFile]) -> int:
         key = file_key(step, f)
         path = _plain_path(tier, key)
         if path is not None:
+            os.close(open_regular(path))  # a regular file: never a FIFO torch.load would wait on
             loaded = torch.load(str(path), weights_only=True)
             total += path.stat().st_size
             _check_tensors(step, f, loaded)
@@ -303,8 +305,13 @@ class MlperfRank:
         decision = None
         if self.comm.is_node_leader:
             node_bytes = self.tensor_bytes * self.comm.local_world_size * max(1, saves_written)
+            tiers = [t for t in (self.local, self.global_) if t is not None]
+            scope = self.cfg.checkpoint.page_cache_scope  # by default the checkpoint files' pages only
             decision = cache_decision(node_bytes, memory_bytes(), self.cfg.checkpoint.drop_page_cache,
-                                      drop_page_cache)
+                                      lambda: asyncio.run(drop_cached_pages(scope, tiers)))
+            if decision["dropped"]:
+                decision["why"] += " (the checkpoint files' own pages)" if scope == "files" else \
+                    " (the whole host's page cache)"
         self.comm.barrier()
         return decision
 
@@ -337,6 +344,7 @@ def check_read_phase(cfg) -> None:
     path = getattr(opts, "path", None)
     if cfg.tiers.global_.backend != "dir" or not path or "{node}" in path:
         return
+    path = opts.for_node(0)  # {uid}
     for i in range(1, cfg.checkpoint.loads + 1):
         if not (Path(path) / checkpoint_dir(i)).is_dir():
             raise UserError(f"--phase read: {Path(path) / checkpoint_dir(i)} does not exist; run the "

@@ -41,17 +41,17 @@ from emulator.checkpoint.layout import delete_all, list_steps
 from emulator.checkpoint.loop import LoopThread
 from emulator.checkpoint.node_loss import NodeLoss, failure_class
 from emulator.checkpoint.records import RankResult
-from emulator.checkpoint.restore import drop_page_cache, lists_tier
+from emulator.checkpoint.restore import drop_cached_pages, lists_tier
 from emulator.checkpoint.retry import RetryPolicy, describe_error
 from emulator.checkpoint.schedule import Schedule
 from emulator.checkpoint.tally import Tally
 from emulator.config import from_mapping
-from emulator.errors import UserError
+from emulator.errors import EXIT_FAILED, UserError, say
 from emulator.host import proc_bytes
 from emulator.job import outdir
 from emulator.job.lifeline import watch_parent
 from emulator.job.outdir import OutDir
-from emulator.job.ownership import claim_tiers, release
+from emulator.job.ownership import claim_tiers, lost_claim, release
 from emulator.checkpoint.replicas import PeerReplicas
 from emulator.job.rank_tiers import build_lone_global, build_tiers, pace_tier, tier_scope
 from emulator.rank import dilation
@@ -68,6 +68,7 @@ from tiers.base import unwrap
 from tiers.emulated import counted_as, device_waits
 from tiers.mapped import mapped_peak_bytes
 from tiers.pacing import FileTokenBucket
+from tiers.safepath import fresh_folder
 
 
 class RankRun:
@@ -128,7 +129,8 @@ class RankRun:
             spool_dir=str(self.out.spool(self.comm.node)), on_record=self._keep_record,
             async_waits_for=cfg.checkpoint.async_waits_for, drain_comm=self.drain_comm,
             memory=self.memory, schedule=Schedule.from_config(cfg), peer=self.peer,
-            snapshot_seconds=dilation.snapshot_seconds(cfg, self.state.nbytes))
+            snapshot_seconds=dilation.snapshot_seconds(cfg, self.state.nbytes),
+            read_timeout_s=cfg.checkpoint.read_timeout_s)
 
     def _keep_record(self, rec, event: str) -> None:
         """Append a checkpoint's record, as it starts and once it is over, to this attempt's file:
@@ -197,12 +199,10 @@ class RankRun:
     def _setup_spool(self) -> None:
         """Spool files (S3 uploads, drains through tiers without files) go under the results
         folder, one folder per node, which the node leader empties at start: what a SIGKILL
-        left there is swept. Tiers and the drainer are told the folder (TierScope.spool_dir)."""
-        import shutil
-        spool = self.out.spool(self.comm.node)
+        left there is swept, never through a link. Tiers and the drainer are told the folder
+        (TierScope.spool_dir)."""
         if self.comm.is_node_leader:
-            shutil.rmtree(spool, ignore_errors=True)
-            spool.mkdir(parents=True, exist_ok=True)
+            fresh_folder(self.out.spool(self.comm.node), what="results folder")
         self.comm.barrier()
 
     def _dilate(self, duration: float | None) -> None:
@@ -305,7 +305,8 @@ class RankRun:
         tiers = tiers or self.node_tiers + [("global", self.global_)]
         return make_restorer(self.cfg, self._restore_state, tiers, self.comm, group=self.dp_group,
                              metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1],
-                             meta=self.meta, tally=self.tally, policy=RetryPolicy.from_config(self.cfg.drain))
+                             meta=self.meta, tally=self.tally, policy=RetryPolicy.from_config(self.cfg.drain),
+                             read_timeout_s=self.cfg.checkpoint.read_timeout_s)
 
     def _recover(self):
         """After a torchrun restart: restore the newest complete checkpoint and continue from it.
@@ -396,10 +397,14 @@ class RankRun:
         return records, dropped_all
 
     def _drop_page_cache(self) -> bool:
-        """Before a load: node leaders drop the page cache (it is per machine); whether all could."""
+        """Before a load: node leaders drop cached pages (the page cache is per machine), by default
+        only the checkpoint files' own on the tiers a load reads (checkpoint.page_cache_scope);
+        whether all could."""
         dropped = True
         if self.comm.is_node_leader:
-            dropped = self.cfg.checkpoint.drop_page_cache and drop_page_cache()
+            ck = self.cfg.checkpoint
+            tiers = [t for _, t in self.node_tiers] + [self.global_]
+            dropped = ck.drop_page_cache and self.ckpt.loop.run(drop_cached_pages(ck.page_cache_scope, tiers))
         dropped_all = self.comm.all_min(1.0 if dropped else 0.0) == 1.0
         self.comm.barrier()
         return dropped_all
@@ -480,7 +485,7 @@ def _s3_requests(tier) -> dict:
 
 
 def _warn(text: str) -> None:
-    print(f"ckpt-emu: warning: {' '.join(text.split())}", file=sys.stderr, flush=True)
+    say(f"ckpt-emu: warning: {text}")
 
 
 def _version() -> str:
@@ -537,9 +542,10 @@ def main(argv=None) -> int:
             _run_mlperf(cfg, out)
         else:
             _run_emulator(cfg, out, args.duration, membership)
-    except UserError as exc:
-        print(f"ckpt-emu: error: rank {os.environ.get('RANK', 0)}: {exc}", file=sys.stderr)
-        return exc.exit_code  # 2 bad input, 3 a run that could not finish (the CLI's status)
+    except UserError as exc:  # a claimed folder that went is the cause of what failed after it
+        lost = lost_claim()
+        say(f"ckpt-emu: error: rank {os.environ.get('RANK', 0)}: {lost or exc}")
+        return EXIT_FAILED if lost else exc.exit_code  # 2 bad input, 3 a run that could not finish
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -20,6 +20,7 @@ import time
 from collections import deque
 
 from emulator.job import outdir
+from tiers.fileops import write_replacing
 
 MAX_EVENTS = 4000  # timeline events kept per rank and kind of source
 PROGRESS_EVERY_S = 1.0  # rank 0 rewrites the progress file at most this often (and at each checkpoint)
@@ -162,19 +163,13 @@ class ModeLoop:
                   "checkpoints": len(recs), "misses": sum(r.missed for r in recs),
                   "interval_s": self.cfg.checkpoint.interval_steps * self.cfg.wall_step_seconds,
                   "time": time.time()}
-        _replace_json(self.out / outdir.STATUS, status)
+        write_replacing(self.out / outdir.STATUS, json.dumps(status), durable=False)
 
     def _write_progress(self, mode: str, steps_done: int, start: float, budget: float | None) -> None:
         """Rank 0's progress through the modes, for the CLI's progress display (replaced atomically)."""
         recs, modes = self.ckpt.records, list(self.cfg.run_modes)
-        _replace_json(self.out / outdir.PROGRESS, {
+        write_replacing(self.out / outdir.PROGRESS, json.dumps({
             "mode": mode, "mode_index": modes.index(mode), "modes": len(modes), "steps_done": steps_done,
             "steps_per_mode": self.cfg.steps_per_mode, "budget_s": budget, "mode_elapsed_s": time.time() - start,
             "checkpoints": len(recs), "misses": sum(r.missed for r in recs),
-            "last_stall_s": recs[-1].stall_s if recs else None})
-
-
-def _replace_json(path, obj: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
+            "last_stall_s": recs[-1].stall_s if recs else None}), durable=False)

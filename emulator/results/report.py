@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from pathlib import Path
 
 from emulator.job import outdir
@@ -16,6 +17,7 @@ from emulator.results.requests import s3_lines
 from emulator.results.summary import build_results
 from emulator.results.timeline import write_timeline
 from emulator.units import GIB, fmt_rate, table
+from tiers.fileops import write_replacing
 
 
 def _fmt_s(v: float) -> str:
@@ -164,13 +166,22 @@ def _baseline_lines(results: dict) -> list[str]:
             f"compute p50 / p99 {_fmt_s(b['step_p50_s'])} / {_fmt_s(b['step_p99_s'])}"]
 
 
+def _page_cache_words(ld: dict) -> str:
+    """What was done with the page cache before the loads (checkpoint.page_cache_scope)."""
+    if not ld["page_cache_dropped"]:
+        return "page cache NOT dropped (checkpoint.drop_page_cache: false, or not permitted): loads may be served " \
+               "from memory"
+    if ld.get("page_cache_scope") == "host":
+        return "page cache dropped host-wide before each load (checkpoint.page_cache_scope: host)"
+    return "the checkpoint files' cached pages dropped before each load (other processes' cache left alone)"
+
+
 def _load_lines(results: dict) -> list[str]:
     ld = results["load"]
     if not ld["loads"]:
         return []
     served = ", ".join(f"{k}: {v}" for k, v in sorted(ld["served_by"].items()))
-    cache = "page cache dropped before each load" if ld["page_cache_dropped"] else \
-        "page cache NOT dropped (not permitted): loads may be served from memory"
+    cache = _page_cache_words(ld)
     full = f", {_fmt_s(ld['load_worst_full_size_s'])} at full size" if "load_worst_full_size_s" in ld else ""
     lines = ["", f"loads: {ld['loads']}, {ld['load_gib_s']:.2f} GiB/s (worst {_fmt_s(ld['load_worst_s'])}{full}), "
                  f"rank-loads served by {served}; {cache}"]
@@ -265,15 +276,18 @@ def _content_lines(results: dict) -> list[str]:
 
 
 def write_outputs(cfg, ranks: list[dict], out: Path) -> dict:
+    """results.json, report.txt and the timeline, each written beside its name and renamed over it
+    (never through a link planted at the name, docs/security.md)."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     results = build_results(cfg, ranks)
-    tmp = out / (outdir.RESULTS + ".tmp")
-    tmp.write_text(json.dumps(results, indent=1))
-    os.replace(tmp, out / outdir.RESULTS)
-    (out / outdir.REPORT).write_text(format_table(results))
+    write_replacing(out / outdir.RESULTS, json.dumps(results, indent=1))
+    write_replacing(out / outdir.REPORT, format_table(results))
+    tmp = out / f".{uuid.uuid4().hex[:12]}.{outdir.TIMELINE}"
     try:
-        write_timeline(results, out / outdir.TIMELINE)
+        write_timeline(results, tmp)
+        os.replace(tmp, out / outdir.TIMELINE)
     except ImportError:
         pass
+    finally:
+        tmp.unlink(missing_ok=True)
     return results

@@ -243,7 +243,7 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "dilation": ranks[0].get("dilation") or {"factor": cfg.run.dilation.factor or 1.0, "auto": False},
         "modes": {m: summarize_mode(m, ranks, baseline, cfg.time_factor, cfg.run.scale) for m in cfg.checkpoint.modes},
         "units": {name: t.family for name, t in node_links(cfg, files=1).tiers.items()},
-        "load": summarize_loads(ranks, cfg.time_factor),
+        "load": {**summarize_loads(ranks, cfg.time_factor), "page_cache_scope": cfg.checkpoint.page_cache_scope},
         "stopped_early": any(r["stopped_early"] for r in ranks),
         "failure": ranks[0].get("failure"),
         "levels": level_summary(cfg, ranks),

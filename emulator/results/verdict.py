@@ -18,7 +18,7 @@ def misses(results: dict) -> list[str]:
     found = [f"{mode}: {m[key]} {word}" for mode, m in (results.get("modes") or {}).items()
              for key, word in _MODE_MISSES if m.get(key)]
     load = results.get("load") or {}
-    if load.get("loads") and not load.get("ok", True):
+    if load_failed(results):
         found.append("a load failed: " + ((load.get("errors") or ["no complete checkpoint could be restored"])[0]))
     recovery = (results.get("faults") or {}).get("recovery")
     if recovery and not recovery.get("ok", True):
@@ -26,6 +26,12 @@ def misses(results: dict) -> list[str]:
     found += [f"the recovery after a {r['class']} failure failed" for r in results.get("recoveries") or []
               if not r.get("ok", True)]
     return found
+
+
+def load_failed(results: dict) -> bool:
+    """Whether the run's loads restored no checkpoint: a failed run whatever ``--fail-on-miss`` says."""
+    load = results.get("load") or {}
+    return bool(load.get("loads")) and not load.get("ok", True)
 
 
 def tune_misses(result: dict) -> list[str]:

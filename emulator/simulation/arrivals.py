@@ -15,12 +15,13 @@ from __future__ import annotations
 import csv
 import random
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator
 
 from emulator.design.failures import class_of
 from emulator.errors import UserError
 from emulator.units import parse_duration
+from tiers.base import TierError
+from tiers.fileops import read_regular
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,12 @@ class Failure:
 
 def read_trace(path: str) -> list[Failure]:
     """Parse a failure trace; any bad row is one UserError naming the file and line."""
-    p = Path(path)
     try:
-        text = p.read_text()
+        text = read_regular(path).decode()
     except OSError as exc:
         raise UserError(f"--failures {path}: cannot read: {exc.strerror}") from None
+    except TierError:  # a FIFO, a device
+        raise UserError(f"--failures {path}: cannot read: not a regular file") from None
     except UnicodeDecodeError:
         raise UserError(f"--failures {path}: not a text file") from None
     out: list[Failure] = []

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from emulator.config import from_mapping
 from emulator.design import Calibration, resolve
@@ -32,6 +31,8 @@ from emulator.design.costs import retention_requests
 from emulator.design.job import NodeGroup, job_of
 from emulator.design.links import pacing
 from emulator.errors import ConfigError, UserError
+from tiers.base import TierError
+from tiers.fileops import read_regular
 
 
 @dataclass(frozen=True)
@@ -94,9 +95,11 @@ def read_results(path: str) -> RunFigures:
     """
     where = f"--calibrate {path}"
     try:
-        raw = json.loads(Path(path).read_text())
+        raw = json.loads(read_regular(path))
     except OSError as exc:
         raise UserError(f"{where}: cannot read: {exc.strerror}") from None
+    except TierError:  # a FIFO, a device
+        raise UserError(f"{where}: cannot read: not a regular file") from None
     except (ValueError, UnicodeDecodeError):
         raise UserError(f"{where}: not a JSON file (give the results.json of a ckpt-emu run)") from None
     try:

@@ -22,7 +22,7 @@ import math
 from dataclasses import replace
 
 from emulator.design.model import overridden
-from emulator.errors import UserError
+from emulator.errors import UserError, shown
 from emulator.simulation.planning import choose_every
 from emulator.units import parse_duration, parse_rate, rate_family
 
@@ -34,7 +34,16 @@ FAMILY = "global_bandwidth_family"
 RENAMED = {"global_gib_s": "global_bandwidth (a rate with its unit, e.g. global_bandwidth=400GB/s)"}
 
 
-def _values(key: str, text: str) -> list[float]:
+#: the most points of one grid unless ``limits.sweep_points`` says otherwise
+MAX_POINTS = 10_000
+
+
+def _too_many(count: int, max_points: int) -> UserError:
+    return UserError(f"--sweep: {count} points, more than limits.sweep_points ({max_points}); raise it "
+                     "(--set limits.sweep_points=N) to run them anyway")
+
+
+def _values(key: str, text: str, max_points: int = MAX_POINTS) -> list[float]:
     where = f"--sweep {key}"
     if key in EVERY_KEYS:
         return [_every(key, text)]
@@ -44,7 +53,9 @@ def _values(key: str, text: str) -> list[float]:
         try:
             count = int(n) if n else 8
         except ValueError:
-            raise UserError(f"{where}: {text!r}: the point count after ':' must be a whole number") from None
+            raise UserError(f"{where}: {shown(text)}: the point count after ':' must be a whole number") from None
+        if count > max_points:  # before a list of that many is made
+            raise _too_many(count, max_points)
         a, b = _value(key, lo, where), _value(key, hi, where)
         if count < 2 or not 0 < a < b:
             raise UserError(f"{where}: {text!r}: need 0 < LO < HI and at least 2 points")
@@ -71,8 +82,9 @@ def _value(key: str, text: str, where: str) -> float:
     return parse_rate(text.strip(), where)
 
 
-def parse_spec(specs: list[str]) -> dict:
-    """``['interval=5m,10m', 'global_bandwidth=100GB/s..400GB/s:3']`` -> {key: sorted values}."""
+def parse_spec(specs: list[str], max_points: int = MAX_POINTS) -> dict:
+    """``['interval=5m,10m', 'global_bandwidth=100GB/s..400GB/s:3']`` -> {key: sorted values};
+    at most ``max_points`` points in all (UserError before any is made past them)."""
     out: dict = {}
     key = family = None
     for spec in specs:
@@ -90,7 +102,9 @@ def parse_spec(specs: list[str]) -> dict:
             if key is None:
                 raise UserError(f"--sweep: {token!r} has no key (write interval=..., global_bandwidth=... "
                                 f"or <tier>_every=...)")
-            out[key] += _values(key, token.strip())
+            out[key] += _values(key, token.strip(), max_points)
+            if math.prod(len(v) for v in out.values()) > max_points:
+                raise _too_many(math.prod(len(v) for v in out.values()), max_points)
             if key == "global_bandwidth" and family is None:
                 family = rate_family(token.strip().split("..")[0])
     if not out:

@@ -1,0 +1,92 @@
+"""Why a run failed, in one line, from its torchrun.log and the host's out-of-memory count.
+
+torchrun.log holds every rank's output. Each rank writes an error as one whole line, but when one
+rank dies the others fail after it with consequences (gloo's "Connection closed by peer"), and a
+line may still carry two messages glued together (a writer that wrote a line in two pieces). So:
+
+1. a rank the kernel killed for lack of memory (signal 9 in torchrun's summary while the host's or
+   this process's cgroup's ``oom_kill`` count rose) is named as such;
+2. else the first ``ckpt-emu: error:`` message, each glued message apart;
+3. else the first Python exception of a rank that is not a consequence of another rank's death;
+4. else the first exception line at all.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ERROR = "ckpt-emu: error:"
+WARNING = "ckpt-emu: warning:"
+#: what a rank fails with because another one died first: never the reason a run failed
+CONSEQUENCE = re.compile(r"Connection closed by peer|Connection reset by peer|Broken pipe|Socket Timeout|"
+                         r"timed out|DistNetworkError|DistBackendError|ChildFailedError|SignalException",
+                         re.IGNORECASE)
+_EXCEPTION = re.compile(r"^\[rank(\d+)\]: ((?:\w+\.)*\w*(?:Error|Exception|Interrupt|error)\b.*)$")
+_SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+_SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+
+
+def read_lines(log: Path) -> list[str]:
+    try:
+        return log.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def warnings(lines: list[str]) -> list[str]:
+    """The ranks' ``ckpt-emu: warning:`` lines, each once, in order."""
+    return list(dict.fromkeys(m for line in lines for m in _messages(line, WARNING)))
+
+
+def _messages(line: str, marker: str) -> list[str]:
+    """Every ``marker`` message in ``line``: two glued onto one line are two messages."""
+    if marker not in line:
+        return []
+    return [marker + part.rstrip() for part in line.split(marker)[1:] if part.strip()]
+
+
+def oom_kills() -> int:
+    """How many processes the kernel has killed for lack of memory: the host's count plus this
+    process's cgroup's (a container's limit), so a rise during a run means one of its processes."""
+    total = 0
+    for line in read_lines(Path("/proc/vmstat")):
+        if line.startswith("oom_kill "):
+            total += int(line.split()[1])
+    for line in read_lines(Path("/proc/self/cgroup")):
+        if line.startswith("0::"):
+            for event in read_lines(Path("/sys/fs/cgroup") / line[3:].lstrip("/") / "memory.events"):
+                if event.startswith("oom_kill "):
+                    total += int(event.split()[1])
+    return total
+
+
+def killed_ranks(lines: list[str]) -> list[int]:
+    """The ranks torchrun's failure summary says ended by signal 9 (SIGKILL)."""
+    killed, rank = [], None
+    for line in lines:
+        m = _SUMMARY_RANK.match(line)
+        if m:
+            rank = int(m.group(1))
+            continue
+        m = _SUMMARY_EXIT.match(line)
+        if m and rank is not None and int(m.group(1)) == -9:
+            killed.append(rank)
+    return sorted(set(killed))
+
+
+def first_error(lines: list[str], *, oom_killed: bool = False) -> str | None:
+    """The one line that says why the run failed (module docstring), or None."""
+    if oom_killed:
+        ranks = killed_ranks(lines)
+        if ranks:
+            who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}"
+            return (f"{who} killed by the kernel for lack of memory (out of memory: SIGKILL); lower --scale, run "
+                    "fewer ranks, or free host memory")
+    for line in lines:
+        for message in _messages(line, ERROR):
+            return message[len(ERROR):].strip()
+    found = [m for m in (_EXCEPTION.match(line) for line in lines) if m]
+    real = [m for m in found if not CONSEQUENCE.search(m.group(2))]
+    for m in real or found:
+        return f"rank {m.group(1)} failed: {m.group(2)}"
+    return None

@@ -1,0 +1,72 @@
+"""torchrun's agent, with every store it serves on a loopback address bound to that address only.
+
+``python -m emulator.rank.agent [torchrun's arguments]`` is ``python -m torch.distributed.run``
+with one change. torch's TCPStore server listens on every interface whatever host it is given
+(``*:port``), so a single-node run's rendezvous store (and the store its ranks share) answered
+unauthenticated reads and writes from the machine's other addresses. Here a store served on a
+loopback host (127.0.0.0/8, ::1, localhost) gets a socket bound to that host first
+(``master_listen_fd``); any other host is served as torch does. The launcher starts a single-node
+run with its c10d rendezvous at 127.0.0.1, port 0 (the kernel picks a free one), and the ranks'
+address 127.0.0.1 (``--local-addr``), so nothing of the run listens beyond loopback
+(docs/security.md lists what a multi-node run opens).
+"""
+from __future__ import annotations
+
+import ipaddress
+import socket
+import sys
+from datetime import timedelta
+
+import torch.distributed as dist
+from torch.distributed import run as torchrun
+from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend
+
+_TCPStore = dist.TCPStore
+LISTEN_BACKLOG = 4096
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_socket(host: str, port: int) -> int:
+    """A listening TCP socket bound to ``host`` only (port 0: a free one); its descriptor."""
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(LISTEN_BACKLOG)
+        return sock.detach()
+    except BaseException:
+        sock.close()
+        raise
+
+
+class LoopbackTCPStore(_TCPStore):
+    """A TCPStore whose server, on a loopback host, listens on that host alone."""
+
+    def __init__(self, host_name, port, world_size=None, is_master=False, timeout=timedelta(seconds=300),
+                 wait_for_workers=True, multi_tenant=False, master_listen_fd=None, use_libuv=True):
+        if is_master and master_listen_fd is None and is_loopback(host_name):
+            try:
+                master_listen_fd = loopback_socket(host_name, port)
+            except OSError as exc:  # as torch's own server fails: its callers then try as a client
+                raise RuntimeError(f"cannot listen on {host_name}:{port}: {exc.strerror}") from exc
+        super().__init__(host_name, port, world_size, is_master, timeout, wait_for_workers, multi_tenant,
+                         master_listen_fd, use_libuv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    c10d_rendezvous_backend.TCPStore = LoopbackTCPStore  # the rendezvous store
+    dist.TCPStore = LoopbackTCPStore  # the store the agent shares with its ranks (dynamic_rendezvous)
+    torchrun.main(argv if argv is not None else sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()
