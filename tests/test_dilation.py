@@ -88,6 +88,17 @@ def test_a_phase_at_full_size_is_its_paced_part_over_the_factor_plus_the_host_pa
     assert full(1.0, None, 0.01) == pytest.approx(100)
 
 
+def test_a_phase_nothing_paced_is_this_hosts_rate_at_full_bytes_whatever_the_dilation():
+    """At scale 0.01 and D 4 (k 0.04) an unpaced second is the host moving 1 % of the bytes: 100 s at
+    full size, not 25 (the dilation slows what is paced, never the host)."""
+    assert full(1.0, None, 0.04, bytes_factor=0.01) == pytest.approx(100)
+    assert full(1.0, 0.0, 0.04, bytes_factor=0.01) == pytest.approx(100)
+    assert full(1.0, 0.8, 0.04, bytes_factor=0.01) == pytest.approx(0.8 / 0.04 + 0.2)
+    rec = {"mode": "sync", "snapshot_s": 0.1, "local_write_s": 1.0, "drain_s": 0.0, "wait_s": 0.0,
+           "stall_s": 1.1, "lag_s": 0.0, "complete_s": 0.0, "paced": {}, "due": ["local"]}
+    assert full_record(rec, 0.04, bytes_factor=0.01)["local_write_s"] == pytest.approx(100)
+
+
 def _sync_record(**over) -> dict:
     rec = {"mode": "sync", "due": ["local", "global"], "stall_s": 1.0, "wait_s": 0.0, "snapshot_s": 0.1,
            "local_write_s": 0.3, "drain_s": 0.5, "lag_s": 0.95, "complete_s": 1.0, "queue_s": 0.0, "d2h_s": 0.0,

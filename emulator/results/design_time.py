@@ -7,8 +7,9 @@ software's collectives, manifests and Python, which do not shrink with the bytes
 wall W whose paced transfers covered P (tiers/paced.py) is, at full size, P / k + (W - P): the
 design's time plus the software's, counted once. A stall or a lag is the sum of its phases plus
 the waits between them: a wait for the previous checkpoint is paced time (P = W), the rest is
-coordination, counted once. A phase that nothing paces (a tier without emulation) measures this
-host's throughput at this run's size: all of it scales, as before (docs/time-dilation.md).
+coordination, counted once. A phase that nothing paces (a tier without emulation), or whose paced
+time the host overran, measures this host's throughput at this run's size: all of it scales with the
+bytes (/ run.scale, never / k: the dilation slows what is paced, not the host; docs/time-dilation.md).
 """
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ HOST_SHARE = 0.10
 PHASES = (("snapshot_s", "snapshot"), ("local_write_s", "local_write"), ("drain_s", "drain"))
 
 
-def full(wall: float, paced: float | None, k: float) -> float:
+def full(wall: float, paced: float | None, k: float, *, bytes_factor: float | None = None) -> float:
     """One phase: its paced part at full size plus this host's part as measured. A phase nothing
     paces (None), or whose paced time the host overran entirely (0), is this host's throughput,
-    extrapolated: all of it / k (its notes say so)."""
+    extrapolated to the full bytes: all of it / ``bytes_factor`` (run.scale; default k, no dilation)."""
     if not paced or paced <= 0:
-        return wall / k
+        return wall / (bytes_factor or k)
     paced = min(paced, wall)
     return paced / k + (wall - paced)
 
@@ -41,16 +42,17 @@ def _stages(rec: dict) -> list[tuple[float, float]]:
     return out
 
 
-def full_record(rec: dict, k: float) -> dict:
-    """A checkpoint record with every duration as the full-size design's."""
+def full_record(rec: dict, k: float, *, bytes_factor: float | None = None) -> dict:
+    """A checkpoint record with every duration as the full-size design's (``bytes_factor``: :func:`full`)."""
     if k == 1:
         return rec
+    f = bytes_factor
     out = dict(rec)
     paced = rec.get("paced") or {}
     for field, key in PHASES:
-        out[field] = full(rec[field], paced.get(key, 0.0), k)
+        out[field] = full(rec[field], paced.get(key, 0.0), k, bytes_factor=f)
     out["d2h_s"] = rec.get("d2h_s", 0.0) / k
-    saved = sum(w - full(w, p, k) for w, p in _stages(rec))  # what the paced phases shrink by
+    saved = sum(w - full(w, p, k, bytes_factor=f) for w, p in _stages(rec))  # what the paced phases shrink by
     queue = rec.get("queue_s", 0.0)
     # a wait for a previous checkpoint still in flight is paced time (a deadline miss); one for a
     # pipeline already done is this host's bookkeeping
@@ -66,7 +68,7 @@ def full_record(rec: dict, k: float) -> dict:
     return out
 
 
-def tier_lag(rec: dict, name: str, k: float) -> float:
+def tier_lag(rec: dict, name: str, k: float, *, bytes_factor: float | None = None) -> float:
     """A record's lag to tier ``name`` (snapshot to complete there) as the full-size design's: the
     phases up to and including that tier's own stage rescaled, the waits between them once."""
     view = (rec.get("tiers") or {}).get(name) or {}
@@ -80,13 +82,13 @@ def tier_lag(rec: dict, name: str, k: float) -> float:
     stages += [((rec["tiers"].get(n) or {}).get("seconds", 0.0), (rec["tiers"].get(n) or {}).get("paced"))
                for n in upto[1:]]
     queue = rec.get("queue_s", 0.0) if name == "global" else 0.0
-    return max(0.0, lag - sum(w - full(w, p, k) for w, p in stages) - (queue - queue / k))
+    return max(0.0, lag - sum(w - full(w, p, k, bytes_factor=bytes_factor) for w, p in stages) - (queue - queue / k))
 
 
-def full_load(load: dict, k: float) -> dict:
+def full_load(load: dict, k: float, *, bytes_factor: float | None = None) -> dict:
     if k == 1:
         return load
-    return {**load, "seconds": full(load["seconds"], load.get("paced_s", 0.0), k),
+    return {**load, "seconds": full(load["seconds"], load.get("paced_s", 0.0), k, bytes_factor=bytes_factor),
             "h2d_s": load.get("h2d_s", 0.0) / k}
 
 
@@ -94,7 +96,7 @@ def full_load(load: dict, k: float) -> dict:
 STAGES = {"peer": "replicate", "local": "persist"}
 
 
-def host_shares(records: list[dict], k: float = 1.0) -> dict:
+def host_shares(records: list[dict], k: float = 1.0, *, bytes_factor: float | None = None) -> dict:
     """Per paced phase (the snapshot, the write into the nearest tier, peer sends, the copy to the
     NVMe, the drain), the share of its full-size time, summed over the records that ran it, that is
     this host's own (software, or the host slower than the paced rate), counted once; all of it
@@ -110,6 +112,9 @@ def host_shares(records: list[dict], k: float = 1.0) -> dict:
             if tier != first and t and t.get("seconds", 0) > 0 and t.get("paced") is not None:
                 walls.setdefault(phase, []).append((t["seconds"], t["paced"]))
     def own(w: float, p: float) -> float:
-        return w - min(p, w) if p > 0 else full(w, p, k)
-    return {key: sum(own(w, p) for w, p in pairs) / sum(full(w, p, k) for w, p in pairs) or 0.0
-            for key, pairs in walls.items() if sum(full(w, p, k) for w, p in pairs) > 0}
+        return w - min(p, w) if p > 0 else full(w, p, k, bytes_factor=bytes_factor)
+
+    def whole(pairs) -> float:
+        return sum(full(w, p, k, bytes_factor=bytes_factor) for w, p in pairs)
+    return {key: sum(own(w, p) for w, p in pairs) / whole(pairs) or 0.0
+            for key, pairs in walls.items() if whole(pairs) > 0}

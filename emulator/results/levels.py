@@ -27,7 +27,7 @@ def level_summary(cfg, ranks: list[dict]) -> dict:
     base, wall, node_bytes = cfg.checkpoint.interval_steps, _wall(ranks), _node_bytes(ranks)
     out = {}
     for name in cfg.tiers.configured():
-        steps = _per_checkpoint(ranks, name, cfg.time_factor)
+        steps = _per_checkpoint(ranks, name, cfg.time_factor, cfg.run.scale)
         if not steps:
             continue
         complete = [views for views in steps.values() if views is not None]
@@ -62,7 +62,7 @@ def _node_bytes(ranks: list[dict]) -> int:
     return max(per_node.values(), default=0)
 
 
-def _per_checkpoint(ranks: list[dict], name: str, k: float = 1.0) -> dict:
+def _per_checkpoint(ranks: list[dict], name: str, k: float = 1.0, scale: float | None = None) -> dict:
     """(mode, step) -> every rank's view of tier ``name`` there (with its lag at full size), or None
     where some rank's copy is not complete."""
     out = {}
@@ -75,7 +75,7 @@ def _per_checkpoint(ranks: list[dict], name: str, k: float = 1.0) -> dict:
             if ok and x.get("written_to") == name:  # the tier it is written to: each rank's own write
                 view = {**view, "seconds": x["local_write_s"]}
             if ok:
-                view = {**view, "lag_full_s": tier_lag(x, name, k)}
+                view = {**view, "lag_full_s": tier_lag(x, name, k, bytes_factor=scale)}
             if key not in out:
                 out[key] = []
             if out[key] is not None:
@@ -94,8 +94,8 @@ def recovery_summary(cfg, ranks: list[dict]) -> list[dict]:
     for name, recs in by_class.items():
         loads = [x["load"] for x in recs]
         seconds = max(x.get("seconds", x["load"]["seconds"]) for x in recs)  # a peer fetch, then the restore
-        k = cfg.time_factor
-        full = max(x.get("fetch_s", 0.0) / k + full_load(x["load"], k)["seconds"] for x in recs)
+        k, f = cfg.time_factor, cfg.run.scale
+        full = max(x.get("fetch_s", 0.0) / k + full_load(x["load"], k, bytes_factor=f)["seconds"] for x in recs)
         lost = max(x["lost_steps"] for x in recs)
         out.append({"class": name, "ok": all(x["ok"] for x in loads), "step": loads[0]["step"],
                     "seconds": seconds, "seconds_full_size": full,
@@ -117,7 +117,7 @@ def tier_load_summary(cfg, ranks: list[dict]) -> dict:
         loads = [r["tier_loads"][i] for r in ranks]
         tier = loads[0]["from"]
         seconds = max(x["seconds"] for x in loads)
-        full = max(full_load(x, cfg.time_factor)["seconds"] for x in loads)
+        full = max(full_load(x, cfg.time_factor, bytes_factor=cfg.run.scale)["seconds"] for x in loads)
         out[tier] = {"ok": all(x["ok"] for x in loads), "step": loads[0]["step"], "seconds": seconds,
                      "seconds_full_size": full, "node_bytes": node_bytes,
                      "gib_s": sum(x["bytes"] for x in loads) / max(seconds, 1e-9) / GIB}

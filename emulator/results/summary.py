@@ -52,7 +52,7 @@ def _mean(values) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def summarize_loads(ranks: list[dict], time_factor: float = 1.0) -> dict:
+def summarize_loads(ranks: list[dict], time_factor: float = 1.0, scale: float | None = None) -> dict:
     n = min((len(r["loads"]) for r in ranks), default=0)
     per_load, tiers, fallbacks = [], Counter(), []
     secs_by_tier = defaultdict(list)
@@ -69,7 +69,7 @@ def summarize_loads(ranks: list[dict], time_factor: float = 1.0) -> dict:
         "loads": n,
         "load_gib_s": _mean(per_load) / GIB,
         "load_worst_s": max((max(r["loads"][i]["seconds"] for r in ranks) for i in range(n)), default=0.0),
-        "load_worst_full_size_s": max((max(full_load(r["loads"][i], time_factor)["seconds"] for r in ranks)
+        "load_worst_full_size_s": max((max(full_load(r["loads"][i], time_factor, bytes_factor=scale)["seconds"] for r in ranks)
                                        for i in range(n)), default=0.0),
         "ok": all(r["loads"][i]["ok"] for r in ranks for i in range(n)),
         "served_by": dict(tiers),
@@ -243,7 +243,7 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "dilation": ranks[0].get("dilation") or {"factor": cfg.run.dilation.factor or 1.0, "auto": False},
         "modes": {m: summarize_mode(m, ranks, baseline, cfg.time_factor, cfg.run.scale) for m in cfg.checkpoint.modes},
         "units": {name: t.family for name, t in node_links(cfg, files=1).tiers.items()},
-        "load": {**summarize_loads(ranks, cfg.time_factor), "page_cache_scope": cfg.checkpoint.page_cache_scope},
+        "load": {**summarize_loads(ranks, cfg.time_factor, cfg.run.scale), "page_cache_scope": cfg.checkpoint.page_cache_scope},
         "stopped_early": any(r["stopped_early"] for r in ranks),
         "failure": ranks[0].get("failure"),
         "levels": level_summary(cfg, ranks),
@@ -340,11 +340,12 @@ def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, t
     out["overhead_ratio"] = out["stall_total_s"] / out["training_wall_s"] if out["training_wall_s"] else 0.0
     if baseline is not None:
         out.update(_against_baseline(out, baseline))
-    design = [{**r, "records": [full_record(x, time_factor) for x in r["records"]]} for r in ranks]
+    design = [{**r, "records": [full_record(x, time_factor, bytes_factor=scale) for x in r["records"]]} for r in ranks]
     full = _checkpoint_figures(mode, design)
     out["full_size"] = {k: full[k] if k in full else out[k] / time_factor for k in DURATIONS if k in out}
     out["full_size"]["save_bytes_per_s"] = full["save_gib_s"] * GIB / scale  # the full-size bytes
-    out["host_share"] = host_shares([x for r in ranks for x in r["records"] if x["mode"] == mode], time_factor)
+    out["host_share"] = host_shares([x for r in ranks for x in r["records"] if x["mode"] == mode], time_factor,
+                                    bytes_factor=scale)
     return out
 
 
