@@ -90,7 +90,7 @@ def test_the_design_carries_the_wait_and_the_device(duplex):
         "design.job.nodes=1", "design.job.accelerators_per_node=2",
         "design.node.local.write=2GiB/s", "design.node.local.read=0.5GiB/s",
         f"design.node.local.duplex={str(duplex).lower()}", "design.global.write=1GiB/s"])
-    d = resolve(cfg, as_run=True)
+    d = resolve(cfg, as_run=True, dilation=1.0)
     assert d.async_waits_for == "local_write"
     local = d.link("local")
     if duplex:
@@ -119,7 +119,8 @@ def test_run_and_simulate_agree_with_local_write(tmp_path):
                                "nic": "400Gb/s"},
                       "global": {"write": "0.003GiB/s", "read": "0.1GiB/s"}}}
     path, res = run_yaml(cfg, tmp_path, timeout=500)
-    simulated = _simulate(str(path), "--as-run", "--out", str(tmp_path / "sim"))["modes"]["async"]
+    simulated = _simulate(str(path), "--as-run", "--set", f"run.dilation={res['dilation']['factor']}",
+                          "--out", str(tmp_path / "sim"))["modes"]["async"]
     emulated = res["modes"]["async"]
     assert emulated["deadline_misses"] == simulated["deadline_misses"] >= 1
     assert simulated["local_write_mean_s"] == pytest.approx(emulated["local_write_mean_s"], rel=0.3)
