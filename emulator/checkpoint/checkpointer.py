@@ -326,9 +326,9 @@ class Checkpointer:
             # the last retention ran before the previous checkpoint was complete here; the one
             # draining now is the newest complete one, so this keeps it
             await self._retain_node_tiers()
-        await asyncio.to_thread(self.comm.barrier)
-        with counted_as("local_write"), anchored_at(time.time()):
-            receipt = await self._write_rank_file(rec)
+        begun = await self._node_barrier()
+        with counted_as("local_write"), anchored_at(begun):
+            receipt = await self._write_rank_file(rec, begun)
         receipts = await asyncio.to_thread(self.comm.all_gather, receipt)
         rec.skipped = any(r.skipped for r in receipts)
         errors = [r.error for r in receipts if r.error]
@@ -391,12 +391,20 @@ class Checkpointer:
         if self.on_record is not None:
             self.on_record(rec, "finished")
 
-    async def _write_rank_file(self, rec: CkptRecord) -> Receipt:
-        """This rank's file, to the local tier (or global: no local tier, or a full one)."""
+    async def _node_barrier(self) -> float:
+        """A barrier that also says when this node's write phase began: when its last rank arrived
+        (one clock per node). A rank the host schedules late starts after that, and its lateness is
+        the host's, while the node's device is busy with the others' bytes from that moment on."""
+        arrived = await asyncio.to_thread(self.comm.all_gather, (self.comm.node, time.time()))
+        return max(t for node, t in arrived if node == self.comm.node)
+
+    async def _write_rank_file(self, rec: CkptRecord, begun: float) -> Receipt:
+        """This rank's file, to the local tier (or global: no local tier, or a full one); its write
+        is timed from ``begun``, when every rank of its node was ready to write."""
         comm = self.comm
         key = layout.rank_file_key(rec.step, comm.rank, self.state.coords.dp, self.mp_rank)
         receipt = Receipt(comm.rank, comm.node, key)
-        t0 = time.time()
+        t0 = min(begun, time.time())
         await self._write_file(receipt, rec)
         t1 = time.time()
         receipt.write_s = rec.local_write_s = t1 - t0
