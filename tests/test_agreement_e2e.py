@@ -1,0 +1,50 @@
+"""The agreement suite's third engine: each shipped design run for real (torchrun, real bytes, time
+dilation as the probe picks it), its full-size figures the closed forms within 10 % with no phase
+flagged as this host's, and ``simulate --as-run --calibrate`` (the run's dilation, its software's
+fixed costs) reproducing what the run measured within 15 %. Two checkpoints a design, sync (the stall holds every copy), no baseline.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+from emu import ckpt_emu, results
+
+from emulator.config import load_config
+from emulator.design import resolve
+from emulator.design.costs import copy_seconds
+
+pytestmark = pytest.mark.timeout(900)
+
+SHIPPED = ("default", "design-nvme-pfs", "design-direct-pfs", "design-llama70-128-nvme-s3",
+           "design-llama405-2048-nvme-pfs")
+
+
+def _overrides(tmp_path, name: str) -> list:
+    shm = f"/dev/shm/ckpt-emu-test-{tmp_path.name}"
+    sets = [f"run.out={tmp_path / 'out'}", "checkpoint.saves=2", "checkpoint.loads=1",
+            "checkpoint.baseline=false", "checkpoint.modes=[sync]", f"tiers.global.path={shm}/g"]
+    if load_config(name).tiers.local is not None:
+        sets.append(f"tiers.local.path={shm}/l/node{{node}}")
+    return sets
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_shipped_design_runs_at_its_closed_forms_and_as_simulated(tmp_path, name):
+    sets = _overrides(tmp_path, name)
+    flags = [x for s in sets for x in ("--set", s)]
+    proc = ckpt_emu("run", name, "--quiet", *flags, timeout=800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = results(tmp_path / "out")
+    assert any(n.startswith("every paced phase") for n in res["notes"]), res["notes"]  # none flagged
+    design = resolve(load_config(name, sets))
+    first = design.tiers[0]
+    full, run = res["modes"]["sync"]["full_size"], res["modes"]["sync"]
+    assert full["local_write_mean_s"] == pytest.approx(copy_seconds(design, first), rel=0.10), full
+    if first != "global":
+        assert full["drain_mean_s"] == pytest.approx(copy_seconds(design, "global"), rel=0.10), full
+    # as run, with the run's own fixed costs (barriers, manifests: the software's) and dilation
+    sim = json.loads(ckpt_emu("simulate", name, "--as-run", *flags, "--calibrate", tmp_path / "out" / "results.json",
+                              "--json", "--out", tmp_path / "sim", check=True).stdout)["modes"]["sync"]
+    for key in ("stall_mean_s", "local_write_mean_s", "drain_mean_s"):
+        assert sim[key] == pytest.approx(run[key], rel=0.15, abs=1e-3), (key, sim[key], run[key])
