@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-# tests import the contract suite and helpers as plain modules
-sys.path.insert(0, str(Path(__file__).parent))
+# the helpers every tier of tests shares (tests/support/), imported as plain modules: `from emu import ...`
+sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 from rgwserver import rgw_server  # noqa: E402,F401 - one RGW for the whole session
 
