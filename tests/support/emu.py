@@ -19,6 +19,20 @@ def ckpt_emu(*args, cwd=None, timeout=300, check=False) -> subprocess.CompletedP
     return proc
 
 
+def refused(capsys, *argv) -> str:
+    """``ckpt-emu argv`` in this process (no torchrun: bad input is refused before anything starts):
+    exit status 2 and one line ``ckpt-emu: error: ...`` on stderr, which it returns."""
+    from emulator.cli import main
+    try:
+        rc = main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse's own errors
+        rc = exc.code
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("ckpt-emu: "), (rc, err)
+    return lines[0]
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as s:

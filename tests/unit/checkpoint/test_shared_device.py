@@ -33,7 +33,7 @@ def test_a_drain_reads_the_local_tier_at_its_emulated_rate(tmp_path):
     elapsed = time.perf_counter() - t
     assert result.ok, result.error
     expected = 16 * MIB / (0.05 * GIB) + 0.05
-    assert expected * 0.95 <= elapsed <= expected * 2, elapsed
+    assert elapsed >= expected * 0.95, elapsed  # paced: never faster than the emulated rate
 
 
 def _write_while_reading(tier, n: int) -> tuple[float, float]:
@@ -50,19 +50,20 @@ def _write_while_reading(tier, n: int) -> tuple[float, float]:
     return tuple(asyncio.run(both()))
 
 
-@pytest.mark.parametrize("duplex", [False, True])
-def test_a_shared_device_slows_a_write_and_a_read_that_overlap(duplex):
-    """2 GB/s each way: alone, 64 MiB takes B/rate; a write and a read together on one device take
-    2B/rate each (the device's time is shared); a duplex device gives each its own path."""
+def test_a_shared_device_slows_a_write_and_a_read_that_overlap():
+    """0.5 GiB/s each way: alone, 64 MiB takes B/rate; a write and a read together on one device take
+    2B/rate each (the device's time is shared); a duplex device gives each its own path. Pacing
+    guarantees the lower bounds; duplex against shared is a ratio of two times measured here."""
     rate, n = 0.5 * GIB, 64 * MIB
-    tier = EmulatedTier(MemoryTier(), write_bps=rate, read_bps=rate, shared_by="rank", duplex=duplex)
     alone = n / rate
-    write_s, read_s = _write_while_reading(tier, n)
-    slowest = max(write_s, read_s)
-    if duplex:
-        assert slowest == pytest.approx(alone, rel=0.25), (write_s, read_s)
-    else:
-        assert slowest == pytest.approx(2 * alone, rel=0.2), (write_s, read_s)
+
+    def slowest(duplex: bool) -> float:
+        tier = EmulatedTier(MemoryTier(), write_bps=rate, read_bps=rate, shared_by="rank", duplex=duplex)
+        return max(_write_while_reading(tier, n))
+    shared, duplex = slowest(False), slowest(True)
+    assert shared >= 0.95 * 2 * alone, shared
+    assert duplex >= 0.95 * alone, duplex
+    assert shared >= 1.5 * duplex, (shared, duplex)  # 2x when nothing else runs
 
 
 def test_the_design_makes_the_local_device_shared_unless_duplex(tmp_path):

@@ -67,7 +67,8 @@ def test_the_drain_and_the_peer_sends_share_the_node_nic(tmp_path):
     for t in threads:
         t.join()
     both = 2 * nbytes / nic_bps
-    assert 0.85 * both <= max(ends.values()) <= 1.5 * both, (ends, both)
+    # one link carrying both: at least 2 x bytes / NIC (each alone on its own link would take half)
+    assert max(ends.values()) >= 0.85 * both, (ends, both)
     assert "NIC shared with peer copies" in global_.describe()
 
 

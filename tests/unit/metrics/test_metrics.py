@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from prom import ROOT, http_get, require
@@ -139,23 +140,35 @@ def test_drain_gauges_backlog_and_failures(m, reg):
     assert val(reg, "ckpt_emu_faults_total", kind="drain_failed") == 1
 
 
-def test_drain_busy_seconds_accrue_while_draining(m, reg):
+def test_drain_busy_seconds_accrue_while_draining(m, reg, monkeypatch):
+    """On a fake clock: busy time grows while a drain is in flight (by the ticker, not only when the
+    drain ends), counts overlapping drains once, and stops growing when none is in flight."""
+    now = [0.0]  # one clock for the test's thread and the ticker's
+    monkeypatch.setattr(M, "time", SimpleNamespace(**{**vars(time), "monotonic": lambda: now[0]}))
     busy = lambda: val(reg, "ckpt_emu_drain_busy_seconds_total")  # noqa: E731
     assert busy() == 0
-    t = time.monotonic()
     m.drain_started(10)
-    time.sleep(0.3)
-    assert busy() > 0.1, "busy time must grow during a drain, not only at its end"
+    now[0] += 0.3
+    # the ticker thread (every 0.02 s of real time) accrues it during the drain
+    wait_until(lambda: busy() == pytest.approx(0.3), "busy time must grow during a drain, not only at its end")
     m.drain_started(10)  # a second drain in flight at the same time counts once
-    time.sleep(0.2)
+    now[0] += 0.2
     m.drain_finished(0.5)
     m.drain_finished(0.2)
-    elapsed = time.monotonic() - t
-    assert busy() == pytest.approx(elapsed, abs=0.05)
-    time.sleep(0.1)
-    assert busy() == pytest.approx(elapsed, abs=0.05)  # idle: no growth
+    assert busy() == pytest.approx(0.5)
+    now[0] += 0.1
+    time.sleep(0.1)  # five ticks of the ticker, if it still ran
+    assert busy() == pytest.approx(0.5)  # idle: no growth
     m.drain_finished(2.0)  # a finished drain reported without a start adds its duration
-    assert busy() == pytest.approx(elapsed + 2.0, abs=0.05)
+    assert busy() == pytest.approx(2.5)
+
+
+def wait_until(ok, message: str, timeout: float = 30.0) -> None:
+    """Poll ``ok`` (a real thread has to get to it); fail with ``message`` if it never holds."""
+    deadline = time.monotonic() + timeout
+    while not ok():
+        assert time.monotonic() < deadline, message
+        time.sleep(0.01)
 
 
 def test_ticker_sleeps_when_idle_and_close_is_idempotent(reg):
