@@ -19,7 +19,6 @@ from crashcheck import verify_dir_tier
 from emu import ckpt_emu, results, small_config
 from s3server import s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
-from tiers.base import TierScope
 from tiers.locking import OWNER, USERS, Holder, TierBusy, claim_dir, join_dir
 
 

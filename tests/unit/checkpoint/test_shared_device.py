@@ -6,7 +6,6 @@ import asyncio
 import os
 import time
 
-import pytest
 
 from emulator.checkpoint.drainer import Drainer
 from emulator.checkpoint.integrity import crc_of_stream
