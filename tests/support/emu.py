@@ -33,6 +33,12 @@ def refused(capsys, *argv) -> str:
     return lines[0]
 
 
+def simulate_json(cfg_path, *args, days: float = 0.2) -> dict:
+    """``ckpt-emu simulate cfg_path --days DAYS --json args`` (it must succeed): what it printed."""
+    proc = ckpt_emu("simulate", cfg_path, "--days", days, "--json", *args, check=True)
+    return json.loads(proc.stdout)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as s:

@@ -1,6 +1,7 @@
 """A design with levels (memory, a peer, NVMe, global storage on a 2-node job) and the results.json a
 one-node run of it would write, by hand (one node of 8 ranks at scale 0.01): a calibration whose every
-figure is known, for the simulator's and the planner's tests.
+figure is known, for the simulator's and the planner's tests; and the designs the planner's tests share
+(the same levels described once, the issue's 70B design).
 """
 from __future__ import annotations
 
@@ -71,3 +72,25 @@ def level_results(tmp: Path, cfg_path: Path, *, missed_wait: float = 0.0) -> Pat
     path = tmp / "results.json"
     path.write_text(json.dumps(raw))
     return path
+
+
+def described_levels(tmp_path, **extra) -> str:
+    """Llama 3 8B on 2 nodes: host memory, a peer copy, NVMe and global storage, each described once."""
+    data = {"extends": "llama3-8b", "training": {"step_seconds": 60.0}, "checkpoint": {"interval_steps": 5},
+            "tiers": {"memory": {"backend": "dir", "path": str(tmp_path / "shm")}, "peer": {"replicas": 1},
+                      "local": {"backend": "dir", "path": str(tmp_path / "local")},
+                      "global": {"backend": "dir", "path": str(tmp_path / "global")}},
+            "design": {"job": {"nodes": 2, "accelerators_per_node": 8},
+                       "node": {"memory": {"capacity": "512GiB", "write": "20GB/s", "read": "20GB/s"},
+                                "local": {"write": "10GB/s", "read": "10GB/s"}, "nic": "400Gb/s"},
+                       "global": {"write": "20GB/s", "read": "20GB/s"}}}
+    data.update(extra)
+    path = tmp_path / "design.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+LLAMA70B = {  # the issue's 70B design: 128 nodes, a 200 Gb/s NIC, a 6 GB/s NVMe, a 100 GB/s object store
+    "extends": "llama3-70b-subset", "training": {"step_seconds": 10.0}, "checkpoint": {"interval_steps": 25},
+    "design": {"job": {"nodes": 128}, "node": {"local": {"write": "6GB/s", "read": "6GB/s"}, "nic": "200Gb/s"},
+               "global": {"write": "100GB/s", "read": "100GB/s", "latency_ms": 1}}}

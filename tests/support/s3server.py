@@ -61,6 +61,13 @@ def aws_environment(access_key: str, secret_key: str):
                 os.environ[k] = v
 
 
+@pytest.fixture
+def aws_env(monkeypatch):
+    """The test credentials in the environment, with no server: for runs that must fail to reach one."""
+    for k, v in TEST_ENV.items():
+        monkeypatch.setenv(k, v)
+
+
 @dataclass
 class MotoServer:
     endpoint: str

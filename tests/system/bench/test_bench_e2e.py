@@ -1,16 +1,10 @@
 """The bench suite's pairs that start ranks: a real in-process pair of memory tiers."""
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
-import pytest
 from bench.common import Params
-from bench.suite import BENCHMARKS, format_table, select
 from bench.worker import run as run_in_process
 from tiers import copycrc
-from paths import ROOT
 
 
 

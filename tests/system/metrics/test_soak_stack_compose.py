@@ -1,14 +1,9 @@
 """The soak stack's compose file, checked by docker compose itself where it is installed."""
 from __future__ import annotations
 
-import importlib.util
-import json
-import re
 import shutil
 import subprocess
-from pathlib import Path, PurePosixPath
 import pytest
-import yaml
 from paths import ROOT
 
 

@@ -3,10 +3,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import pytest
-from emulator.cli import main
-from emulator.config import Config, load_config
-from emulator.errors import ConfigError
 
 
 

@@ -1,25 +1,14 @@
 """Designs in real runs: one emulated node of a 2048-node job drains in the analytic time; run and simulate agree on a design."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import pytest
-import yaml
-from emu import refused, run_yaml
+from emu import run_yaml
+from emu import simulate_json as _simulate
 from emulator.config import load_config
-from emulator.design import resolve, run_emulation
+from emulator.design import resolve
 from emulator.design.costs import copy_seconds
-from emulator.design.links import node_share
-from emulator.errors import UserError
-from emulator.units import GIB, parse_rate, parse_size
+from emulator.units import GIB
 
-
-
-def _simulate(cfg_path: str, *args) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "emulator.cli", "simulate", cfg_path, "--days", "0.2", "--json", *args], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
 
 
 @pytest.mark.timeout(600)

@@ -1,16 +1,10 @@
 """The example backend of docs/extending.md in a real run."""
 from __future__ import annotations
 
-import asyncio
-import io
 import os
 import subprocess
 import sys
-import pytest
 from emu import results, small_config
-from example_backend import EveryNthFails, FlatDirTier
-from tiers.directory import DirTier
-from tiers.testing import TierContract
 from paths import SUPPORT as TESTS
 
 

@@ -8,70 +8,17 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 import crc32c
 import pytest
-import torch
-from crashcheck import partials, state_from_lineage, step_dirs, verify_dir_tier
+from crashcheck import partials, verify_dir_tier
 from emu import ckpt_emu, results, small_config
 from faultproxy import CutProxy
-from s3server import TEST_ENV, make_bucket, raw_client, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
-from emulator.checkpoint.checkpointer import Checkpointer, CheckpointFailed
-from emulator.checkpoint.drainer import DEFAULT_VERIFY
-from emulator.checkpoint.injection import damage
-from emulator.checkpoint.layout import Manifest, manifest_key, step_dir
-from emulator.checkpoint.restore import Restorer
+from s3server import aws_env, make_bucket, raw_client, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
+from emulator.checkpoint.layout import Manifest, manifest_key
 from emulator.checkpoint.retry import RetryPolicy
-from emulator.checkpoint.tally import Tally
-from emulator.cli import main
-from emulator.config import DrainConfig, load_config
-from emulator.rank.comm import SoloComm
-from emulator.workload.state import RankState
-from tiers.base import TierWrapper
+from emulator.config import load_config
 from tiers.directory import DirTier
-from tiers.emulated import EmulatedTier
-from tiers.faulty import FaultyTier, TransientFault
-
-
-
-MIB = 1 << 20
-
-
-@pytest.fixture(scope="module")
-def cfg():
-    """One rank of the tiny Llama-3 8B the end-to-end tests use (~7 MiB file: two 5 MiB S3 parts)."""
-    return load_config("llama3-8b", ["parallelism.ranks=1", "run.scale=0.0005"])
-
-
-def meta(cfg) -> dict:
-    p = cfg.parallelism
-    return {"preset": cfg.model.name, "scale": cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
-            "zero_stage": p.zero_stage}
-
-
-class Run:
-    """A Checkpointer on fresh state that trains (mutates) step by step, as emulator/rank/run.py does."""
-
-    def __init__(self, cfg, local, global_, **kw):
-        self.cfg, self.local, self.global_ = cfg, local, global_
-        self.state = RankState.from_config(cfg, 0)
-        kw.setdefault("policy", RetryPolicy(retries=2, backoff_s=0.02))
-        self.ckpt = Checkpointer(self.state, local, global_, SoloComm(), keep=2, meta=meta(cfg), **kw)
-        self.step = 0
-
-    def to(self, step: int, mode: str = "sync"):
-        while self.step < step:
-            self.step += 1
-            self.state.mutate(self.step)
-        return self.ckpt.checkpoint(step, mode)
-
-    def close(self):
-        self.ckpt.close()
-
-
-def _key(root: Path, tier: str, step: int) -> str:
-    m = Manifest.from_json((root / tier / manifest_key(step)).read_bytes())
-    return m.files[0].key
+from faulting import MIB, Run, _can_mount_tmpfs, _closed_port, _key, _one_line_exit_2, cfg, meta, tmpfs  # noqa: F401 - helpers and fixtures shared with tests/unit/
 
 
 def _s3_tier(bucket, url):
@@ -135,29 +82,6 @@ def test_s3_stays_down_checkpoint_stays_incomplete_then_resumes(cfg, s3_endpoint
     proxy.close()
     assert resumed.global_complete and _uploads(s3_endpoint, bucket) == []
     assert sorted(_s3_objects(s3_endpoint, bucket)) == sorted([manifest_key(2), _key(tmp_path, "local", 2)])
-
-
-def _can_mount_tmpfs(path: Path, size: str, opts: str = "") -> bool:
-    path.mkdir(parents=True, exist_ok=True)
-    rc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}{opts}", "tmpfs", str(path)],
-                        capture_output=True).returncode
-    return rc == 0
-
-
-@pytest.fixture
-def tmpfs(tmp_path):
-    """Mount tiny tmpfs filesystems (unmounted after the test); None where mounting is not permitted."""
-    mounted = []
-
-    def mount(name: str, size: str, opts: str = "") -> Path | None:
-        path = tmp_path / name
-        if not _can_mount_tmpfs(path, size, opts):
-            return None
-        mounted.append(path)
-        return path
-    yield mount
-    for path in mounted:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 def test_cli_local_disk_fills_up_mid_run(tmp_path, tmpfs):
@@ -256,22 +180,6 @@ def test_cli_s3_server_cut_mid_drain(s3_endpoint, tmp_path):
             assert len(body) == e.size and f"{crc32c.crc32c(body):08x}" == e.crc32c
     complete = res["modes"]["async"]["checkpoints"] - res["modes"]["async"]["incomplete"]
     assert complete >= 1 and res["load"]["ok"]
-
-
-def _one_line_exit_2(capsys, argv, out: Path, message: str) -> str:
-    rc = main(argv)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert rc == 2 and len(lines) == 1 and lines[0].startswith("ckpt-emu: error: "), err
-    assert message in lines[0], lines[0]
-    assert not out.exists()  # nothing written
-    return lines[0]
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_wrong_s3_credentials(tmp_path, capsys, aws_env):

@@ -12,14 +12,11 @@ import time
 from datetime import datetime
 from pathlib import Path
 import pytest
-from emu import ckpt_emu, free_port, refused, small_config
-
+from emu import ckpt_emu, free_port, small_config
+from mlperf_runs import SAVES, mlperf_config  # noqa: F401 - helpers and fixtures shared with tests/unit/
 
 
 GIB = 1 << 30
-
-
-SAVES = 3
 
 
 TS = "%Y-%m-%dT%H:%M:%S.%f"
@@ -41,11 +38,6 @@ def strict_json(path: Path):
     def refuse(token):
         raise ValueError(f"{path}: non-JSON constant {token}")
     return json.loads(Path(path).read_text(), parse_constant=refuse)
-
-
-def mlperf_config(tmp: Path, *, ranks: int = 8, local: bool = False, **checkpoint) -> Path:
-    return small_config(tmp, ranks=ranks, local=local,
-                        checkpoint={"protocol": "mlperf", "saves": SAVES, "loads": SAVES, **checkpoint})
 
 
 def load_cfg(tmp: Path):

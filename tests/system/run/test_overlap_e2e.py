@@ -4,14 +4,7 @@ from __future__ import annotations
 import os
 import tempfile
 import pytest
-from emu import ckpt_emu, refused, results, small_config
-from emulator.checkpoint.checkpointer import Checkpointer
-from emulator.config import load_config
-from emulator.rank.comm import SoloComm
-from emulator.workload.state import RankState
-from tiers.base import TierWrapper, unwrap
-from tiers.directory import DirTier
-from tiers.emulated import EmulatedTier
+from emu import ckpt_emu, results, small_config
 
 
 

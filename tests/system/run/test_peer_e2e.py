@@ -6,10 +6,8 @@ import random
 import shutil
 from pathlib import Path
 import crc32c
-import pytest
 import torch.multiprocessing as mp
-from emulator.checkpoint.placement import PeerLayout, holders, sources
-from emulator.errors import ConfigError
+from emulator.checkpoint.placement import PeerLayout
 
 
 

@@ -8,10 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-from emu import ckpt_emu, refused, results, small_config
-from emulator.checkpoint.broadcast_restore import dp_group
+from emu import ckpt_emu, results, small_config
 from emulator.config import load_config
-from emulator.errors import ConfigError
 
 
 

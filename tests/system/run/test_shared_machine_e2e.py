@@ -130,7 +130,7 @@ def test_a_second_users_links_at_the_names_a_run_makes_change_nothing_outside_it
 
 def test_a_run_leaves_other_processes_page_cache_alone_by_default(tmp_path):
     """12: a run's loads drop only the checkpoint files' pages (before: the whole host's, as root)."""
-    from test_shared_machine import _cached_file, cached_fraction
+    from pagecache import _cached_file, cached_fraction
     bystander = _cached_file(tmp_path / "another-jobs-file", 32 << 20)
     cfg = small_config(tmp_path, checkpoint={"saves": 1, "loads": 2})
     ckpt_emu("run", cfg, "--quiet", check=True, timeout=300)

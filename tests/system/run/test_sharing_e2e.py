@@ -5,9 +5,7 @@ import json
 import pytest
 from emu import ckpt_emu, results, run_two_agents, small_config
 from emulator.config import load_config
-from emulator.design import resolve, run_emulation
 from emulator.design.job import job_of
-from tiers.emulated import EmulateOptions
 
 
 

@@ -2,14 +2,9 @@
 from __future__ import annotations
 
 import json
-import math
-import subprocess
-import sys
 from pathlib import Path
 import pytest
-from paths import ROOT
 from emu import ckpt_emu, results, run_two_agents, small_config
-from emulator.planner import reference as planner
 
 
 

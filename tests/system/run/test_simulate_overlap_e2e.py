@@ -3,12 +3,7 @@ from __future__ import annotations
 
 import pytest
 from emu import run_yaml
-from simdesign import NodeGroup, design
-from emulator.config import load_config
-from emulator.design import resolve
-from emulator.simulation.model import JobModel, RunSpec
-from emulator.units import GIB
-from test_design import _simulate
+from emu import simulate_json as _simulate
 
 
 

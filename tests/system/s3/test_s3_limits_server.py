@@ -13,13 +13,11 @@ from emulator.checkpoint.drainer import Drainer
 from emulator.checkpoint.integrity import format_crc
 from emulator.checkpoint.layout import FileEntry, Manifest
 from emulator.checkpoint.retry import RetryPolicy
-from emulator.cli import main
 from tiers import s3_limits
-from tiers.base import OptionError, TierScope
+from tiers.base import TierScope
 from tiers.directory import DirTier
 from tiers.emulated import EmulatedTier, EmulateOptions
 from tiers.s3 import S3Tier
-from tiers.s3_limits import PrefixLimiter, RequestLimits, _Rates, prefix_of
 
 
 

@@ -219,7 +219,7 @@ def test_tune_prices_the_jobs_checkpoint_at_the_recommended_interval(tmp_path, m
     import copy
 
     import yaml
-    from test_tune import L405_SUBSET, _faked_tune
+    from tune_fakes import L405_SUBSET, faked_paced_tune
 
     from emulator.config import load_config
     from emulator.design import resolve
@@ -229,7 +229,7 @@ def test_tune_prices_the_jobs_checkpoint_at_the_recommended_interval(tmp_path, m
     path = tmp_path / "l405-s3.yaml"
     path.write_text(yaml.safe_dump(data))
     cfg = load_config(str(path), [f"run.out={tmp_path / 'out'}"])
-    tune_mod, runs = _faked_tune(monkeypatch)
+    tune_mod, runs = faked_paced_tune(monkeypatch)
     r = tune_mod.tune(cfg, accelerators=16384)
     put_class = get_class = 0
     for g in resolve(runs[0]).job.groups:  # every file of a group at its largest size

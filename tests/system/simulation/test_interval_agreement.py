@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import pytest
 import yaml
-from test_plan_design import LLAMA70B
+from level_results import LLAMA70B
 
 from emulator import planner
 from emulator.cli import main

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 import pytest
 from paths import ROOT
-from emu import ckpt_emu, results, run_two_agents, small_config
+from emu import ckpt_emu
 from emulator.planner import reference as planner
 
 

@@ -15,7 +15,6 @@ import pytest
 from bench.common import Params
 from bench.suite import BENCHMARKS, format_table, select
 from bench.worker import run as run_in_process
-from tiers import copycrc
 from paths import ROOT
 
 KEYS = ("ratio", "ours", "baseline", "unit", "min", "max", "pairs", "target", "met", "better", "ratio_is")

@@ -6,38 +6,13 @@ shared memory are; two torchrun agents on 127.0.0.1 are two nodes.
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-import time
-import uuid
-from pathlib import Path
 
 import pytest
-import yaml
 
 from emulator.checkpoint.schedule import Schedule
 from emulator.config import load_config
-from crashcheck import verify_dir_tier
-from emu import ckpt_emu, free_port, refused, results, run_two_agents, small_config
-from emulator.job.outdir import OutDir
-
-
-@pytest.fixture
-def shm():
-    """A fresh folder in host memory (tmpfs), removed afterwards."""
-    root = Path("/dev/shm") / f"ckpt-emu-test-{uuid.uuid4().hex[:8]}"
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def _levels(tmp: Path, shm: Path, *, ranks=2, memory=None, local=None, global_=None, **sections) -> Path:
-    tiers = {"memory": {"backend": "dir", "path": str(shm / "node{node}"), **(memory or {})},
-             "local": {"backend": "dir", "path": str(tmp / "local" / "node{node}"), **(local or {})},
-             "global": {"backend": "dir", "path": str(tmp / "global"), **(global_ or {})}}
-    return small_config(tmp, ranks=ranks, tiers=tiers, **sections)
+from emu import refused
+from level_runs import _levels, shm  # noqa: F401 - helpers and fixtures shared with tests/system/
 
 
 def test_schedule_takes_every_nth_checkpoint_nearest_tier_first():

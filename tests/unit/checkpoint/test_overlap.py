@@ -4,10 +4,9 @@ tier still holds at most keep + 1 checkpoints."""
 from __future__ import annotations
 
 import os
-import tempfile
 
 import pytest
-from emu import ckpt_emu, refused, results, small_config
+from emu import refused
 
 from emulator.checkpoint.checkpointer import Checkpointer
 from emulator.config import load_config

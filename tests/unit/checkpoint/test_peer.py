@@ -4,14 +4,8 @@ Placement is checked against hand-worked tables; the transport in a real job of
 2 "nodes" x 2 ranks (spawned processes, gloo on a file rendezvous): copies sent,
 a lost node's files fetched back from its holder, a chunk corrupted in flight refused.
 """
-import json
-import random
-import shutil
-from pathlib import Path
 
-import crc32c
 import pytest
-import torch.multiprocessing as mp
 
 from emulator.checkpoint.placement import PeerLayout, holders, sources
 from emulator.errors import ConfigError

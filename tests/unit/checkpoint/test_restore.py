@@ -8,11 +8,9 @@ tiers recovers every rank from the global tier.
 """
 import asyncio
 import shutil
-import tempfile
 
 import pytest
 import torch
-from emu import assert_file_holds_state, ckpt_emu, results, small_config
 from s3server import s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from emulator.checkpoint import layout

@@ -8,15 +8,9 @@ itself; a reader that cannot load a step makes every rank take the previous one.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import shutil
-from pathlib import Path
 
 import pytest
-import torch
-import torch.multiprocessing as mp
-from emu import ckpt_emu, refused, results, small_config
+from emu import refused, small_config
 
 from emulator.checkpoint.broadcast_restore import dp_group
 from emulator.config import load_config

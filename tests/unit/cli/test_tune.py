@@ -1,8 +1,7 @@
 """`ckpt-emu tune` end to end on a small config: measure, plan, confirm by emulation."""
-import json
 
 import pytest
-from emu import ckpt_emu, results, small_config
+from emu import small_config
 
 
 def test_tune_rejects_bad_target(tmp_path, capsys):
@@ -13,34 +12,10 @@ def test_tune_rejects_bad_target(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- the job's bytes (no torchrun)
 
+from tune_fakes import L405_SUBSET, paced  # noqa: E402,F401 - shared with tests/system/
+from tune_fakes import faked_paced_tune as _faked_tune  # noqa: E402
+
 GIB = 1 << 30
-L405_SUBSET = {  # docs/simulation.md's design: 8 ranks of TP group 0 stand for one node of the job
-    "extends": "llama3-405b-subset", "run": {"scale": 0.004}, "training": {"step_seconds": 62.5},
-    "checkpoint": {"interval_steps": 8, "saves": 3, "loads": 0},
-    "tiers": {"local": {"backend": "dir", "path": "/nonexistent/nvme",
-                        "emulate": {"write_gib_s": 6.0, "read_gib_s": 7.0, "shared_by": "node"}},
-              "global": {"backend": "dir", "path": "/nonexistent/pfs",
-                         "emulate": {"write_gib_s": 400.0, "read_gib_s": 800.0, "latency_ms": 1,
-                                     "shared_by": "job"}}}}
-
-
-def paced(cfg, **fake) -> dict:
-    """The rates the emulator paces the run's node at (emulator/design run_emulation), for tune_fakes."""
-    from emulator.design import run_emulation
-    local, glob = run_emulation(cfg, "local"), run_emulation(cfg, "global")
-    rates = {"local_bps": local.write_gib_s * GIB}
-    if glob is not None and glob.write_gib_s:
-        rates.update(global_bps=glob.write_gib_s * GIB, global_latency_s=glob.latency_ms / 1000)
-    else:  # a plain folder: as fast as this host (a made-up figure)
-        rates.update(global_bps=3 * GIB)
-    return {**rates, **fake}
-
-
-def _faked_tune(monkeypatch, **fake):
-    """(tune module, the configs its runs were of) with every emulation run replaced by tune_fakes'
-    results at the paced rates (``fake``: more of its keyword arguments)."""
-    from tune_fakes import faked_tune
-    return faked_tune(monkeypatch, lambda cfg: paced(cfg, **fake))
 
 
 def _config(tmp_path, data: dict):

@@ -90,7 +90,7 @@ def test_tune_refuses_a_job_no_layout_fills(tmp_path, monkeypatch):
 def test_tune_plans_every_tier_of_a_design_with_levels_and_confirms_it(tmp_path, monkeypatch):
     """Host memory, a peer copy, NVMe and global storage: tune's recommendation is every tier's every-N-th
     (the planner's, as `plan` gives it), and the confirmation run takes each tier at that interval."""
-    from test_plan_design import _levels
+    from level_results import described_levels as _levels
     cfg = load_config(_levels(tmp_path), [f"run.out={tmp_path / 'out'}", "run.scale=0.001"])
     tune_mod, runs = faked_tune(monkeypatch, lambda c: dict(local_bps=10e9, global_bps=10e9))
     r = tune_mod.tune(cfg, accelerators=16, mttf_hours=20_000)

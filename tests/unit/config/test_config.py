@@ -1,6 +1,4 @@
 """Config validation: every bad input is one clear line naming the key, exit status 2, nothing written."""
-import subprocess
-import sys
 
 import pytest
 

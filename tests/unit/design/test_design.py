@@ -2,17 +2,14 @@
 ``simulate``: vendors' units, each node's share of a shared global tier behind its NIC, bad input."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 
 import pytest
 import yaml
-from emu import refused, run_yaml
+from emu import refused
+from emu import simulate_json as _simulate
 
 from emulator.config import load_config
 from emulator.design import resolve, run_emulation
-from emulator.design.costs import copy_seconds
 from emulator.design.links import node_share
 from emulator.errors import UserError
 from emulator.units import GIB, parse_rate, parse_size
@@ -83,12 +80,6 @@ def test_the_nic_is_never_silently_unlimited(tmp_path):
     cfg = load_config(str(path))
     assert not cfg.design.nic_stated and cfg.design.nic_bps == pytest.approx(50 * GB)  # 400 Gb/s assumed
     assert run_emulation(cfg, "global").write_gib_s * GIB == pytest.approx(50 * GB)
-
-
-def _simulate(cfg_path: str, *args) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "emulator.cli", "simulate", cfg_path, "--days", "0.2", "--json", *args], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
 
 
 @pytest.mark.parametrize("nodes,nic,write", [(64, "400Gb/s", "4GB/s"),      # the aggregate binds

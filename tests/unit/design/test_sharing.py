@@ -8,10 +8,9 @@ Every bound below is the model's time (bytes / rate) with a generous margin, nev
 """
 from __future__ import annotations
 
-import json
 
 import pytest
-from emu import ckpt_emu, results, run_two_agents, small_config
+from emu import small_config
 
 from emulator.config import load_config
 from emulator.design import resolve, run_emulation

@@ -4,20 +4,13 @@ every dashboard query and every recording rule must return data."""
 from __future__ import annotations
 
 import importlib.util
-import json
-import re
-import signal
-import subprocess
 import sys
-import time
 
 import pytest
 import yaml
-from emu import results, small_config
 from prom import ROOT, finite, free_port, http_get, prometheus, require  # noqa: F401 - fixture
 
-from emulator.job.outdir import STOP as STOP_FILE
-from dashboards import DASHBOARD, GRAFANA, RULES, dashboard, multi_level, promtool, recording_rules, substitute, targets
+from dashboards import DASHBOARD, GRAFANA, RULES, dashboard, promtool, recording_rules, targets
 
 
 # --------------------------------------------------------------------------- static

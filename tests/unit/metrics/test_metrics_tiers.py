@@ -3,15 +3,10 @@ the new methods' values, label validation and which series exist when; then the 
 rules against a real Prometheus scraping a live ``Metrics`` fed by hand, healthy and broken."""
 from __future__ import annotations
 
-import re
-import shutil
-import threading
-import time
 
 import pytest
 from prom import Prometheus, finite, prometheus, shipped_config  # noqa: F401 - fixture
-from prometheus_client import CollectorRegistry, start_http_server
-from dashboards import dashboard, multi_level, recording_rules, substitute, targets
+from prometheus_client import CollectorRegistry
 
 from emulator import metrics as M
 from emulator.metrics import Metrics

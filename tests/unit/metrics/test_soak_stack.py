@@ -9,8 +9,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path, PurePosixPath
 
 import pytest

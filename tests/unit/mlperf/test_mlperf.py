@@ -7,27 +7,14 @@ rule and the strict JSON of a read-only run. DLIO's figures are recomputed here 
 """
 from __future__ import annotations
 
-import json
 import math
-import re
-import shutil
-import statistics
-import subprocess
-import sys
-import time
-from datetime import datetime
 from pathlib import Path
 
 import pytest
-from emu import ckpt_emu, free_port, refused, small_config
+from emu import ckpt_emu, refused, small_config
+from mlperf_runs import SAVES, mlperf_config  # noqa: F401 - helpers and fixtures shared with tests/system/
 
 GIB = 1 << 30
-SAVES = 3
-
-
-def mlperf_config(tmp: Path, *, ranks: int = 8, local: bool = False, **checkpoint) -> Path:
-    return small_config(tmp, ranks=ranks, local=local,
-                        checkpoint={"protocol": "mlperf", "saves": SAVES, "loads": SAVES, **checkpoint})
 
 
 @pytest.mark.parametrize("args, msg", [

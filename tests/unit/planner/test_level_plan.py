@@ -14,7 +14,6 @@ import json
 import pytest
 from emu import ckpt_emu
 from level_results import level_config as _config
-from level_results import level_results
 
 from emulator.config import load_config
 from emulator.design import resolve

@@ -21,7 +21,8 @@ from emulator.design.costs import (
 from emulator.planner.inputs import DesignLevels
 from emulator.planner.model import FailureRate, Level, LevelInputs, breakdown
 from emulator.simulation.calibrate import read_calibration
-from level_results import level_config, level_results
+from level_results import LLAMA70B, level_config, level_results  # noqa: F401 - LLAMA70B: tests/system/ too
+from level_results import described_levels as _levels
 
 GB = 1e9
 
@@ -30,26 +31,6 @@ def _write(tmp_path, data: dict, name: str = "design.yaml") -> str:
     path = tmp_path / name
     path.write_text(yaml.safe_dump(data))
     return str(path)
-
-
-def _levels(tmp_path, **extra) -> str:
-    """Llama 3 8B on 2 nodes: host memory, a peer copy, NVMe and global storage, each described once."""
-    data = {"extends": "llama3-8b", "training": {"step_seconds": 60.0}, "checkpoint": {"interval_steps": 5},
-            "tiers": {"memory": {"backend": "dir", "path": str(tmp_path / "shm")}, "peer": {"replicas": 1},
-                      "local": {"backend": "dir", "path": str(tmp_path / "local")},
-                      "global": {"backend": "dir", "path": str(tmp_path / "global")}},
-            "design": {"job": {"nodes": 2, "accelerators_per_node": 8},
-                       "node": {"memory": {"capacity": "512GiB", "write": "20GB/s", "read": "20GB/s"},
-                                "local": {"write": "10GB/s", "read": "10GB/s"}, "nic": "400Gb/s"},
-                       "global": {"write": "20GB/s", "read": "20GB/s"}}}
-    data.update(extra)
-    return _write(tmp_path, data)
-
-
-LLAMA70B = {  # the issue's 70B design: 128 nodes, a 200 Gb/s NIC, a 6 GB/s NVMe, a 100 GB/s object store
-    "extends": "llama3-70b-subset", "training": {"step_seconds": 10.0}, "checkpoint": {"interval_steps": 25},
-    "design": {"job": {"nodes": 128}, "node": {"local": {"write": "6GB/s", "read": "6GB/s"}, "nic": "200Gb/s"},
-               "global": {"write": "100GB/s", "read": "100GB/s", "latency_ms": 1}}}
 
 
 def _plan_json(capsys, *argv) -> dict:

@@ -7,7 +7,6 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
 from paths import ROOT
 
 #: what a path of this repository named in prose looks like: a top folder, then a file with an extension

@@ -12,16 +12,9 @@
 No absolute time is asserted: every tolerance is relative, or the runs' own spread.
 """
 import json
-import math
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from paths import ROOT
-from emu import ckpt_emu, results, run_two_agents, small_config
 
-from emulator.planner import reference as planner
 
 
 # --------------------------------------------------------------------------- real runs

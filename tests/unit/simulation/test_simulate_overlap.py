@@ -7,14 +7,12 @@ writes at 10 B/s: 1 s; drains at 1 B/s: 10 s; a 0.5 s snapshot), then one agreem
 against a real emulated run.
 """
 import pytest
-from emu import run_yaml
 from simdesign import NodeGroup, design
 
 from emulator.config import load_config
 from emulator.design import resolve
 from emulator.simulation.model import JobModel, RunSpec
 from emulator.units import GIB
-from test_design import _simulate
 
 ONE = [NodeGroup(1, 10, 10, 1)]
 

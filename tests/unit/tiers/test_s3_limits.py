@@ -3,23 +3,14 @@ rate answered with 503 SlowDown beyond it, the S3 tier's per-request backoff, an
 long as the limit says and still completes."""
 from __future__ import annotations
 
-import asyncio
-import os
-import time
 
-import crc32c
 import pytest
-from httpfaults import Rule, S3FaultProxy
 from s3server import s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from emulator.checkpoint import layout
-from emulator.checkpoint.drainer import Drainer
-from emulator.checkpoint.integrity import format_crc
-from emulator.checkpoint.layout import FileEntry, Manifest
-from emulator.checkpoint.retry import RetryPolicy
 from emulator.cli import main
 from tiers import s3_limits
-from tiers.base import OptionError, TierScope
+from tiers.base import OptionError
 from tiers.directory import DirTier
 from tiers.emulated import EmulatedTier, EmulateOptions
 from tiers.s3 import S3Tier
