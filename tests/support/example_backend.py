@@ -2,7 +2,7 @@
 
 ``FlatDirTier``: a backend that keeps every object as one file in a single
 folder (key "/" escaped), with one option. ``EveryNthFails``: a fault kind that
-makes every Nth request fail like a 503. Both are used by tests/test_extending.py,
+makes every Nth request fail like a 503. Both are used by tests/unit/project/test_extending.py,
 including a real ``ckpt-emu run`` that names the backend as ``example_backend:FlatDirTier``.
 """
 from __future__ import annotations

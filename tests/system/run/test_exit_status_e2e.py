@@ -1,5 +1,5 @@
 """A real design that misses its deadlines exits 1 under --fail-on-miss (the CI gate), and says what
-it missed; emulator/errors.py lists the statuses, tests/test_exit_status.py checks them in-process."""
+it missed; emulator/errors.py lists the statuses, tests/unit/cli/test_exit_status.py checks them in-process."""
 from __future__ import annotations
 
 from emu import ckpt_emu, results, small_config

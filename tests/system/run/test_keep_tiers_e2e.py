@@ -1,5 +1,5 @@
 """After a run, no checkpoint stays in host memory unless asked: tiers on tmpfs are emptied when
-the run ends, the report says so, and --keep-tiers keeps them (tests/test_keep_tiers.py: the rule)."""
+the run ends, the report says so, and --keep-tiers keeps them (tests/unit/tiers/test_keep_tiers.py: the rule)."""
 from __future__ import annotations
 
 import os

@@ -1,5 +1,5 @@
 """A run whose stderr is a file (nohup, CI) says it is alive: a soak of 60 s writes a progress line
-about every 10 s, with the share done and an ETA (tests/test_progress.py: the display itself)."""
+about every 10 s, with the share done and an ETA (tests/unit/launch/test_progress.py: the display itself)."""
 from __future__ import annotations
 
 import re

@@ -61,7 +61,7 @@ def test_lose_local_after_recovers_every_rank_from_global(node_loss_run):
 
 @pytest.fixture
 def s3_proxy(s3_endpoint):
-    """moto behind a proxy that counts requests (tests/httpfaults.py)."""
+    """moto behind a proxy that counts requests (tests/support/httpfaults.py)."""
     from httpfaults import S3FaultProxy
     proxy = S3FaultProxy(s3_endpoint)
     yield proxy

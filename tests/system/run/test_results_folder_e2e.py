@@ -1,5 +1,5 @@
 """A second run into the same --out keeps the first run's results (refused, exit 2, before it
-launches anything); tests/test_results_folder.py checks the rule in-process."""
+launches anything); tests/unit/job/test_results_folder.py checks the rule in-process."""
 from __future__ import annotations
 
 from emu import ckpt_emu, small_config

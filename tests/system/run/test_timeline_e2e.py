@@ -1,6 +1,6 @@
 """A real run's timeline.png shows the whole run: read back from the figure drawn from its
 results.json, every panel spans its own mode and holds a stall bar for every checkpoint record
-of every rank (tests/test_timeline_axes.py: the same on synthetic runs)."""
+of every rank (tests/unit/results/test_timeline_axes.py: the same on synthetic runs)."""
 from __future__ import annotations
 
 from collections import Counter

@@ -193,7 +193,7 @@ def test_a_bad_checksum_mode_is_one_line_and_exit_2(s3_endpoint, tmp_path):
 
 @pytest.fixture
 def https_endpoint(s3_endpoint, tmp_path, monkeypatch):
-    """The session's server behind TLS (tests/tlsproxy.py), its certificate trusted by boto3."""
+    """The session's server behind TLS (tests/support/tlsproxy.py), its certificate trusted by boto3."""
     import tlsproxy
     if not tlsproxy.available():
         pytest.skip("no openssl here to make a certificate for the HTTPS proxy")

@@ -1,7 +1,7 @@
 """Reproduction 4: for one 70B design, `plan`, `tune` and the simulator recommend the same interval.
 
 Today `plan` said 9.8 minutes async, `simulate --interval planner` every 80.6 s and `tune` 8.6 minutes: three
-models of one job. Now `plan` and `tune` run the one planner on the one design (tune: tests/test_tune_layout.py),
+models of one job. Now `plan` and `tune` run the one planner on the one design (tune: tests/unit/cli/test_tune_layout.py),
 over one grid its best cell sends checkpoints to global storage within one grid step as often as the best
 cell of a simulated sweep of the same grid (the same failures in every cell), and simulated gives up less
 than the noise against it. A short MTTF (2,000 h per accelerator: a failure every

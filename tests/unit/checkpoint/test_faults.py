@@ -5,7 +5,7 @@ SoloComm, real directory and S3 tiers), where a fault can be placed exactly;
 a few run the CLI end to end to prove the ``failures:``/``drain``/``checkpoint``
 config reaches the ranks and results.json. The bad-input table at the end
 covers the fault and retry keys and the environment (endpoints, credentials,
-disks) beyond tests/test_config.py.
+disks) beyond tests/unit/config/test_config.py.
 """
 from __future__ import annotations
 

@@ -239,7 +239,7 @@ CASES = [
     (["compare", "TMP/nope"], "compare: TMP/nope: no such file or folder"),
     (["compare", "TMP/bad.yaml"], "compare: TMP/bad.yaml: not valid JSON"),
     (["compare", "TMP/emptydir"], "no results.json (ours) or summary.json (DLIO) in or below it"),
-    # ---- no subcommand (`ckpt-emu` alone lists the commands: tests/test_cli_conventions.py)
+    # ---- no subcommand (`ckpt-emu` alone lists the commands: tests/unit/cli/test_cli_conventions.py)
     (["nosuch"], "argument COMMAND: invalid choice: 'nosuch'"),
 ]
 

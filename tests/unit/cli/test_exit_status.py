@@ -2,7 +2,7 @@
 them (under --fail-on-miss / run.fail_on_miss), 2 bad input, 3 a run that could not finish.
 
 In-process: the CLI with the launch replaced by a fake run that leaves a results folder, and the
-launcher's reading of torchrun's log. tests/test_exit_status_e2e.py runs a real design that misses."""
+launcher's reading of torchrun's log. tests/system/run/test_exit_status_e2e.py runs a real design that misses."""
 from __future__ import annotations
 
 import json

@@ -40,7 +40,7 @@ def test_tune_plans_the_jobs_checkpoint_not_nodes_times_one_node(tune_405b_subse
     nodes, not every node the measured one's bytes (2,048 x 98.5 = 201,819 GiB)."""
     from emulator.design import resolve
     tune_mod, cfg, runs = tune_405b_subset
-    # by hand: MLPerf's 5,292 GiB for 405B on 512 ranks (tests/test_sizing.py); DP stretched to 16,384 ranks
+    # by hand: MLPerf's 5,292 GiB for 405B on 512 ranks (tests/unit/kernel/test_sizing.py); DP stretched to 16,384 ranks
     # adds each extra rank's 5H fp32 optimizer pad (3 states x 4 bytes): 60 x 16,384 x 15,872 bytes = 14.5 GiB
     by_hand = 5292.0 * GIB + 60 * 16384 * (16384 - 512)
     r = tune_mod.tune(cfg, accelerators=16384, nodes=2048)

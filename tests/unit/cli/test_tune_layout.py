@@ -1,4 +1,4 @@
-"""`ckpt-emu tune` on the job's layout, planned by the one planner (the emulation runs faked, tests/tune_fakes.py).
+"""`ckpt-emu tune` on the job's layout, planned by the one planner (the emulation runs faked, tests/support/tune_fakes.py).
 
 Reproduction 1: `tune llama3-70b-subset --set design.job.nodes=128 --accelerators 1024 --nodes 128` kept the
 preset's TP8 DP8 layout for the node it measured (113.9 GiB instead of a node's 7.1 GiB of the 1,024-GPU

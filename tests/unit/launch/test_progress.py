@@ -1,6 +1,6 @@
 """Progress on long work (emulator/launch/progress.py): a plain line about every 10 s with the share
 done and an ETA where stderr is not a terminal; run, tune, simulate --sweep and the bench report
-through it. Fake clocks and files here; tests/test_progress_e2e.py checks a real run's log."""
+through it. Fake clocks and files here; tests/system/run/test_progress_e2e.py checks a real run's log."""
 from __future__ import annotations
 
 import io

@@ -3,7 +3,7 @@ Compose file (the Compose Specification's JSON schema; ``docker compose config``
 compose plugin is installed), it mounts the shipped files where they point at each other, its
 data stay out of the checkout, and the provisioning files have Grafana's documented format
 (https://grafana.com/docs/grafana/latest/administration/provisioning/). The dashboard's queries
-are checked against live runs in tests/test_grafana.py."""
+are checked against live runs in tests/unit/metrics/test_grafana.py."""
 from __future__ import annotations
 
 import importlib.util

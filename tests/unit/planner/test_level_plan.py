@@ -1,11 +1,11 @@
 """Planning multi-level checkpointing (issue 24) from a config: `plan`, `simulate` and `tune` on levels.
 
-- the CLI (plan's own report is tests/test_plan_design.py): simulate reports
+- the CLI (plan's own report is tests/unit/planner/test_plan_design.py): simulate reports
   every tier and class; the planner's intervals agree with the best cell of simulate --sweep over
   the same grid within one grid step; bad input is one line, exit 2, nothing written.
 No emulation runs here: every input is a config or a hand-written results.json
-(tests/test_simulate_calibrate.py). The design's figures per tier and class, by hand, are in
-tests/test_design_model.py and tests/test_simulate_design.py.
+(tests/unit/simulation/test_simulate_calibrate.py). The design's figures per tier and class, by hand, are in
+tests/unit/design/test_design_model.py and tests/unit/simulation/test_simulate_design.py.
 """
 from __future__ import annotations
 

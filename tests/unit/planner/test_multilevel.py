@@ -1,6 +1,6 @@
 """Multi-level checkpointing (issue 24): the first-order model by hand and against the planner. The
-simulator's side (the one SimPy model on the design) is in tests/test_simulate_design.py: its goodput
-against this model, and the planner's optimum against a simulated sweep (tests/test_level_plan.py)."""
+simulator's side (the one SimPy model on the design) is in tests/unit/simulation/test_simulate_design.py: its goodput
+against this model, and the planner's optimum against a simulated sweep (tests/unit/planner/test_level_plan.py)."""
 from __future__ import annotations
 
 

@@ -75,7 +75,7 @@ def test_each_class_recovers_at_its_own_cost(tmp_path):
 
 
 def test_a_classs_own_recovery_replaces_restart_plus_restore_in_the_model():
-    """(The simulator's recovery per class is its closed form: tests/test_simulate_design.py.)"""
+    """(The simulator's recovery per class is its closed form: tests/unit/simulation/test_simulate_design.py.)"""
     inp = LevelInputs(100.0, (Level("memory", 1, 1.0, 0.0, 5.0), Level("global", 4, 2.0, 10.0, 50.0)),
                       (FailureRate("process", 1e-4, "memory", recovery_s=30.0), FailureRate("group", 1e-5, "global")),
                       restart_s=600.0)
@@ -130,7 +130,7 @@ def test_flags_override_the_designs_figures(tmp_path, capsys):
 
 def test_plan_calibrate_plans_the_design_the_run_measured(tmp_path, capsys):
     """``plan CONFIG --calibrate RESULTS_JSON``: the design with the run's calibration
-    (emulator/simulation/calibrate.py; its own checks: tests/test_simulate_calibrate.py), whose
+    (emulator/simulation/calibrate.py; its own checks: tests/unit/simulation/test_simulate_calibrate.py), whose
     global copy at the 8 GB/s per node the run reached is slower than the design's 10, and whose
     measured recoveries stand for their classes."""
     cfg = level_config(tmp_path)

@@ -1,6 +1,6 @@
 """Issue 32's reproductions for `ckpt-emu plan`, through the command alone (each fails on the code before the
 one planner: it read `400Gb/s` as 400 GB/s, took the async stall as 10 % of the sync stall, and refused
-`plan FILE --accelerators N`). The planner's own checks: tests/test_planner.py, tests/test_plan_design.py."""
+`plan FILE --accelerators N`). The planner's own checks: tests/unit/planner/test_planner.py, tests/unit/planner/test_plan_design.py."""
 from __future__ import annotations
 
 import json

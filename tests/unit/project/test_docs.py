@@ -24,7 +24,7 @@ def test_readme_links_resolve_and_it_stays_short():
 
 
 def test_the_architecture_page_draws_every_package_in_layer_order():
-    """docs/architecture.md's tree lists emulator's packages top to bottom as tests/test_layering.py
+    """docs/architecture.md's tree lists emulator's packages top to bottom as tests/unit/project/test_layering.py
     enforces them: the picture and the rule cannot drift apart."""
     from test_layering import LAYERS
     text = (ROOT / "docs" / "architecture.md").read_text()

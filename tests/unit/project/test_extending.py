@@ -1,5 +1,5 @@
 """docs/extending.md, checked by doing it: the example backend and fault kind in
-tests/example_backend.py use only the documented steps."""
+tests/support/example_backend.py use only the documented steps."""
 from __future__ import annotations
 
 import asyncio

@@ -1,7 +1,7 @@
 """The timeline shows the whole run: every panel spans its own mode (a shorter baseline must not cut
 the others off), in the design's time (measured / scale) with the measured seconds on top, and
 stays readable with many ranks or checkpoints. The drawn axes and bars are read back from the
-figure; tests/test_timeline_e2e.py does it against a real run's records."""
+figure; tests/system/run/test_timeline_e2e.py does it against a real run's records."""
 from __future__ import annotations
 
 import pytest

@@ -3,7 +3,7 @@ each tier's copy and restore rate per node, the snapshot rate, the fixed costs c
 measured recoveries, the run's pacing; and what the design makes of them.
 
 A results.json written by hand in the shape a run with levels writes (memory, a peer, NVMe, global:
-one node of 8 ranks at scale 0.01); no emulation runs (tests/test_simulate.py and test_levels.py
+one node of 8 ranks at scale 0.01); no emulation runs (tests/unit/simulation/test_simulate.py and test_levels.py
 calibrate by real runs).
 """
 from __future__ import annotations

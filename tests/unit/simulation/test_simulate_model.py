@@ -1,7 +1,7 @@
 """The simulator's parts against hand-computed answers: fair sharing, node groups, the async
 pipeline, lost work per restore tier, accounting, traces, sizing.
 
-Fast (no emulation runs); tests/test_simulate.py checks the whole against real runs,
+Fast (no emulation runs); tests/unit/simulation/test_simulate.py checks the whole against real runs,
 the closed forms and Llama 3's field data.
 """
 import math
