@@ -36,8 +36,9 @@ def test_a_baseline_mode_runs_first_and_every_mode_is_measured_against_it(sleep_
         assert m["interference_ratio"] == pytest.approx(m["slowdown_ratio"] - m["stall_share_ratio"])
     sync, asyn = res["modes"]["sync"], res["modes"]["async"]
     assert sync["slowdown_ratio"] > asyn["slowdown_ratio"] > -0.05
-    # compute that sleeps leaves the host free: background work barely slows the steps
-    assert abs(sync["interference_ratio"]) < 0.06 and abs(asyn["interference_ratio"]) < 0.06, (sync, asyn)
+    # checkpointing never speeds the steps up (how much it slows them on a loaded host is the host's:
+    # test_cpu_bound_steps_show_interference compares it)
+    assert sync["interference_ratio"] > -0.06 and asyn["interference_ratio"] > -0.06, (sync, asyn)
 
 
 def test_overhead_agrees_with_the_timeline_events(sleep_run):
