@@ -33,6 +33,7 @@ from emulator.checkpoint.retry import Abandoned, RetryPolicy, retrying
 from emulator.checkpoint.tally import Tally
 from emulator.metrics import NULL_METRICS
 from tiers.base import Tier
+from tiers.emulated import anchored_at
 
 
 #: read-back chunk of the checksum verification: up to ``concurrency`` of them are in memory at once
@@ -149,8 +150,8 @@ class Drainer:
         buffer (no second copy of the file in memory); length None if the copy is missing. A
         size that differs from the entry's is known before a byte is read where the tier says it,
         and no more than the entry's size is ever read (a longer copy reads as one byte longer)."""
-        try:
-            with self.dest.open_read(entry.key) as fh:
+        try:  # after its copy: booked from now, not from the drain's start (its phase anchor)
+            with anchored_at(None), self.dest.open_read(entry.key) as fh:
                 known = reader_size(fh)
                 if known is not None and known != entry.size:
                     return "", known

@@ -66,6 +66,8 @@ class Calibration:
     paced: dict = field(default_factory=dict)
     #: what each retention request took beyond its tier's latency (the host's file operations)
     retention_request_s: float = 0.0
+    #: the run's run.dilation: ``--as-run`` paces the run as it ran, its designed rates / this
+    dilation: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -209,10 +211,11 @@ def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None 
             snapshot_bps: float | None = None, mttf_hours: float | None = None,
             node_loss_fraction: float | None = None, group_loss_fraction: float | None = None,
             restart_s: float | dict | None = None, base_interval_s: float | None = None,
-            as_run: bool = False) -> Design:
+            as_run: bool = False, dilation: float | None = None) -> Design:
     """The design of ``cfg``, with a calibration and the commands' overrides (None: the config's).
     ``as_run``: the run of ``cfg`` itself, its ``emulated_nodes`` nodes at ``run.scale`` paced as the
-    run paced them (``simulate --as-run``: the model checked against an emulated run)."""
+    run paced them at its ``dilation`` (else the calibration's, else run.dilation's; ``simulate
+    --as-run``: the model checked against an emulated run)."""
     sources, notes = {}, list(calibration.notes) if calibration is not None else []
     job = job_of(cfg, nodes=nodes, accelerators_per_node=accelerators_per_node, emulated_nodes=emulated_nodes)
     paced = {name: pacing(cfg, name, job) for name in cfg.tiers.configured()}
@@ -225,6 +228,11 @@ def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None 
         notes.append("design.node.nic: not given; assumed 400Gb/s per node")
     first = next((t for t in links.tiers if t != "peer"), None)
     links = _calibrated(links, calibration, sources, notes, paced, first)
+    snapshot = _snapshot(cfg, snapshot_bps, calibration, sources, notes)
+    if as_run:
+        factor = _run_dilation(cfg, calibration, dilation)
+        links, snapshot = as_paced_here(links, paced, factor, cfg.run.scale * factor), \
+            _snapshot_as_run(cfg, snapshot, factor)
     for name, t in links.tiers.items():
         sources.setdefault(f"{name}_write", t.source)
     fm = failure_model(cfg.design.failures if cfg.design is not None else None, job.accelerators,
@@ -236,8 +244,7 @@ def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None 
         raise UserError("the base interval is 0 (training.step_seconds is 0): give an interval")
     cal = calibration or Calibration()
     return Design(job=job, links=links, ladder=ladder_of(cfg), failures=fm,
-                  snapshot=_snapshot(cfg, snapshot_bps, calibration, sources, notes),
-                  modes=tuple(cfg.checkpoint.modes), base_interval_s=interval,
+                  snapshot=snapshot, modes=tuple(cfg.checkpoint.modes), base_interval_s=interval,
                   replicas=cfg.tiers.peer.replicas if cfg.tiers.peer is not None else 0,
                   restore_readers=cfg.checkpoint.restore_readers, drain_concurrency=cfg.drain.concurrency,
                   verify=cfg.drain.verify, async_waits_for=cfg.checkpoint.async_waits_for,
@@ -245,6 +252,41 @@ def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None 
                   interference_share=cal.interference_share,
                   measured_recovery_s={} if as_run else dict(cal.recovery_s),
                   sources=sources, notes=tuple(notes), retention_request_s=cal.retention_request_s, as_run=as_run)
+
+
+def _run_dilation(cfg, calibration: Calibration | None, dilation: float | None) -> float:
+    """The dilation the run of ``cfg`` ran at: given, else its results' (a calibration), else its config's."""
+    if dilation:
+        return dilation
+    if calibration is not None and calibration.source:
+        return calibration.dilation
+    if cfg.run.dilation.factor is None:
+        raise UserError("--as-run: the run chose its dilation (run.dilation: auto); give --calibrate "
+                        "RESULTS_JSON of that run, or --set run.dilation=D as it ran")
+    return cfg.run.dilation.factor
+
+
+def as_paced_here(links: NodeLinks, paced: dict, factor: float, time_factor: float) -> NodeLinks:
+    """The links as a run at run.dilation ``factor`` paces them: each tier it paced (``paced``:
+    emulator/design/links.py ``pacing``) at its rates / the factor, every request latency x the time
+    factor (emulator/job/rank_tiers.py ``paced`` does the same to the run's tiers); the NIC too."""
+    tiers = {}
+    for name, t in links.tiers.items():
+        if (paced.get(name) or (None,))[0] is None:
+            tiers[name] = t  # not paced: as fast as the host, whatever the dilation
+            continue
+        slow = 1 / factor
+        tiers[name] = replace(t, write=t.write.scaled(slow), drain=t.drain.scaled(slow),
+                              read=t.read and t.read.scaled(slow), latency_s=t.latency_s * time_factor)
+    return replace(links, tiers=tiers, nic_bps=links.nic_bps / factor)
+
+
+def _snapshot_as_run(cfg, snapshot: Snapshot, factor: float) -> Snapshot:
+    """The snapshot as the run paced it: where the design states its rate, / the factor, its fixed
+    cost x the time factor; otherwise the host's copy, as measured."""
+    if cfg.design is None or not cfg.design.snapshot.stated:
+        return snapshot
+    return Snapshot(snapshot.rate_bps / factor, snapshot.fixed_s * cfg.run.scale * factor)
 
 
 def _overridden(links: NodeLinks, global_write_bps: float | None, nic_bps: float | None) -> NodeLinks:

@@ -7,7 +7,9 @@ recovery, all from the design's closed forms (emulator/design/costs.py), for one
   (the copies before it that take the same checkpoint, one after another), and each background copy
   costs training the design's interference share of its time (a calibration measures it; 0 without);
 - **classes**: process, node and group at the design's rates, each recovering from the nearest tier
-  that survives it, at its detection, restart or replacement and restore (``costs.recovery_seconds``).
+  that survives it, at its detection, restart or replacement and restore (``costs.recovery_seconds``);
+- **retention**: after each checkpoint the oldest one is deleted (``costs.retention_seconds``), and
+  the next checkpoint waits for it.
 
 A cell is a base interval and an ``every`` per tier: a tier's lag depends on which of the tiers
 before it take the same checkpoints, so every cell gets its own lags (cached: a few per tier).
@@ -32,6 +34,7 @@ class DesignLevels:
         self.restore_s = {n: costs.restore_seconds(design, n) for n in self.names}
         self.classes = tuple(FailureRate(c, design.failures.rate(c), design.recovery_tier(c),
                                           costs.recovery_seconds(design, c)) for c in CLASSES)
+        self.retention_s = costs.retention_seconds(design)
         self._lags: dict = {}
 
     @property
@@ -66,4 +69,4 @@ class DesignLevels:
     def inputs(self, base_interval_s: float | None = None, every: dict | None = None) -> LevelInputs:
         """The cell (``base_interval_s``, ``every``); None: the design's own."""
         t = self.design.base_interval_s if base_interval_s is None else base_interval_s
-        return LevelInputs(t, self.levels(every), self.classes)
+        return LevelInputs(t, self.levels(every), self.classes, retention_s=self.retention_s)

@@ -16,7 +16,9 @@ cost R_c (detection, restart or replacement, and the restore from that level)::
     S    = sum_l s_l / e_l                       mean stall per base checkpoint
     S_l  = sum_j s_j e_l / lcm(e_j, e_l)         mean stall of a checkpoint that goes to l
     W_l  = max(0, S_l + d_l - e_l T)             wait for l's previous copy (staging reuse)
-    P    = T + sum_l W_l / e_l                   mean period between base checkpoints
+    W_R  = mean_n max(0, S_n + d_n + R - T)      wait for checkpoint n's retention R (d_n: the lag
+                                                 of the farthest level n goes to)
+    P    = T + sum_l W_l / e_l + W_R             mean period between base checkpoints
     f    = (T - S) / P                           working fraction between failures
     L_c  = R_c + e_l(c) P / 2 + d_l(c)          per failure: recovery, lost work
     G    = f * max(0, 1 - sum_c lambda_c L_c)
@@ -94,12 +96,17 @@ class LevelInputs:
     levels: tuple
     classes: tuple
     restart_s: float = 0.0
+    #: after each checkpoint's last copy, its retention (the oldest one deleted), which the next
+    #: checkpoint waits for
+    retention_s: float = 0.0
 
     def __post_init__(self):
         if not (math.isfinite(self.base_interval_s) and self.base_interval_s > 0):
             raise ValueError(f"base_interval_s must be > 0, got {self.base_interval_s!r}")
-        if not (math.isfinite(self.restart_s) and self.restart_s >= 0):
-            raise ValueError(f"restart_s must be >= 0, got {self.restart_s!r}")
+        for key in ("restart_s", "retention_s"):
+            v = getattr(self, key)
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{key} must be >= 0, got {v!r}")
         names = [lv.name for lv in self.levels]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"levels must be one or more, with distinct names: {names}")
@@ -163,7 +170,7 @@ def breakdown(inputs: LevelInputs) -> Breakdown:
     T, levels = inputs.base_interval_s, inputs.levels
     mean_stall = sum(lv.stall_s / lv.every for lv in levels)
     waits = [max(0.0, _co_stall(levels, lv) + lv.lag_s - lv.every * T) for lv in levels]
-    period = T + sum(w / lv.every for w, lv in zip(waits, levels))
+    period = T + sum(w / lv.every for w, lv in zip(waits, levels)) + _retention_wait(inputs)
     working = max(0.0, T - mean_stall) / period
     costs, failing = [], 0.0
     for k, (c, i) in enumerate(zip(inputs.classes, recovery_levels(inputs))):
@@ -174,6 +181,21 @@ def breakdown(inputs: LevelInputs) -> Breakdown:
         costs.append(ClassCost(c.name, lv.name, working * recovery, working * lost))
     return Breakdown(working * max(0.0, 1.0 - failing), mean_stall / period, (period - T) / period,
                      period, tuple(costs))
+
+
+def _retention_wait(inputs: LevelInputs) -> float:
+    """The mean wait of a checkpoint for the previous one's retention (W_R): checkpoint n ends when its
+    copy to the farthest level it goes to is durable, then its retention runs, then n + 1 may start."""
+    if inputs.retention_s <= 0:
+        return 0.0
+    levels, T = inputs.levels, inputs.base_interval_s
+    cycle = math.lcm(*(lv.every for lv in levels))
+    total = 0.0
+    for n in range(1, cycle + 1):
+        taking = [lv for lv in levels if n % lv.every == 0] or [levels[0]]
+        done = sum(lv.stall_s for lv in taking) + max(lv.lag_s for lv in taking)
+        total += max(0.0, done + inputs.retention_s - T)
+    return total / cycle
 
 
 def _co_stall(levels, lv: Level) -> float:

@@ -13,7 +13,7 @@ whichever is longer, and each tier but the nearest every 1, 2, 4 ... 64th checkp
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from emulator.design import costs
 from emulator.planner.inputs import DesignLevels
@@ -61,7 +61,7 @@ def search(levels: DesignLevels, grid: Grid, keep=None) -> Search:
     for every in grid.combos(levels.names, levels.every):
         lv = levels.levels(every)
         for k, t in enumerate(intervals):
-            cell = evaluate(LevelInputs(t, lv, levels.classes))
+            cell = evaluate(LevelInputs(t, lv, levels.classes, retention_s=levels.retention_s))
             if per_interval[k] is None or cell.goodput > per_interval[k].goodput:
                 per_interval[k] = cell
             if keep is not None and keep(cell) and (kept is None or cell.goodput > kept.goodput):
@@ -82,7 +82,7 @@ def _refined(cell: Cell, lo: float, hi: float, iterations: int = 40) -> Cell:
         return cell
 
     def at(log_t: float) -> Cell:
-        return evaluate(LevelInputs(math.exp(log_t), cell.inputs.levels, cell.inputs.classes))
+        return evaluate(replace(cell.inputs, base_interval_s=math.exp(log_t)))
     a, b = math.log(lo), math.log(hi)
     c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
     fc, fd = at(c), at(d)

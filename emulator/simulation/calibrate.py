@@ -76,6 +76,8 @@ class RunFigures:
     recoveries: dict = field(default_factory=dict)
     #: tier -> {"seconds": a restore from it alone, slowest rank, "node_bytes"} (``restore_by_tier``)
     tier_restores: dict = field(default_factory=dict)
+    #: the run's run.dilation D: a paced transfer ran at the design's rate / D (1: a run before dilation)
+    dilation: float = 1.0
 
 
 def read_results(path: str) -> RunFigures:
@@ -87,7 +89,8 @@ def read_results(path: str) -> RunFigures:
     ``rank``, ``node``, ``stall_s``, ``wait_s``, ``snapshot_s``, ``local_write_s``, ``drain_s``,
     ``complete_s``, ``file_bytes``, ``written_to``, ``missed``, ``global_complete``, ``error``,
     ``due`` and ``tiers.<tier>.seconds``; ``recoveries[]`` (``class``, ``seconds_full_size``,
-    ``served_by``); ``restore_by_tier.<tier>`` (``ok``, ``seconds``, ``node_bytes``); whether it has
+    ``served_by``); ``restore_by_tier.<tier>`` (``ok``, ``seconds``, ``node_bytes``); ``dilation.factor``;
+    whether it has
     ``step_seconds`` (its step time followed the scale); with a baseline, ``baseline.step_wall_s``
     and ``modes.<mode>.interference_ratio``. Durations are at the run's scale, as its bytes are: the
     ``full_size`` figures are not read (see the module docstring). Modes without checkpoints (the
@@ -112,9 +115,10 @@ def read_results(path: str) -> RunFigures:
                                         "served_by": dict(x["served_by"])} for x in raw.get("recoveries") or []}
         restores = {str(k): {"seconds": float(v["seconds"]), "node_bytes": int(v["node_bytes"])}
                     for k, v in (raw.get("restore_by_tier") or {}).items() if v.get("ok") and "node_bytes" in v}
+        dilation = float((raw.get("dilation") or {}).get("factor") or 1.0)
         return RunFigures(str(path), cfg, int(raw["nodes"]), int(raw["ranks"]), records, steps, recovery,
                           time_scaled="step_seconds" in raw, interference_s=_interference(raw, records),
-                          recoveries=recoveries, tier_restores=restores)
+                          recoveries=recoveries, tier_restores=restores, dilation=dilation)
     except ConfigError as exc:
         raise UserError(f"{where}: its config does not load: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -226,8 +230,11 @@ class _Calibrating:
     def __init__(self, fig: RunFigures, mode: str | None):
         self.fig, self.run = fig, fig.config
         self.st = _Steps(fig, mode)
-        self.design = resolve(self.run, emulated_nodes=fig.nodes, as_run=True)  # the run, as it ran
-        self.cal = Calibration(source=fig.source)
+        # the run, as it ran: its bytes, its latencies (x the time factor)
+        self.design = resolve(self.run, emulated_nodes=fig.nodes, as_run=True, dilation=fig.dilation)
+        self.cal = Calibration(source=fig.source, dilation=fig.dilation)
+        job = job_of(self.run, emulated_nodes=fig.nodes)
+        self.paced = {name: pacing(self.run, name, job) for name in self.run.tiers.configured()}
         self.node_bytes = self.st.node_bytes(self.st.steps[0])
         self.file_bytes = max(r.file_bytes for recs in self.st.steps for r in recs)
 
@@ -245,9 +252,12 @@ class _Calibrating:
             self.cal.notes.append(f"{tier} {what}: {seconds * 1000:.1f} ms measured is no more than its requests "
                                   f"({requests_s * 1000:.1f} ms): not calibrated, the design's rate stands")
             return
-        into[tier] = nbytes / moving
+        # a paced transfer ran at the design's rate / D: at full size it is D times what it reached here
+        dilated = self.fig.dilation if (self.paced.get(tier) or (None,))[0] is not None else 1.0
+        into[tier] = nbytes / moving * dilated
         self.cal.notes.append(f"{tier} {what}: {seconds * 1000:.1f} ms measured ({requests_s * 1000:.1f} ms of it "
-                              f"requests) for {_mib(nbytes)} per node -> {into[tier] / 1e9:.4g} GB/s per node")
+                              f"requests) for {_mib(nbytes)} per node -> {into[tier] / 1e9:.4g} GB/s per node"
+                              + (f" (x {dilated:g}, the run's dilation)" if dilated != 1 else ""))
 
     def copies(self) -> None:
         st, d = self.st, self.design
@@ -318,7 +328,8 @@ class _Calibrating:
                              "its rates hold, its step time is its own (only --as-run uses it)")
         stage = st.mean(st.staging)
         if stage and stage > 0:
-            cal.snapshot_bps = self.file_bytes / stage
+            stated = self.run.design is not None and self.run.design.snapshot.stated  # paced, / D
+            cal.snapshot_bps = self.file_bytes / stage * (fig.dilation if stated else 1.0)
             cal.notes.append(f"staging (the stall before the pipeline): {stage * 1000:.2f} ms for the largest rank's "
                              f"{_mib(self.file_bytes)} -> {cal.snapshot_bps / 1e9:.4g} GB/s per accelerator")
         self.copies()
@@ -326,8 +337,7 @@ class _Calibrating:
         self.fixed()
         cal.recovery_s = {c: v["seconds_full_size"] for c, v in fig.recoveries.items() if v["seconds_full_size"] > 0}
         cal.interference_share = interference_share(fig, st.mode or "async")
-        job = job_of(self.run, emulated_nodes=fig.nodes)
-        cal.paced = {name: pacing(self.run, name, job) for name in self.run.tiers.configured()}
+        cal.paced = self.paced
         return cal
 
 

@@ -42,11 +42,11 @@ def level_config(tmp: Path, *, peer=True, modes=("sync", "async"), **tiers) -> P
     return path
 
 
-def level_results(tmp: Path, cfg_path: Path, *, missed_wait: float = 0.0) -> Path:
+def level_results(tmp: Path, cfg_path: Path, *, missed_wait: float = 0.0, dilation: float = 1.0) -> Path:
     """The results.json of a one-node run of ``cfg_path`` at scale 0.01, by hand: every checkpoint to
     every tier (memory first), the stages of :data:`STAGES`, a restore from each tier alone, a crash and
     a group loss recovered (their full-size seconds), and in async mode one checkpoint that waited
-    ``missed_wait`` for the previous retention."""
+    ``missed_wait`` for the previous retention. ``dilation``: the run's run.dilation (its times as written)."""
     cfg = load_config(str(cfg_path), [f"run.scale={SCALE}"])
     due = ["memory", "peer", "local", "global"]
     work = sum(STAGES.values())
@@ -62,6 +62,7 @@ def level_results(tmp: Path, cfg_path: Path, *, missed_wait: float = 0.0) -> Pat
     records = [record(m, 5 * (i + 1), r, missed=m == "async" and i == 2 and missed_wait > 0)
                for m in ("sync", "async") for i in range(3) for r in range(FILES)]
     raw = {"config": cfg.to_dict(), "nodes": 1, "ranks": FILES, "step_seconds": {"full_size": 60.0},
+           "dilation": {"factor": dilation, "auto": True}, "time_factor": SCALE * dilation,
            "modes": {m: {"training_wall_s": 10.0, "stall_total_s": 0.1, "steps": 15} for m in ("sync", "async")},
            "load": {"recovery_mean_s_by_tier": {}},
            "per_rank": [{"rank": r, "node": 0, "records": [x for x in records if x["rank"] == r]}

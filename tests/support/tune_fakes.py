@@ -21,7 +21,8 @@ def fake_results(cfg, *, local_bps: float, global_bps: float, global_latency_s: 
     scale, ranks, saves = cfg.run.scale, cfg.parallelism.active_ranks, cfg.checkpoint.saves
     files = [int(rank_size(cfg.model, cfg.parallelism, r).total_bytes * scale) for r in range(ranks)]
     snapshot = max(files) / snapshot_bps
-    requests = 2 * math.ceil(ranks / cfg.drain.concurrency) * global_latency_s
+    # a request's latency is paced at the time factor, as the bytes are (docs/time-dilation.md)
+    requests = 2 * math.ceil(ranks / cfg.drain.concurrency) * global_latency_s * cfg.time_factor
     local = sum(files) / local_bps
     readback = max(files) / global_bps if cfg.drain.verify == "checksum" else 0.0  # the last file's, after its copy
     drain = sum(files) / global_bps + requests + readback

@@ -25,7 +25,8 @@ def test_run_and_simulate_agree_on_a_design(tmp_path):
                       "node": {"local": {"write": "2GB/s", "read": "2GB/s"}, "nic": "400Gb/s"},
                       "global": {"write": "0.05GiB/s", "read": "0.1GiB/s"}}}
     path, res = run_yaml(cfg, tmp_path, timeout=500)
-    sim = _simulate(str(path), "--as-run", "--out", str(tmp_path / "sim"))
+    sim = _simulate(str(path), "--as-run", "--set", f"run.dilation={res['dilation']['factor']}",
+                    "--out", str(tmp_path / "sim"))  # as it ran: at its dilation
     emulated, simulated = res["modes"]["sync"], sim["modes"]["sync"]
     node_bytes = sum(r["records"][0]["file_bytes"] for r in res["per_rank"])
     assert simulated["peak_backlog_bytes"] == pytest.approx(node_bytes, rel=0.01)

@@ -66,6 +66,7 @@ def test_a_job_rate_is_split_among_the_modelled_jobs_nodes(tmp_path):
     # simulated as run from the config alone: the node gets the share the run gave it, not the whole R
     sim = json.loads(ckpt_emu("simulate", cfg, "--as-run", "--nodes", 1, "--accelerators-per-node", 2,
                               "--set", "tiers.local.emulate.write_gib_s=100",  # simulate needs a local rate
+                              "--set", f"run.dilation={res['dilation']['factor']}",  # as it ran
                               "--json", "--out", tmp_path / "sim2", check=True).stdout)
     model = sum(sizes.values()) / len(sizes) / (rate / job_nodes * GIB)  # the node's bytes at R / 4
     assert sim["modes"]["sync"]["drain_mean_s"] == pytest.approx(model, rel=0.1), (sim["modes"]["sync"], model)

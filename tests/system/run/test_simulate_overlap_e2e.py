@@ -26,7 +26,8 @@ def test_run_and_simulate_agree_with_local_write(tmp_path):
                                "nic": "400Gb/s"},
                       "global": {"write": "0.003GiB/s", "read": "0.1GiB/s"}}}
     path, res = run_yaml(cfg, tmp_path, timeout=500)
-    simulated = _simulate(str(path), "--as-run", "--out", str(tmp_path / "sim"))["modes"]["async"]
+    simulated = _simulate(str(path), "--as-run", "--set", f"run.dilation={res['dilation']['factor']}",
+                          "--out", str(tmp_path / "sim"))["modes"]["async"]
     emulated = res["modes"]["async"]
     assert emulated["deadline_misses"] == simulated["deadline_misses"] >= 1
     assert simulated["local_write_mean_s"] == pytest.approx(emulated["local_write_mean_s"], rel=0.3)

@@ -116,17 +116,17 @@ def _node_share(runs) -> float:
 
 
 def test_tune_does_not_divide_fixed_costs_by_the_scale(tmp_path, monkeypatch):
-    """A drain's requests (20 ms each, 2 per file, 2 waves of 4 files) cost the same at any scale: at full
-    size the drain is its bytes' time / scale plus the requests once, not the whole measured time / scale
-    (which turns 80 ms of requests into 160 s)."""
+    """A drain's requests (20 ms each, 2 per file, 2 waves of 4 files) are paced at the time factor: at full
+    size the drain is its bytes' time / scale plus the requests at their latency, not the requests' time
+    counted as bytes."""
     from tune_fakes import fake_results
     cfg = _config(tmp_path, {**SLOW_REQUESTS, "drain": {"verify": "size"}})  # no read-back after the copy
     tune_mod, runs = _faked_tune(monkeypatch)
     r = tune_mod.tune(cfg, accelerators=16384)
     m, scale = r["measured"], cfg.run.scale
     rec = fake_results(runs[0], **paced(runs[0]))["per_rank"][0]["records"][0]
-    requests = 2 * 2 * 0.020
-    drain = (rec["drain_s"] - requests) / scale * _node_share(runs) + requests
+    requests = 2 * 2 * 0.020  # at full size; the run paced each at the time factor, as its bytes
+    drain = (rec["drain_s"] - requests * runs[0].time_factor) / scale * _node_share(runs) + requests
     assert m["drain_s"] == pytest.approx(drain, rel=0.02), (m["drain_s"], drain, rec["drain_s"] / scale)
 
 

@@ -99,7 +99,7 @@ def test_the_run_itself_as_a_design(tmp_path):
     the job's global storage (4 nodes draining at once: 1 GB/s each, under the NIC)."""
     cfg = _cfg(tmp_path, {"extends": "llama3-8b", "parallelism": {"ranks": 2}, "run": {"scale": 0.001},
                           "tiers": _tiers(tmp_path, "local"), "design": DESIGN})
-    full, run = resolve(cfg), resolve(cfg, as_run=True)
+    full, run = resolve(cfg), resolve(cfg, as_run=True, dilation=1.0)
     assert run.as_run and run.job.nodes == 1 and run.job.groups[0].files == 2
     assert run.job.groups[0].node_bytes == pytest.approx(full.job.emulated[0].node_bytes * 0.001, abs=1)
     assert run.link("global").drain.node_rate(1) == pytest.approx(1e9)
@@ -145,7 +145,7 @@ def test_a_knobs_capacity_counts_a_runs_bytes_and_the_design_the_jobs(tmp_path):
                       "global": {"backend": "dir", "path": str(tmp_path / "pfs")}}}
     cfg = _cfg(tmp_path, data)
     assert resolve(cfg).link("local").capacity_bytes == pytest.approx(200 * GIB, rel=1e-9)
-    assert resolve(cfg, as_run=True).link("local").capacity_bytes == pytest.approx(2 * GIB, rel=1e-9)
+    assert resolve(cfg, as_run=True, dilation=1.0).link("local").capacity_bytes == pytest.approx(2 * GIB, rel=1e-9)
 
 
 def test_a_tier_whose_reads_have_no_rate_restores_at_what_a_run_read(tmp_path):

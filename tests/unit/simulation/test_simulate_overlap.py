@@ -88,7 +88,7 @@ def test_the_design_carries_the_wait_and_the_device(duplex):
         "design.job.nodes=1", "design.job.accelerators_per_node=2",
         "design.node.local.write=2GiB/s", "design.node.local.read=0.5GiB/s",
         f"design.node.local.duplex={str(duplex).lower()}", "design.global.write=1GiB/s"])
-    d = resolve(cfg, as_run=True)
+    d = resolve(cfg, as_run=True, dilation=1.0)
     assert d.async_waits_for == "local_write"
     local = d.link("local")
     if duplex:
