@@ -304,7 +304,8 @@ def test_node_bucket_shared_by_two_processes(tmp_path):
         p.join(timeout=60)
         assert p.exitcode == 0
     elapsed = max(e for _, e in spans) - min(s for s, _ in spans)
-    assert elapsed == pytest.approx(2 * nbytes / (64 * MIB), rel=0.25)  # aggregate, not 2x
+    # one node rate for both: their bytes take 2 x bytes / rate (a bucket each would take half)
+    assert elapsed >= 0.9 * 2 * nbytes / (64 * MIB), elapsed
 
 
 def test_capacity_shared_by_processes_on_one_storage(tmp_path):
