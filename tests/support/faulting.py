@@ -17,7 +17,6 @@ from emulator.config import load_config
 from emulator.rank.comm import SoloComm
 from emulator.workload.state import RankState
 
-
 MIB = 1 << 20
 
 

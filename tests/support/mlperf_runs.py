@@ -5,7 +5,6 @@ from pathlib import Path
 
 from emu import small_config
 
-
 SAVES = 3
 
 

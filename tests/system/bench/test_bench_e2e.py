@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import math
+
 from bench.common import Params
 from bench.worker import run as run_in_process
 from tiers import copycrc
-
-
 
 KEYS = ("ratio", "ours", "baseline", "unit", "min", "max", "pairs", "target", "met", "better", "ratio_is")
 

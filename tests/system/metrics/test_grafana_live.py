@@ -1,4 +1,6 @@
-"""The shipped dashboard and rules against a real Prometheus scraping real runs: every panel and rule has data."""
+"""The shipped dashboard and rules against a real Prometheus scraping real runs: every panel and rule has
+data.
+"""
 from __future__ import annotations
 
 import json
@@ -7,11 +9,19 @@ import signal
 import subprocess
 import sys
 import time
+
+from dashboards import (
+    dashboard,
+    multi_level,
+    promtool,
+    recording_rules,
+    substitute,
+    targets,
+)
 from emu import results, small_config
 from prom import ROOT, finite, free_port, http_get, prometheus, require  # noqa: F401 - fixture
-from emulator.job.outdir import STOP as STOP_FILE
-from dashboards import dashboard, multi_level, promtool, recording_rules, substitute, targets
 
+from emulator.job.outdir import STOP as STOP_FILE
 
 
 def test_live_run_feeds_every_panel_and_rule(tmp_path, prometheus):

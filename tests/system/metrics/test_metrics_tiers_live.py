@@ -1,30 +1,20 @@
-"""The tier and recovery metrics against a real Prometheus with the shipped config: every tier panel and rule has data, a stale tier fires its alert."""
+"""The tier and recovery metrics against a real Prometheus with the shipped config: every tier panel and
+rule has data, a stale tier fires its alert.
+"""
 from __future__ import annotations
 
 import re
 import shutil
 import threading
 import time
+
 import pytest
+from dashboards import dashboard, multi_level, recording_rules, substitute, targets
 from prom import Prometheus, finite, prometheus, shipped_config  # noqa: F401 - fixture
 from prometheus_client import CollectorRegistry, start_http_server
-from dashboards import dashboard, multi_level, recording_rules, substitute, targets
+
 from emulator import metrics as M
 from emulator.metrics import Metrics
-
-
-
-@pytest.fixture
-def reg():
-    return CollectorRegistry()
-
-
-@pytest.fixture
-def m(reg):
-    metrics = Metrics(reg)
-    yield metrics
-    metrics.close()
-
 
 EVERY = {"memory": 1, "peer": 2, "local": 4, "global": 8}  # which checkpoints reach each tier
 

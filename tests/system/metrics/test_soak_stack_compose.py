@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+
 import pytest
 from paths import ROOT
-
-
 
 GRAFANA = ROOT / "grafana"
 

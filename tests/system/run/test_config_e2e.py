@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 
-
 def test_no_traceback_from_real_process(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("checkpoint: {interval_steps: -1}\n")

@@ -1,14 +1,16 @@
-"""Designs in real runs: one emulated node of a 2048-node job drains in the analytic time; run and simulate agree on a design."""
+"""Designs in real runs: one emulated node of a 2048-node job drains in the analytic time; run and simulate
+agree on a design.
+"""
 from __future__ import annotations
 
 import pytest
 from emu import run_yaml
 from emu import simulate_json as _simulate
+
 from emulator.config import load_config
 from emulator.design import resolve
 from emulator.design.costs import copy_seconds
 from emulator.units import GIB
-
 
 
 @pytest.mark.timeout(600)

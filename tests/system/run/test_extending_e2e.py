@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+
 from emu import results, small_config
 from paths import SUPPORT as TESTS
-
 
 
 def test_the_example_backend_in_a_real_run(tmp_path):

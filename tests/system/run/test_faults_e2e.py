@@ -1,4 +1,6 @@
-"""Faults in real runs: a full local disk, a global outage, a corrupt file, an S3 server cut mid-drain, wrong credentials."""
+"""Faults in real runs: a full local disk, a global outage, a corrupt file, an S3 server cut mid-drain,
+wrong credentials.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -8,17 +10,29 @@ import socket
 import subprocess
 import sys
 import time
+
 import crc32c
 import pytest
 from crashcheck import partials, verify_dir_tier
 from emu import ckpt_emu, results, small_config
+from faulting import (  # noqa: F401 - helpers and fixtures shared with tests/unit/
+    MIB,
+    Run,
+    _can_mount_tmpfs,
+    _closed_port,
+    _key,
+    _one_line_exit_2,
+    cfg,
+    meta,
+    tmpfs,
+)
 from faultproxy import CutProxy
 from s3server import aws_env, make_bucket, raw_client, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
+
 from emulator.checkpoint.layout import Manifest, manifest_key
 from emulator.checkpoint.retry import RetryPolicy
 from emulator.config import load_config
 from tiers.directory import DirTier
-from faulting import MIB, Run, _can_mount_tmpfs, _closed_port, _key, _one_line_exit_2, cfg, meta, tmpfs  # noqa: F401 - helpers and fixtures shared with tests/unit/
 
 
 def _s3_tier(bucket, url):

@@ -1,4 +1,7 @@
-"""Tiers as levels (issue 24) in real runs of the CLI: the memory tier is a folder on /dev/shm, as NVRx's RAM disk and DLRover's shared memory are; two torchrun agents on 127.0.0.1 are two nodes. Each failure class recovers from the nearest tier that survived it."""
+"""Tiers as levels (issue 24) in real runs of the CLI: the memory tier is a folder on /dev/shm, as NVRx's
+RAM disk and DLRover's shared memory are; two torchrun agents on 127.0.0.1 are two nodes. Each failure
+class recovers from the nearest tier that survived it.
+"""
 from __future__ import annotations
 
 import json
@@ -8,13 +11,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
 import pytest
 import yaml
-from emulator.config import load_config
 from crashcheck import verify_dir_tier
 from emu import ckpt_emu, free_port, results, run_two_agents
-from emulator.job.outdir import OutDir
 from level_runs import _levels, shm  # noqa: F401 - helpers and fixtures shared with tests/unit/
+
+from emulator.config import load_config
+from emulator.job.outdir import OutDir
 
 
 def test_each_tier_takes_its_checkpoints_and_restores_alone(tmp_path, shm):

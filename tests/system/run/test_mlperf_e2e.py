@@ -1,4 +1,7 @@
-"""MLPerf Storage's checkpointing protocol in real runs: DLIO's file names and sizes, fsync, reads and the cache rule, DLIO's summary figures, two nodes, the separate read phase and its 30 s rule, compare against DLIO."""
+"""MLPerf Storage's checkpointing protocol in real runs: DLIO's file names and sizes, fsync, reads and the
+cache rule, DLIO's summary figures, two nodes, the separate read phase and its 30 s rule, compare
+against DLIO.
+"""
 from __future__ import annotations
 
 import json
@@ -11,10 +14,10 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+
 import pytest
 from emu import ckpt_emu, free_port, small_config
 from mlperf_runs import SAVES, mlperf_config  # noqa: F401 - helpers and fixtures shared with tests/unit/
-
 
 GIB = 1 << 30
 

@@ -1,12 +1,13 @@
-"""Overlap in real runs: a drain shares the NVMe with the next write unless duplex; two ranks overlap drains with the next writes."""
+"""Overlap in real runs: a drain shares the NVMe with the next write unless duplex; two ranks overlap
+drains with the next writes.
+"""
 from __future__ import annotations
 
 import os
 import tempfile
+
 import pytest
 from emu import ckpt_emu, results, small_config
-
-
 
 GIB = 1 << 30
 

@@ -5,11 +5,11 @@ import json
 import random
 import shutil
 from pathlib import Path
+
 import crc32c
 import torch.multiprocessing as mp
+
 from emulator.checkpoint.placement import PeerLayout
-
-
 
 MIB = 1 << 20
 

@@ -1,12 +1,16 @@
-"""Restores in real runs: every rank recovers from global after losing its local tier; a restore from S3 streams into staging."""
+"""Restores in real runs: every rank recovers from global after losing its local tier; a restore from S3
+streams into staging.
+"""
 from __future__ import annotations
 
 import asyncio
 import tempfile
+
 import pytest
 import torch
 from emu import assert_file_holds_state, ckpt_emu, results, small_config
 from s3server import s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
+
 from emulator.checkpoint import layout
 from emulator.checkpoint.checkpointer import Checkpointer
 from emulator.checkpoint.restore import Restorer
@@ -14,7 +18,6 @@ from emulator.config import load_config
 from emulator.rank.comm import SoloComm
 from emulator.workload.state import RankState
 from tiers.directory import DirTier
-
 
 
 def perturb(state: RankState, step: int) -> None:

@@ -1,17 +1,19 @@
-"""One reader per data-parallel group in real runs: the leader reads, members adopt its file over gloo, a corrupted chunk or a step it cannot load is caught."""
+"""One reader per data-parallel group in real runs: the leader reads, members adopt its file over gloo, a
+corrupted chunk or a step it cannot load is caught.
+"""
 from __future__ import annotations
 
 import hashlib
 import json
 import shutil
 from pathlib import Path
+
 import pytest
 import torch
 import torch.multiprocessing as mp
 from emu import ckpt_emu, results, small_config
+
 from emulator.config import load_config
-
-
 
 ONE = "one_per_dp_group"
 

@@ -1,13 +1,15 @@
-"""Who shares a configured rate (shared_by), in real runs. Every bound is a lower bound the pacing guarantees (bytes / rate), never a fixed time."""
+"""Who shares a configured rate (shared_by), in real runs. Every bound is a lower bound the pacing
+guarantees (bytes / rate), never a fixed time.
+"""
 from __future__ import annotations
 
 import json
+
 import pytest
 from emu import ckpt_emu, results, run_two_agents, small_config
+
 from emulator.config import load_config
 from emulator.design.job import job_of
-
-
 
 GIB = 1 << 30
 

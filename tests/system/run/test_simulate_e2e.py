@@ -1,12 +1,17 @@
-"""The simulator against real runs: one node where drains cannot keep up, two nodes sharing one global tier, calibrated from a run's results, tune past one node."""
+"""`ckpt-emu simulate` against real emulation runs: two real runs of each config (one node; two nodes
+through two torchrun agents and a c10d rendezvous, sharing one job-wide global tier); the model,
+calibrated by a run, must reproduce that run's mean stall, drain time, drain overlap and deadline
+misses within 5 %, or within the two runs' own spread when that is larger. Also: bad input that needs
+a run's results, and tune past one node.
+"""
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
 import pytest
+from designs import LLAMA3
 from emu import ckpt_emu, results, run_two_agents, small_config
-
-
 
 SCALE = 0.0005  # about 6.8 MiB per rank: emulated rates, not this host, set every duration
 
@@ -139,15 +144,6 @@ def test_matches_two_node_runs_sharing_one_global_tier(two_node_runs):
 def _simulate_json(tmp: Path, cfg: Path, *args) -> dict:
     proc = ckpt_emu("simulate", cfg, "--json", "--out", tmp / "sim", *args, check=True, timeout=600)
     return json.loads(proc.stdout)
-
-
-LLAMA3 = {  # 405B on 16,384 GPUs: NVMe per node, a 2 TB/s global store, 25 GiB/s NICs
-    "extends": "llama3-405b",
-    "tiers": {"local": {"backend": "dir", "path": "/nonexistent/nvme",
-                        "emulate": {"write_gib_s": 6.0, "read_gib_s": 7.0, "shared_by": "node"}},
-              "global": {"backend": "dir", "path": "/nonexistent/global",
-                         "emulate": {"write_gib_s": 1862.6, "read_gib_s": 1862.6, "latency_ms": 1,
-                                     "shared_by": "job"}}}}
 
 
 def _main(args, capsys):

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import json
+
 import pytest
 from emu import ckpt_emu, results, small_config
-
 
 
 def test_tune_end_to_end(tmp_path):

@@ -1,13 +1,17 @@
-"""S3 request limits against a real server: throttling, retries of one part, listings of 1000 keys, real runs under a low limit."""
+"""S3 request limits against a real server: throttling, retries of one part, listings of 1000 keys, real
+runs under a low limit.
+"""
 from __future__ import annotations
 
 import asyncio
 import os
 import time
+
 import crc32c
 import pytest
 from httpfaults import Rule, S3FaultProxy
 from s3server import s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
+
 from emulator.checkpoint import layout
 from emulator.checkpoint.drainer import Drainer
 from emulator.checkpoint.integrity import format_crc
@@ -18,8 +22,6 @@ from tiers.base import TierScope
 from tiers.directory import DirTier
 from tiers.emulated import EmulatedTier, EmulateOptions
 from tiers.s3 import S3Tier
-
-
 
 MIB = 1 << 20
 

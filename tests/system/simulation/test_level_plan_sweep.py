@@ -1,11 +1,13 @@
-"""The planner against a simulated sweep of 60 cells over 40 days (about 20 s on 2 cores): its every per tier is within one grid step of the best cell."""
+"""The planner against a simulated sweep of 60 cells over 40 days (about 20 s on 2 cores): its every per
+tier is within one grid step of the best cell.
+"""
 from __future__ import annotations
 
 import json
+
 import pytest
 from emu import ckpt_emu
 from level_results import level_config as _config
-
 
 
 def _json(proc) -> dict:

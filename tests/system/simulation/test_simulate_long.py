@@ -1,4 +1,12 @@
-"""Long simulations (tens of seconds each on 2 cores): a Llama 3 pre-training's interruptions and goodput, the optimal interval against the closed forms, bench.sim's shape."""
+"""Long simulations (tens of seconds each on 2 cores).
+
+- Against the closed forms: without contention, the sweep's optimal interval is Daly's within 3 % and
+  the goodput there is the planner's formula within 1 %.
+- Against Llama 3 (419 unexpected interruptions in 54 days on 16,384 GPUs): the failure count is
+  reproduced within sampling error, and the goodput at the planner's interval is reported (and is above
+  the 90 % Meta reported).
+- bench.sim keeps its shape.
+"""
 from __future__ import annotations
 
 import json
@@ -6,12 +14,13 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+
 import pytest
-from paths import ROOT
+from designs import LLAMA3
 from emu import ckpt_emu
+from paths import ROOT
+
 from emulator.planner import reference as planner
-
-
 
 CLOSED_FORM = {  # 16,384 accelerators, cluster MTTF 30 min, restarts 60 s, drains ~20 s per node
     "extends": "llama3-8b", "checkpoint": {"modes": ["sync"]},
@@ -50,15 +59,6 @@ def test_optimal_interval_and_goodput_match_the_closed_forms(tmp_path):
     expected = planner.goodput(fitted + stall, stall, mttf, 60.0)
     assert abs(at["goodput"] - expected) / expected < 0.01, (at["goodput"], expected)
     assert at["stall_mean_s"] == pytest.approx(stall)  # no contention: every checkpoint costs the same
-
-
-LLAMA3 = {  # 405B on 16,384 GPUs: NVMe per node, a 2 TB/s global store, 25 GiB/s NICs
-    "extends": "llama3-405b",
-    "tiers": {"local": {"backend": "dir", "path": "/nonexistent/nvme",
-                        "emulate": {"write_gib_s": 6.0, "read_gib_s": 7.0, "shared_by": "node"}},
-              "global": {"backend": "dir", "path": "/nonexistent/global",
-                         "emulate": {"write_gib_s": 1862.6, "read_gib_s": 1862.6, "latency_ms": 1,
-                                     "shared_by": "job"}}}}
 
 
 LLAMA3_MTTF_H = 54 * 24 * 16384 / 419  # 50,679 h per GPU: 419 interruptions expected in 54 days

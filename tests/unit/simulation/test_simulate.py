@@ -1,37 +1,11 @@
-"""`ckpt-emu simulate` against real emulation runs, the closed forms and Llama 3's field data.
-
-- Against the emulator: two real runs of each config (one node; two nodes through two
-  torchrun agents and a c10d rendezvous, sharing one job-wide global tier); the model,
-  calibrated by a run, must reproduce that run's mean stall, drain time, drain overlap
-  and deadline misses within 5 %, or within the two runs' own spread when that is larger.
-- Against the closed forms: without contention, the sweep's optimal interval is Daly's
-  within 3 % and the goodput there is the planner's formula within 1 %.
-- Against Llama 3 (419 unexpected interruptions in 54 days on 16,384 GPUs): the failure
-  count is reproduced within sampling error, and the goodput at the planner's interval
-  is reported (and is above the 90 % Meta reported).
-No absolute time is asserted: every tolerance is relative, or the runs' own spread.
+"""`ckpt-emu simulate` in this process: the sweep's outputs, and read rates calibrated as write rates
+are. Its checks against real runs are in tests/system/run/test_simulate_e2e.py, against the closed
+forms and Llama 3's field data in tests/system/simulation/test_simulate_long.py.
 """
 import json
 
 import pytest
-
-
-
-# --------------------------------------------------------------------------- real runs
-
-
-# --------------------------------------------------------------------------- closed forms
-
-
-# --------------------------------------------------------------------------- Llama 3
-
-LLAMA3 = {  # 405B on 16,384 GPUs: NVMe per node, a 2 TB/s global store, 25 GiB/s NICs
-    "extends": "llama3-405b",
-    "tiers": {"local": {"backend": "dir", "path": "/nonexistent/nvme",
-                        "emulate": {"write_gib_s": 6.0, "read_gib_s": 7.0, "shared_by": "node"}},
-              "global": {"backend": "dir", "path": "/nonexistent/global",
-                         "emulate": {"write_gib_s": 1862.6, "read_gib_s": 1862.6, "latency_ms": 1,
-                                     "shared_by": "job"}}}}
+from designs import LLAMA3
 
 
 # --------------------------------------------------------------------------- outputs and bad input
