@@ -1,7 +1,7 @@
 """ckpt-emu: a tiered checkpoint emulator for LLM training storage.
 
 The packages, top to bottom; each imports only from those below it
-(tests/test_layering.py keeps this true; docs/architecture.md draws it):
+(tests/unit/project/test_layering.py keeps this true; docs/architecture.md draws it):
 
 - ``cli``         the command line, one module per subcommand; nothing imports it
 - ``launch``      the CLI process's side of a run: preflight, claims, torchrun, progress

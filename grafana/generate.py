@@ -3,7 +3,7 @@
     python3 grafana/generate.py            # rewrite the JSON
     python3 grafana/generate.py --check    # exit 1 if the committed JSON is out of date
 
-Edit the panels here, not in the JSON; tests/test_grafana.py fails when they differ.
+Edit the panels here, not in the JSON; tests/unit/metrics/test_grafana.py fails when they differ.
 
 The dashboard is built with grafana-foundation-sdk, Grafana's dashboards-as-code library (its
 typed builders and models; its JSON encoder writes the file). It is a development dependency

@@ -1,23 +1,54 @@
+"""Two tiers, one suite (docs/testing.md): every test under tests/unit/ is marked ``quick`` and runs
+under a guard (support/quickguard.py) that fails it if it starts torchrun or a server; every test under
+tests/system/ is marked ``system``. The shared helpers are in tests/support/."""
 import sys
 from pathlib import Path
 
 import pytest
 
-# tests import the contract suite and helpers as plain modules
-sys.path.insert(0, str(Path(__file__).parent))
+TESTS = Path(__file__).parent
+# the helpers every tier of tests shares (tests/support/), imported as plain modules: `from emu import ...`
+sys.path.insert(0, str(TESTS / "support"))
 
+import quickguard  # noqa: E402
 from rgwserver import rgw_server  # noqa: E402,F401 - one RGW for the whole session
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "rgw_xfail(reason): fails on Ceph RGW only (s3server.py): the RGW case is xfail(strict=True)")
+#: the first folder under tests/ -> the marker of every test in it
+TIERS = {"unit": "quick", "system": "system"}
+
+
+def tier(path: Path) -> str:
+    """The tier of the test file at ``path``; a file outside tests/unit/ and tests/system/ is an error."""
+    top = Path(path).resolve().relative_to(TESTS.resolve()).parts[0]
+    if top not in TIERS:
+        raise pytest.UsageError(f"{path}: a test file belongs under tests/unit/ or tests/system/ (docs/testing.md)")
+    return TIERS[top]
 
 
 def pytest_collection_modifyitems(items):
-    """An S3 test marked rgw_xfail is expected to fail against RGW, and must still pass against moto."""
     for item in items:
+        item.add_marker(tier(item.path))
+        # an S3 test marked rgw_xfail is expected to fail against RGW, and must still pass against moto
         mark = item.get_closest_marker("rgw_xfail")
         params = getattr(item, "callspec", None)
         if mark and params and params.params.get("s3_server") == "rgw":
             reason = mark.kwargs.get("reason") or mark.args[0]
             item.add_marker(pytest.mark.xfail(strict=True, reason=f"on RGW: {reason}"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("quick"):
+        quickguard.check_needs(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A quick test that starts torchrun, a run or a server fails, naming what it started; its
+    fixtures (module-scoped ones too) are set up and torn down under the guard."""
+    if not item.get_closest_marker("quick"):
+        yield
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        quickguard.guard(mp)
+        yield

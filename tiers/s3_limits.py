@@ -13,7 +13,7 @@ request over the rate with the response S3 itself sends (HTTP 503,
 path: botocore parses it into the ``ClientError`` it raises for AWS, the S3
 tier backs off and retries that one request (``s3_errors.retry_throttled``),
 and past that budget the run's retry policy takes over. Not an HTTP proxy in
-front of the server (``tests/httpfaults.py``): a proxy is a test fixture, a
+front of the server (``tests/support/httpfaults.py``): a proxy is a test fixture, a
 limit is part of a run's config, as ``emulate:``'s bandwidth is. Not a Tier
 wrapper: one ``put_file`` is many requests (its parts), and a throttled part
 must cost that part's retry, not the whole file's.

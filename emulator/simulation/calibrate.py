@@ -16,7 +16,7 @@ at full size (emulator/design/model.py applies it):
 
 Scale: a run at ``run.scale`` F moves F of the bytes and its time follows them. A rate is bytes over
 seconds *of the same run*, so it holds at full size as it stands; latencies and fixed costs do not
-shrink with F and are counted once, never / F (emulator/results/scale_notes.py; tests/test_simulate.py
+shrink with F and are counted once, never / F (emulator/results/scale_notes.py; tests/unit/simulation/test_simulate.py
 checks this against a real run). Only ``--as-run`` simulates at F, with the run's own step time.
 """
 from __future__ import annotations

@@ -31,7 +31,7 @@ GB = 1 << 30                  # AWS bills a GB as 2^30 bytes
 DAYS_PER_MONTH = 730 / 24     # AWS's month for GB-months: 730 hours
 DAY = 86400.0
 #: small ranged GETs of a restore's ``torch.load(map_location="meta")`` pass (its pickle, the zip
-#: directory and its end record; 3 measured on moto and RGW, tests/test_s3_requests.py)
+#: directory and its end record; 3 measured on moto and RGW, tests/system/s3/test_s3_requests.py)
 META_GETS = 3
 
 

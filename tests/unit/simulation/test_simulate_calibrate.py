@@ -1,0 +1,82 @@
+"""A run's results.json as the design's calibration (emulator/simulation/calibrate.py ``read_calibration``):
+each tier's copy and restore rate per node, the snapshot rate, the fixed costs counted once, the
+measured recoveries, the run's pacing; and what the design makes of them.
+
+A results.json written by hand in the shape a run with levels writes (memory, a peer, NVMe, global:
+one node of 8 ranks at scale 0.01); no emulation runs (tests/unit/simulation/test_simulate.py and test_levels.py
+calibrate by real runs).
+"""
+from __future__ import annotations
+
+
+import pytest
+import yaml
+
+from emulator.config import load_config
+from emulator.design import resolve
+from emulator.design.costs import class_restore_seconds, copy_seconds
+from emulator.simulation.calibrate import mode_calibrations, read_calibration, read_results
+from level_results import FILES, NODE, RESIDUAL, RESTORES, SCALE, SNAPSHOT, STAGES, level_config, level_results
+
+
+def test_a_run_calibrates_each_tiers_copy_and_restore_per_node(tmp_path):
+    cfg_path = level_config(tmp_path)
+    cal = read_calibration(str(level_results(tmp_path, cfg_path)), "async")
+    assert cal.copy_bps == pytest.approx({t: NODE / s for t, s in STAGES.items()})
+    # a peer's fetch was not timed alone: it travels the path its sends took
+    assert cal.read_bps == pytest.approx({**{t: NODE / s for t, s in RESTORES.items()}, "peer": NODE / STAGES["peer"]})
+    assert cal.snapshot_bps == pytest.approx(NODE / FILES / SNAPSHOT)
+    assert (cal.fixed_pre_s, cal.fixed_post_s) == (pytest.approx(RESIDUAL / 2), pytest.approx(RESIDUAL / 2))
+    assert cal.recovery_s == {"process": 2.0, "group": 30.0}
+    assert set(cal.paced) == {"memory", "peer", "local", "global"}
+
+
+def test_the_run_of_this_design_sets_its_rates_at_full_size_and_its_fixed_costs_once(tmp_path):
+    """The design calibrated by a run of itself that reached 80 % of each tier's pace: each tier's links
+    at 80 % (global storage: 8 of the 10 GB/s a node of two gets; the job's 20 GB/s at 16), the fixed
+    costs as measured (not / scale), and the recoveries the run went through; the rest predicted."""
+    cfg_path = level_config(tmp_path)
+    cal = read_calibration(str(level_results(tmp_path, cfg_path)), "async")
+    d = resolve(load_config(str(cfg_path)), calibration=cal)
+    b = d.job.heaviest.node_bytes
+    assert copy_seconds(d, "local") == pytest.approx(b / 8e9)
+    assert copy_seconds(d, "global") == pytest.approx(b / 8e9)  # two nodes share 20 GB/s x 80 %
+    assert d.link("global").drain.aggregate_bps == pytest.approx(16e9)
+    assert (d.fixed_pre_s, d.fixed_post_s) == (pytest.approx(RESIDUAL / 2), pytest.approx(RESIDUAL / 2))
+    assert class_restore_seconds(d, "process") == 2.0 and class_restore_seconds(d, "group") == 30.0
+    # the peer's, predicted: its copy fetched at the rate the run's peer sends reached, then read from memory
+    assert class_restore_seconds(d, "node") == pytest.approx(b / 40e9 + b / 16e9)
+    run = resolve(load_config(str(cfg_path), [f"run.scale={SCALE}"]), calibration=cal, as_run=True)
+    assert run.measured_recovery_s == {}  # as run, the recoveries are what the model must predict
+
+
+def test_another_design_keeps_its_rates(tmp_path):
+    """Calibrated by a run of another NVMe (10 GB/s, reaching 8), a design with a 5 GB/s one plans at 5."""
+    cal = read_calibration(str(level_results(tmp_path, level_config(tmp_path))), "async")
+    (tmp_path / "other").mkdir()
+    other = level_config(tmp_path / "other")
+    data = yaml.safe_load(other.read_text())
+    data["design"]["node"]["local"] = {"write": "5GB/s", "read": "5GB/s"}
+    other.write_text(yaml.safe_dump(data))
+    d = resolve(load_config(str(other)), calibration=cal)
+    assert d.link("local").write.node_bps == pytest.approx(5e9) and d.sources["local_write"] == "design"
+    assert d.link("memory").write.node_bps == pytest.approx(16e9)  # the same memory: the run's
+
+
+def test_retention_measured_in_one_mode_serves_the_other(tmp_path):
+    cfg_path = level_config(tmp_path)
+    fig = read_results(str(level_results(tmp_path, cfg_path, missed_wait=0.05)))
+    cals = mode_calibrations(fig, ["sync", "async"])
+    assert cals["async"].retention_request_s > 0
+    assert cals["sync"].retention_request_s == cals["async"].retention_request_s
+    assert any("measured in the other mode" in n for n in cals["sync"].notes)
+
+
+def test_a_results_file_that_is_not_one_is_one_line(tmp_path, capsys):
+    from emulator.cli import main
+    bad = tmp_path / "results.json"
+    bad.write_text("{}")
+    assert main(["simulate", str(level_config(tmp_path)), "--calibrate", str(bad), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not the results.json of a ckpt-emu run" in err[0]
+    assert not (tmp_path / "o").exists()
