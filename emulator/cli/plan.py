@@ -103,7 +103,8 @@ def _whole(value, flag: str) -> int | None:
     return n
 
 
-def _number(value, flag: str, *, at_most: float | None = None, zero: bool = False) -> float | None:
+def _number(value, flag: str, *, at_most: float | None = None, at_least: float | None = None,
+            zero: bool = False) -> float | None:
     if value is None:
         return None
     try:
@@ -114,6 +115,8 @@ def _number(value, flag: str, *, at_most: float | None = None, zero: bool = Fals
         raise UserError(f"{flag}: must be a finite number {'>= 0' if zero else '> 0'}, got {value!r}")
     if at_most is not None and v > at_most:
         raise UserError(f"{flag}: must be <= {at_most:g}, got {value}")
+    if at_least is not None and v < at_least:
+        raise UserError(f"{flag}: must be >= {at_least:g}, got {value}")
     return v
 
 
@@ -147,7 +150,8 @@ def _failure_flags(args) -> dict:
 
 def _plan_options(args) -> dict:
     return {k: v for k, v in (
-        ("checkpoints_per_failure", _number(args.checkpoints_per_failure, "--checkpoints-per-failure", at_most=1e6)),
+        ("checkpoints_per_failure", _number(args.checkpoints_per_failure, "--checkpoints-per-failure",
+                                                   at_most=1e6, at_least=0.01)),
         ("overhead_budget", _number(args.overhead_budget, "--overhead-budget", at_most=1)),
         ("overlap_target", _number(args.overlap_target, "--overlap-target", at_most=1))) if v is not None}
 

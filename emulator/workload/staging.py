@@ -114,8 +114,8 @@ class CpuCopier:
     def copy_all(self, dsts: list[torch.Tensor], srcs: list[torch.Tensor]) -> None:
         """``copy`` of each pair; host tensors never move, so the memmoves are planned once per pair of
         lists (a snapshot of hundreds of tensors costs a few microseconds of Python each, not tens)."""
-        key = (len(dsts), dsts[0].data_ptr(), srcs[0].data_ptr()) if dsts else None
-        if getattr(self, "_plan_key", None) != key:
+        key = (len(dsts), dsts[0].data_ptr(), srcs[0].data_ptr()) if dsts else ()
+        if getattr(self, "_plan_key", None) != key:  # () for no pairs: still a plan, an empty one
             self._plan_key, self._plan = key, [
                 (d.data_ptr(), s.data_ptr(), nbytes(s)) if _same_layout(d, s) else (d, s, None)
                 for d, s in zip(dsts, srcs)]

@@ -14,7 +14,7 @@ import yaml
 
 from emulator.config import load_config
 from emulator.job.outdir import OutDir
-from emulator.job.rank_tiers import build_tiers
+from emulator.job.rank_tiers import build_tiers, pace_tier
 from tiers.pacing import BothBuckets, FileTokenBucket, TokenBucket
 
 MIB = 1 << 20
@@ -42,11 +42,17 @@ def _write(tier, key: str, nbytes: int) -> None:
     asyncio.run(tier.put(key, b"x" * nbytes))
 
 
+def _paced_global(cfg, tmp_path):
+    """The global tier as a rank of node 0 builds it: bare, then paced to the design."""
+    bare = build_tiers(cfg, _Node0(), tmp_path / "out")
+    return pace_tier(cfg, _Node0(), tmp_path / "out", "global", bare["global"])
+
+
 def test_the_drain_and_the_peer_sends_share_the_node_nic(tmp_path):
     """NIC 200 Mb/s (25 MB/s), the file system faster than it: 5 MiB drained and 5 MiB sent to
     the peer at once finish together at 2 x 5 MiB / NIC, as one link carrying both."""
     cfg = _design(tmp_path, "200 Mb/s", "10 GB/s")
-    _, global_ = build_tiers(cfg, _Node0(), tmp_path / "out")
+    global_ = _paced_global(cfg, tmp_path)
     nic_bps = cfg.design.nic_bps
     peer = FileTokenBucket(nic_bps, OutDir(tmp_path / "out").nic(0))  # what run.py's _nic() builds
     nbytes, ends = 5 * MIB, {}
@@ -80,7 +86,7 @@ def test_without_a_peer_tier_the_drain_has_the_nic_to_itself(tmp_path):
     del data["tiers"]["peer"]
     (tmp_path / "design.yaml").write_text(yaml.safe_dump(data))
     cfg = load_config(str(tmp_path / "design.yaml"))
-    _, global_ = build_tiers(cfg, _Node0(), tmp_path / "out")
+    global_ = _paced_global(cfg, tmp_path)
     assert "NIC shared" not in global_.describe()
 
 

@@ -75,7 +75,7 @@ def exercise(m: Metrics) -> None:
 
 def test_private_registries_do_not_share_state():
     r1, r2 = CollectorRegistry(), CollectorRegistry()
-    a, b = Metrics(r1), Metrics(r2)
+    a, _ = Metrics(r1), Metrics(r2)  # the second only registers its metrics on r2
     a.observe_stall("sync", 1.0)
     assert val(r1, "ckpt_emu_checkpoint_stall_seconds_count", mode="sync") == 1
     assert val(r2, "ckpt_emu_checkpoint_stall_seconds_count", mode="sync") == 0  # created, nothing observed

@@ -382,3 +382,9 @@ def test_plan_never_crashes(n, opts):
         assert "nan" not in out.getvalue() and " inf" not in out.getvalue()
     else:
         assert rc == 2 and len(err.getvalue().strip().splitlines()) == 1, err.getvalue()
+
+
+def test_a_vanishing_checkpoints_per_failure_is_refused(capsys):
+    """Hypothesis found 2.2e-313: the rule of thumb's interval came out as "inf h"."""
+    assert main(["plan", "--accelerators", "16000", "--checkpoints-per-failure", "2.2e-313"]) == 2
+    assert "--checkpoints-per-failure: must be >= 0.01" in capsys.readouterr().err

@@ -45,19 +45,22 @@ def test_read_rates_are_calibrated_as_write_rates_are(tmp_path):
     (5.3 TB at 1 GiB/s: 1.5 hours for every node to restore), but, as for writes, for the node's own cap
     under the configured aggregate."""
     import yaml
-    from test_tune import L405_SUBSET, _fake_results
+    from tune_fakes import L405_SUBSET, fake_results
 
     from emulator.config import load_config
     from emulator.design import resolve
-    from emulator.design.costs import restore_seconds
+    from emulator.design.costs import restore_loads, restore_seconds
     from emulator.design.links import fair_finish
     from emulator.simulation.calibrate import read_calibration
+    def _fake_results(cfg, **kw):  # a run at 6 GiB/s local, 2 GiB/s to global
+        return fake_results(cfg, local_bps=6 * 2 ** 30, global_bps=2 * 2 ** 30, **kw)
     path = tmp_path / "l405.yaml"
     path.write_text(yaml.safe_dump(L405_SUBSET))
     cfg = load_config(str(path))
     node_bytes = sum(r["records"][0]["file_bytes"] for r in _fake_results(cfg)["per_rank"])
     host_gib_s = 1.0
-    res = _fake_results(cfg, restores={"global": node_bytes / (host_gib_s * 2 ** 30) + 2 * 0.001})
+    # its two requests paced at the time factor, as its bytes (docs/time-dilation.md)
+    res = _fake_results(cfg, restores={"global": node_bytes / (host_gib_s * 2 ** 30) + 2 * 0.001 * cfg.time_factor})
     (tmp_path / "results.json").write_text(json.dumps(res))
     cal = read_calibration(str(tmp_path / "results.json"), "sync")
     d = resolve(cfg, nodes=2048, accelerators_per_node=8, calibration=cal)
@@ -66,7 +69,7 @@ def test_read_rates_are_calibrated_as_write_rates_are(tmp_path):
     read = d.link("global").read
     assert (read.aggregate_bps, read.node_bps) == (pytest.approx(800 * 2 ** 30), pytest.approx(host_gib_s * 2 ** 30))
     storm, alone = restore_seconds(d, "global"), restore_seconds(d, "global", alone=True)
-    loads = [(g.nodes, g.node_bytes) for g in d.job.groups]
+    loads = restore_loads(d)  # what each node reads back: every rank its held state
     assert storm == pytest.approx(max(fair_finish(read, loads)) + 2 * 0.001, rel=1e-6)
     assert alone < storm < d.job.checkpoint_bytes / (host_gib_s * 2 ** 30) / 10
     assert alone == pytest.approx(largest / (host_gib_s * 2 ** 30), rel=0.05)  # one alone

@@ -292,3 +292,14 @@ def test_a_checkpoint_from_packed_staging_buffers_restores_bit_for_bit(tmp_path,
     assert load.ok and load.step == 1 and not load.fallbacks
     assert all(torch.equal(a.view(-1).view(torch.uint8), b.view(-1).view(torch.uint8))
                for a, b in zip(state.tensors("live"), saved))
+
+
+def test_a_rank_with_nothing_to_copy_snapshots_nothing():
+    """A rank that holds no state (a ZeRO-0 replica's reader: its state comes by broadcast) copies an
+    empty list; it crashed with AttributeError: 'CpuCopier' object has no attribute '_plan'."""
+    from emulator.workload.staging import CpuCopier
+    copier = CpuCopier()
+    copier.copy_all([], [])
+    src, dst = torch.arange(4, dtype=torch.float32), torch.zeros(4)
+    copier.copy_all([dst], [src])
+    assert torch.equal(dst, src)
