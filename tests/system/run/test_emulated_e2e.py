@@ -11,6 +11,8 @@ from emu import ckpt_emu, results
 
 from emulator.checkpoint.checkpointer import Checkpointer
 from emulator.config import load_config
+from emulator.design.job import job_of
+from emulator.design.links import tier_emulation
 from emulator.rank.comm import SoloComm
 from emulator.workload.state import RankState
 from tiers.directory import DirTier
@@ -30,6 +32,7 @@ def pfs_run(tmp_path_factory):
         # a 0.8 s interval here (0.2 s steps at scale 0.0005): the ~0.35 s drain plus the local write fit in it
         "training.step_seconds=400", "checkpoint.interval_steps=4", "checkpoint.saves=3", "checkpoint.loads=1",
         "checkpoint.baseline=false",
+        "run.dilation=1",  # the PFS share is slower than this host: paced as it is, undilated
     ]
     args = ["run", "design-nvme-pfs", "--quiet", "--out", tmp / "out"]
     for s in sets:
@@ -98,6 +101,11 @@ def test_retention_is_not_part_of_the_sync_stall(tmp_path):
 
 # ------------------------------------------------------------------ the shipped design configs
 
+def _paced(cfg, name: str):
+    """What a run of ``cfg`` paces tier ``name`` at (the design's node, before any dilation)."""
+    return tier_emulation(cfg, name, job_of(cfg))
+
+
 def test_design_nvme_pfs_config():
     cfg = load_config("design-nvme-pfs")
     local, glob, d = cfg.tiers.local, cfg.tiers.global_, cfg.design
@@ -105,10 +113,11 @@ def test_design_nvme_pfs_config():
     assert d.job_nodes(cfg.parallelism.world_size) == 1 and d.nic_stated
     assert (d.local.write_bps, d.local.read_bps, d.local.duplex) == (6 * GIB, 7 * GIB, True)
     assert (d.global_.write_bps, d.global_.read_bps, d.global_.latency_s) == (GIB, 2 * GIB, 0.001)
-    # the tiers are emulated as the design's one node: its NVMe, and all of the PFS
-    assert (local.emulate.write_gib_s, local.emulate.read_gib_s, local.emulate.shared_by) == (6, 7, "node")
-    assert glob.backend == "dir" and (glob.emulate.write_gib_s, glob.emulate.read_gib_s) == (1, 2)
-    assert glob.emulate.shared_by == "node" and glob.emulate.latency_ms == 1
+    # the tiers are paced as the design's one node: its NVMe, and all of the PFS
+    e_local, e_glob = (_paced(cfg, name) for name in ("local", "global"))
+    assert (e_local.write_gib_s, e_local.read_gib_s, e_local.shared_by) == (6, 7, "node")
+    assert glob.backend == "dir" and (e_glob.write_gib_s, e_glob.read_gib_s) == (1, 2)
+    assert e_glob.shared_by == "node" and e_glob.latency_ms == 1
     assert cfg.checkpoint.modes == ("sync", "async") and cfg.parallelism.active_ranks == 8
 
 
@@ -117,8 +126,9 @@ def test_design_nvme_s3_config_takes_endpoint_and_bucket_overrides():
     glob = cfg.tiers.global_
     assert glob.backend == "s3" and glob.options.bucket and glob.options.prefix and glob.options.endpoint_url is None
     assert cfg.design.global_.latency_s == 0.02 and cfg.design.local is not None
-    assert glob.emulate.latency_ms == 20 and glob.emulate.shared_by == "node" and glob.emulate.write_gib_s == 1
-    assert cfg.tiers.local.emulate.write_gib_s == 6
+    e_glob = _paced(cfg, "global")
+    assert e_glob.latency_ms == 20 and e_glob.shared_by == "node" and e_glob.write_gib_s == 1
+    assert _paced(cfg, "local").write_gib_s == 6
     cfg = load_config("design-nvme-s3", ["tiers.global.bucket=my-bucket",
                                          "tiers.global.endpoint_url=http://127.0.0.1:9000"])
     assert (cfg.tiers.global_.options.bucket, cfg.tiers.global_.options.endpoint_url) == ("my-bucket", "http://127.0.0.1:9000")
@@ -129,7 +139,8 @@ def test_design_direct_pfs_config():
     assert cfg.tiers.local is None and cfg.design.local is None
     assert cfg.checkpoint.modes == ("sync",)
     assert cfg.tiers.global_.backend == "dir" and cfg.design.global_.write_bps == GIB
-    assert (cfg.tiers.global_.emulate.write_gib_s, cfg.tiers.global_.emulate.shared_by) == (1, "node")
+    e_glob = _paced(cfg, "global")
+    assert (e_glob.write_gib_s, e_glob.shared_by) == (1, "node")
 
 
 @pytest.mark.parametrize("name", ["design-nvme-pfs", "design-nvme-s3", "design-direct-pfs", "design-memory-peer-pfs",

@@ -69,13 +69,16 @@ def test_durability_lag_and_checkpoints_at_risk(sleep_run):
 
 
 def test_durations_are_also_given_at_full_size(sleep_run):
-    assert sleep_run["scale"] == SCALE and sleep_run["step_seconds"] == {"full_size": 100.0, "here": 0.05}
+    """Each duration also at full size (the design's: its paced part over the time factor, the
+    software's once; the rules: tests/unit/results/test_dilation.py): never shorter than measured."""
+    assert sleep_run["scale"] == SCALE and sleep_run["step_seconds"]["full_size"] == 100.0
     for m in sleep_run["modes"].values():
         for key, value in m["full_size"].items():
-            assert value == pytest.approx(m[key] / SCALE), key
+            if key.endswith("_s") and key in m:  # durations (a rate at full size is the design's, not larger)
+                assert value >= m[key], key
     report = (sleep_run["config"]["run"]["out"])
     text = open(f"{report}/report.txt").read()
-    assert "(at full size: measured / scale)" in text and "durability lag mean" in text and "goodput" in text
+    assert "in brackets the full-size design's" in text and "durability lag mean" in text and "goodput" in text
 
 
 def test_cpu_bound_steps_show_interference(tmp_path, sleep_run):
@@ -91,13 +94,12 @@ def test_cpu_bound_steps_show_interference(tmp_path, sleep_run):
 
 
 def test_the_report_says_which_figures_are_the_hosts(tmp_path):
-    res = _run(tmp_path, training={"step_seconds": 0.0002}, checkpoint={"saves": 3},
-               tiers={"local": {"emulate": {"write_gib_s": 200, "shared_by": "node"}},
-                      "global": {"emulate": {"latency_ms": 40}}})
+    """A 200 GiB/s NVMe undilated (run.dilation 1): this host cannot keep to it, and the report says
+    the local write's figure is in part this host's, in results.json and report.txt alike."""
+    res = _run(tmp_path, run={"dilation": 1}, checkpoint={"saves": 3},
+               tiers={"local": {"emulate": {"write_gib_s": 200, "shared_by": "node"}}})
     notes = "\n".join(res["notes"])
-    assert "the step time is this host's" in notes
-    assert "local tier: this host moved" in notes and "below the emulated 200 GiB/s" in notes
-    assert "global tier: its 40 ms per request is" in notes and "does not shrink with --scale" in notes
+    assert "local write (sync):" in notes and "this host's own" in notes, notes
     assert all(f"note: {n}" in open(f"{tmp_path}/out/report.txt").read() for n in res["notes"])
 
 
