@@ -70,7 +70,7 @@ def test_durability_lag_and_checkpoints_at_risk(sleep_run):
 
 def test_durations_are_also_given_at_full_size(sleep_run):
     """Each duration also at full size (the design's: its paced part over the time factor, the
-    software's once; the rules: tests/unit/results/test_dilation.py): never shorter than measured."""
+    software's once; the rules: tests/unit/rank/test_dilation.py): never shorter than measured."""
     assert sleep_run["scale"] == SCALE and sleep_run["step_seconds"]["full_size"] == 100.0
     for m in sleep_run["modes"].values():
         for key, value in m["full_size"].items():

@@ -1,7 +1,7 @@
 """The agreement suite: every shipped design through `sizes`, the planner and the simulator, one answer.
 
 One design (emulator/design) and three engines on it: this file holds the two that need no process
-(the emulator's side, through ``simulate --as-run``: tests/test_agreement_e2e.py; the interval
+(the emulator's side, through ``simulate --as-run``: tests/system/run/test_agreement_e2e.py; the interval
 against a simulated sweep: tests/system/simulation/test_agreement_sweep.py). For each design of :data:`DESIGNS`:
 
 - checkpoint bytes per node: ``sizes`` and the design the engines read, exactly;
