@@ -7,6 +7,7 @@ through the node's one share of the PFS, so the node's bytes queue behind each o
 and async checkpointing must hide it from training while sync pays it at every checkpoint.
 """
 import pytest
+from durations import assert_paced
 from emu import ckpt_emu, results
 
 from emulator.checkpoint.checkpointer import Checkpointer
@@ -64,12 +65,12 @@ def test_drain_takes_bytes_over_rate(pfs_run, mode):
     expected = sum(per_step.values()) / len(per_step) / (RATE_GIB_S * GIB)
     assert 0.25 < expected < 0.5
     # never faster than the rate (how much slower is the host's: its load, the verify, scheduling)
-    assert m["drain_mean_s"] >= 0.97 * expected, (m["drain_mean_s"], expected)
+    assert_paced(m["drain_mean_s"], expected, "drain mean")
     for r in res["per_rank"]:  # every checkpoint, not just the mean
         for rec in r["records"]:
             if rec["mode"] == mode:
                 want = per_step[rec["step"]] / (RATE_GIB_S * GIB)
-                assert rec["drain_s"] >= 0.97 * want, (rec["step"], rec["drain_s"], want)
+                assert_paced(rec["drain_s"], want, f"drain of step {rec['step']}")
 
 
 def test_async_hides_the_slow_drain_sync_pays_it(pfs_run):
