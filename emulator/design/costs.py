@@ -119,22 +119,27 @@ def lag_seconds(design: Design, name: str, every: dict | None = None) -> float:
     return total
 
 
-def retention_requests(design: Design) -> dict:
-    """Requests of the retention after each checkpoint, per tier: list, read the keep + 1 manifests,
-    delete the oldest one's manifest, list its folder, a delete per file (the node's on a node tier,
-    the job's on global storage)."""
+def retention_requests(design: Design, taking=None) -> dict:
+    """Requests of the retention after a checkpoint, per tier: every tier lists and reads the keep + 1
+    manifests; a tier the checkpoint went to (``taking``; None: every tier) also deletes the oldest
+    one's manifest, lists its folder and deletes each file (the node's on a node tier, the job's on
+    global storage)."""
     job = design.job
-    return {t.name: t.keep + 4 + (sum(g.nodes * g.files for g in job.groups) if t.name == "global"
-                                  else job.heaviest.files)
-            for t in design.ladder if t.name != "peer"}
+    out = {}
+    for t in design.ladder:
+        if t.name == "peer":
+            continue
+        files = sum(g.nodes * g.files for g in job.groups) if t.name == "global" else job.heaviest.files
+        out[t.name] = t.keep + 2 + (2 + files if taking is None or t.name in taking else 0)
+    return out
 
 
-def retention_seconds(design: Design) -> float:
-    """The retention after each checkpoint, before the next one's pipeline may start: rank 0, one
-    request at a time, the node tiers then global storage (:func:`retention_requests`), each at its
-    tier's latency plus what a run measured beyond it."""
+def retention_seconds(design: Design, taking=None) -> float:
+    """The retention after a checkpoint that went to ``taking`` (None: every tier), before the next
+    one's pipeline may start: rank 0, one request at a time, the node tiers then global storage
+    (:func:`retention_requests`), each at its tier's latency plus what a run measured beyond it."""
     return sum(n * (_latency(design, name) + design.retention_request_s)
-               for name, n in retention_requests(design).items())
+               for name, n in retention_requests(design, taking).items())
 
 
 # --------------------------------------------------------------------------- restores and recoveries

@@ -34,7 +34,8 @@ class DesignLevels:
         self.restore_s = {n: costs.restore_seconds(design, n) for n in self.names}
         self.classes = tuple(FailureRate(c, design.failures.rate(c), design.recovery_tier(c),
                                           costs.recovery_seconds(design, c)) for c in CLASSES)
-        self.retention_s = costs.retention_seconds(design)
+        self.retention_s = costs.retention_seconds(design, taking=())  # the listings, after every checkpoint
+        self.deletes_s = {n: costs.retention_seconds(design, taking=(n,)) - self.retention_s for n in self.names}
         self._lags: dict = {}
 
     @property
@@ -64,7 +65,7 @@ class DesignLevels:
     def levels(self, every: dict | None = None) -> tuple:
         every = {**self.every, **(every or {})}
         return tuple(Level(n, every[n], self._stall(n), self._lag(n, every) if self.mode == "async" else 0.0,
-                           self.restore_s[n]) for n in self.names)
+                           self.restore_s[n], self.deletes_s[n]) for n in self.names)
 
     def inputs(self, base_interval_s: float | None = None, every: dict | None = None) -> LevelInputs:
         """The cell (``base_interval_s``, ``every``); None: the design's own."""

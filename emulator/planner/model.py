@@ -16,8 +16,11 @@ cost R_c (detection, restart or replacement, and the restore from that level)::
     S    = sum_l s_l / e_l                       mean stall per base checkpoint
     S_l  = sum_j s_j e_l / lcm(e_j, e_l)         mean stall of a checkpoint that goes to l
     W_l  = max(0, S_l + d_l - e_l T)             wait for l's previous copy (staging reuse)
-    W_R  = mean_n max(0, S_n + d_n + R - T)      wait for checkpoint n's retention R (d_n: the lag
-                                                 of the farthest level n goes to)
+    W_R  = mean_n max(0, S_n + d_n + R_n - T)    wait for checkpoint n's retention R_n (d_n: the lag
+                                                 of the farthest level n goes to; R_n: the listings,
+                                                 and the deletes on the levels n goes to); async:
+                                                 max(0, S_n + d_n + R_n + d_n+1 - 2T), the next
+                                                 checkpoint's copies absorbing one interval
     P    = T + sum_l W_l / e_l + W_R             mean period between base checkpoints
     f    = (T - S) / P                           working fraction between failures
     L_c  = R_c + e_l(c) P / 2 + d_l(c)          per failure: recovery, lost work
@@ -57,11 +60,13 @@ class Level:
     stall_s: float
     lag_s: float
     restore_s: float = 0.0
+    #: the retention's deletes on this level after a checkpoint it takes (the next one waits for them)
+    retention_s: float = 0.0
 
     def __post_init__(self):
         if isinstance(self.every, bool) or not isinstance(self.every, int) or self.every < 1:
             raise ValueError(f"level {self.name}: every must be a whole number >= 1, got {self.every!r}")
-        for key in ("stall_s", "lag_s", "restore_s"):
+        for key in ("stall_s", "lag_s", "restore_s", "retention_s"):
             v = getattr(self, key)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"level {self.name}: {key} must be a finite number >= 0, got {v!r}")
@@ -96,8 +101,8 @@ class LevelInputs:
     levels: tuple
     classes: tuple
     restart_s: float = 0.0
-    #: after each checkpoint's last copy, its retention (the oldest one deleted), which the next
-    #: checkpoint waits for
+    #: after each checkpoint's last copy, its retention's listings on every level (a level it went to
+    #: adds its deletes: :attr:`Level.retention_s`), which the next checkpoint waits for
     retention_s: float = 0.0
 
     def __post_init__(self):
@@ -184,17 +189,32 @@ def breakdown(inputs: LevelInputs) -> Breakdown:
 
 
 def _retention_wait(inputs: LevelInputs) -> float:
-    """The mean wait of a checkpoint for the previous one's retention (W_R): checkpoint n ends when its
-    copy to the farthest level it goes to is durable, then its retention runs, then n + 1 may start."""
-    if inputs.retention_s <= 0:
-        return 0.0
+    """The mean wait for a previous checkpoint's retention (W_R): checkpoint n ends when its copy to
+    the farthest level it goes to is durable, then its retention runs. Synchronous (no lags): the
+    next checkpoint, T later, waits for it. Asynchronous: the next one's copies wait for it, and
+    training only when the one after (2T later) waits for that next one to be durable; and the
+    pipeline, copies and retentions one after another, sets the period where it is the bottleneck."""
     levels, T = inputs.levels, inputs.base_interval_s
+    if inputs.retention_s <= 0 and not any(lv.retention_s > 0 for lv in levels):
+        return 0.0
     cycle = math.lcm(*(lv.every for lv in levels))
-    total = 0.0
+
+    def taking(n: int) -> list:
+        return [lv for lv in levels if n % lv.every == 0] or [levels[0]]
+    background = any(lv.lag_s > 0 for lv in levels)
+    total, busy = 0.0, 0.0
     for n in range(1, cycle + 1):
-        taking = [lv for lv in levels if n % lv.every == 0] or [levels[0]]
-        done = sum(lv.stall_s for lv in taking) + max(lv.lag_s for lv in taking)
-        total += max(0.0, done + inputs.retention_s - T)
+        now = taking(n)
+        lag = max(lv.lag_s for lv in now)
+        done = sum(lv.stall_s for lv in now) + lag
+        retention = inputs.retention_s + sum(lv.retention_s for lv in now)
+        busy += lag + retention
+        if background:
+            total += max(0.0, done + retention + max(lv.lag_s for lv in taking(n + 1)) - 2 * T)
+        else:
+            total += max(0.0, done + retention - T)
+    if background:  # the copies and retentions run one after another: no faster than they take
+        return max(total / cycle, busy / cycle - T)
     return total / cycle
 
 

@@ -97,7 +97,7 @@ class JobModel:
         self.written = None            # ... and the event of its write (local_write)
         self.older = None              # the one before it, maybe still copying (local_write)
         self.hk_end = 0.0              # when the last checkpoint's retention ends
-        self.retention_s = retention_seconds(design)
+        self._retention: dict = {}     # the tiers a checkpoint went to -> its retention's seconds
         #: async: training slowed by this share of every background copy's time (a calibration's
         #: interference), owed as training time not progressed before the next checkpoint
         self.interference = design.interference_share if spec.mode == "async" else 0.0
@@ -226,7 +226,12 @@ class JobModel:
                     return
         self.t.complete += 1
         self.t.in_flight(-1)
-        self.hk_end = self.env.now + self.retention_s
+        self.hk_end = self.env.now + self._retention_after(ck.due)
+
+    def _retention_after(self, due: tuple) -> float:
+        if due not in self._retention:
+            self._retention[due] = retention_seconds(self.d, taking=due)
+        return self._retention[due]
 
     def _write(self, ck: _Ckpt, epoch: int):
         """Every node writes its files to the checkpoint's first tier: each file's commit, then a node
