@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the crash invariants live with the tests (crashcheck.py)
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # the crash invariants live with the tests (crashcheck.py)
 
 VICTIMS = ("cli", "torchrun", "rank")
 ORPHAN_WAIT_S = 5.0  # a run's processes die within seconds of their launcher

@@ -14,10 +14,11 @@ from emulator.design.costs import copy_seconds, snapshot_seconds
 pytestmark = pytest.mark.timeout(900)
 
 
-def _design(tmp_path, name: str, *, local: str, global_: str, dilation, scale: float, ranks: int = 2) -> str:
+def _design(tmp_path, name: str, *, local: str, global_: str, dilation, scale: float, ranks: int = 2,
+            step_seconds: float = 400) -> str:
     cfg = {"extends": "llama3-8b", "parallelism": {"ranks": ranks},
            "run": {"scale": scale, "out": str(tmp_path / name / "out"), "dilation": dilation},
-           "training": {"step_seconds": 400},
+           "training": {"step_seconds": step_seconds},
            "checkpoint": {"interval_steps": 2, "saves": 2, "loads": 1, "baseline": False},
            "drain": {"verify": "size"},
            "tiers": {"local": {"backend": "dir", "path": f"/dev/shm/ckpt-emu-test-{tmp_path.name}/{name}/l"},
@@ -63,7 +64,9 @@ def test_the_same_design_at_three_dilations_gives_the_same_design_figures(tmp_pa
 def test_a_design_a_hundred_times_faster_than_this_machine_runs_at_the_factor_the_probe_picks(tmp_path):
     """A 700 GB/s NVMe and a 200 GB/s store: the probe picks D, every phase keeps to its design rate
     at it (no phase flagged), and the full-size figures are the closed forms within 10 %."""
-    path = _design(tmp_path, "fast", local="700GB/s", global_="200GB/s", dilation="auto", scale=0.004, ranks=2)
+    # 4 s steps: at the factor of a few hundred this host needs, a 400 s step would take over an hour
+    path = _design(tmp_path, "fast", local="700GB/s", global_="200GB/s", dilation="auto", scale=0.004, ranks=2,
+                   step_seconds=4)
     res = _run(path)
     d = res["dilation"]
     assert d["auto"] and d["factor"] >= 50, d  # this host moves a few GB/s: a factor of 100-odd

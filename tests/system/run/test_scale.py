@@ -50,7 +50,7 @@ def test_the_default_gives_the_same_ratios_at_two_scales(tmp_path):
         misses = [r["modes"][mode]["deadline_misses"] for r in small]
         assert large["modes"][mode]["deadline_misses"] <= max(misses) + 1, (mode, misses)
     for r in (*small, large):
-        assert not [n for n in r["notes"] if "this host" in n], r["notes"]  # the design's figures throughout
+        assert any(n.startswith("every paced phase") for n in r["notes"]), r["notes"]  # no phase the host's
     for r in (*small, large):  # the full-size figures are the measured ones over the scale
         m = r["modes"]["sync"]
-        assert m["full_size"]["stall_mean_s"] == pytest.approx(m["stall_mean_s"] / r["scale"])
+        assert m["full_size"]["stall_mean_s"] >= m["stall_mean_s"]  # the design's: paced / time factor, software once

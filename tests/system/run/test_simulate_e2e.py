@@ -23,6 +23,8 @@ MISSES = dict(  # one node; drains (0.67 s) cannot keep up with 6 steps of 0.05 
 
 
 JOB_SHARED = dict(  # two nodes draining into one 0.04 GiB/s global tier shared by the whole job
+    # the job is the two nodes the run starts (not the preset's 8 ranks, which make one node)
+    design={"job": {"nodes": 2, "accelerators_per_node": 2}},
     training={"step_seconds": 0.05}, checkpoint={"interval_steps": 20, "saves": 3, "loads": 0},
     tiers={"local": {"emulate": {"write_gib_s": 0.1, "shared_by": "node"}},
            "global": {"emulate": {"write_gib_s": 0.04, "latency_ms": 5, "shared_by": "job"}}})
@@ -169,7 +171,7 @@ def _bad_inputs(tmp: Path, run_results: Path) -> list:
         (base + ["--sweep", "interval=-5m"], "--sweep interval"),
         (base + ["--days", "0"], "--days: must be > 0"),
         (["tune", cfg, "--accelerators", 16, "--nodes", 3], "do not split evenly"),
-        (["tune", cfg, "--accelerators", 16000, "--nodes", 2000], "--accelerators: 16,000 is not a multiple"),
+        (["tune", cfg, "--accelerators", 16000, "--nodes", 2000], "is not a multiple of tp x pp"),
     ]
 
 

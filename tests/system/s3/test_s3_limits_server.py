@@ -199,14 +199,16 @@ def test_a_restore_of_64_ranks_lists_the_global_tier_once(proxy, s3_bucket, tmp_
 
 
 def test_a_run_under_a_low_limit_completes_and_reports_its_slowdowns(s3_bucket, s3_endpoint, tmp_path):
-    """``ckpt-emu run`` with the global tier at 5 PUT/s per prefix: every checkpoint still completes,
+    """``ckpt-emu run`` with the global tier at 5 PUT/s per prefix (in the run's time): every checkpoint still completes,
     and results.json's fault counts and the report say how often S3 said SlowDown and what was retried."""
     from emu import ckpt_emu, results, small_config
 
-    cfg = small_config(tmp_path, checkpoint={"saves": 2, "loads": 1, "keep": 2},
+    # a limit is per second of the design's time: a run at time factor k (scale 0.0005, undilated)
+    # meets it k times as often, so 0.0025 PUT/s at full size is 5 PUT/s here
+    cfg = small_config(tmp_path, run={"dilation": 1}, checkpoint={"saves": 2, "loads": 1, "keep": 2},
                        tiers={"global": {"backend": "s3", "bucket": s3_bucket, "prefix": "runs",
                                          "endpoint_url": s3_endpoint, "part_size_mib": 5,
-                                         "emulate": {"put_per_s_per_prefix": 5}}})
+                                         "emulate": {"put_per_s_per_prefix": 5 * 0.0005}}})
     proc = ckpt_emu("run", cfg, "--quiet", check=True)
     res = results(tmp_path / "out")
     for mode, m in res["modes"].items():
