@@ -39,6 +39,7 @@ class Feed:
         self.target = f"127.0.0.1:{self.server.port}"
         self._halt = threading.Event()
         self.m.set_tiers(local="dir", global_="s3")
+        self.m.set_time_factor(1.0)  # as a run does at start: the panels divide durations by it
         self.m.set_interval("async", step)
         for tier, every in self.every.items():
             self.m.set_tier_interval(tier, every * step)
