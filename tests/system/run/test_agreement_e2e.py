@@ -6,6 +6,7 @@ fixed costs) reproducing what the run measured within 15 %. Two checkpoints a de
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from emu import ckpt_emu, results
@@ -20,8 +21,15 @@ SHIPPED = ("default", "design-nvme-pfs", "design-direct-pfs", "design-llama70-12
            "design-llama405-2048-nvme-pfs")
 
 
-def _overrides(tmp_path, name: str) -> list:
-    shm = f"/dev/shm/ckpt-emu-test-{tmp_path.name}"
+@pytest.fixture
+def shm(tmp_path):
+    """The run's tiers in host memory, removed after the test (a run empties them, not their folders)."""
+    folder = f"/dev/shm/ckpt-emu-test-{tmp_path.name}"
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _overrides(tmp_path, shm: str, name: str) -> list:
     sets = [f"run.out={tmp_path / 'out'}", "checkpoint.saves=2", "checkpoint.loads=1",
             "checkpoint.baseline=false", "checkpoint.modes=[sync]", f"tiers.global.path={shm}/g"]
     if load_config(name).tiers.local is not None:
@@ -30,8 +38,8 @@ def _overrides(tmp_path, name: str) -> list:
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_a_shipped_design_runs_at_its_closed_forms_and_as_simulated(tmp_path, name):
-    sets = _overrides(tmp_path, name)
+def test_a_shipped_design_runs_at_its_closed_forms_and_as_simulated(tmp_path, shm, name):
+    sets = _overrides(tmp_path, shm, name)
     flags = [x for s in sets for x in ("--set", s)]
     proc = ckpt_emu("run", name, "--quiet", *flags, timeout=800)
     assert proc.returncode == 0, proc.stderr[-3000:]
