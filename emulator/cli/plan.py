@@ -513,18 +513,6 @@ def _check_plot_path(path: str) -> None:
         raise UserError(f"--plot {path}: cannot write: {there} is not writable")
 
 
-def _check_plot_path(path: str) -> None:
-    """Before any work: the plot's folder exists or can be made (a file on its way is refused)."""
-    try:
-        there, _ = check_reach(Path(path).parent, what=f"--plot {path}")
-    except NotADirectoryError as exc:
-        raise UserError(f"--plot {path}: cannot write: {exc.filename} is not a directory") from None
-    except TierError as exc:
-        raise UserError(str(exc)) from None
-    if not os.access(there, os.W_OK | os.X_OK):
-        raise UserError(f"--plot {path}: cannot write: {there} is not writable")
-
-
 def run_plan(args) -> int:
     if args.plan_config is not None:
         raise UserError("--config: a plan: section is no longer read; give the run config as `plan CONFIG`, or "
