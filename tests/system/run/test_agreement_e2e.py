@@ -6,10 +6,10 @@ fixed costs) reproducing what the run measured within 15 %. Two checkpoints a de
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 from emu import ckpt_emu, results
+from level_runs import shm  # noqa: F401 - the tiers' folder in host memory, removed after
 
 from emulator.config import load_config
 from emulator.design import resolve
@@ -21,15 +21,7 @@ SHIPPED = ("default", "design-nvme-pfs", "design-direct-pfs", "design-llama70-12
            "design-llama405-2048-nvme-pfs")
 
 
-@pytest.fixture
-def shm(tmp_path):
-    """The run's tiers in host memory, removed after the test (a run empties them, not their folders)."""
-    folder = f"/dev/shm/ckpt-emu-test-{tmp_path.name}"
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def _overrides(tmp_path, shm: str, name: str) -> list:
+def _overrides(tmp_path, shm, name: str) -> list:
     sets = [f"run.out={tmp_path / 'out'}", "checkpoint.saves=2", "checkpoint.loads=1",
             "checkpoint.baseline=false", "checkpoint.modes=[sync]", f"tiers.global.path={shm}/g"]
     if load_config(name).tiers.local is not None:

@@ -24,6 +24,8 @@ from emulator.cli import main
 from emulator.config import load_config
 from emulator.design import resolve
 from emulator.design.failures import CLASSES
+from emulator.planner.inputs import DesignLevels
+from emulator.planner.model import evaluate
 from emulator.simulation.arrivals import Arrivals, Failure
 from emulator.simulation.model import RunSpec, simulate
 from emulator.simulation.planning import training_interval
@@ -141,8 +143,6 @@ def test_the_planner_counts_the_retention_the_next_checkpoint_waits_for():
     deletes as many after it (20.6 s, one request at a time): an async checkpoint every 15.5 s waits
     for it. The planner said 92 % there (the simulator 44 %) and recommended it."""
     d = _design("design-llama70-128-nvme-s3", mttf_hours=2000)
-    from emulator.planner.inputs import DesignLevels
-    from emulator.planner.model import evaluate
     every = {"local": 1, "global": 1}
     planned = evaluate(DesignLevels(d, "async").inputs(15.5, every)).goodput
     simulated = [simulate(d, RunSpec("async", training_interval(d, "async", 15.5, every), horizon_s=10 * 86400),
@@ -157,8 +157,6 @@ def test_a_checkpoint_waits_only_for_the_deletes_of_the_tiers_the_previous_one_w
     the tiers: charging every checkpoint the S3 deletes gave 10.7 % goodput at the design's intervals."""
     d = _design("design-memory-nvme-s3")
     every = {t.name: t.every for t in d.ladder}
-    from emulator.planner.inputs import DesignLevels
-    from emulator.planner.model import evaluate
     planned = evaluate(DesignLevels(d, "async").inputs(d.base_interval_s, every)).goodput
     simulated = simulate(d, RunSpec("async", training_interval(d, "async", d.base_interval_s, every),
                                     horizon_s=4 * 86400), Arrivals(d.failures, seed=1)).goodput

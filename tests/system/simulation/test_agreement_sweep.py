@@ -5,26 +5,14 @@ tests/system/simulation/test_agreement.py; about a minute of simulation in all.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from test_agreement import DESIGNS, _design
-from test_interval_agreement import _grid_around, _step
+from test_interval_agreement import _grid_around, sweep_agrees
 
 from emulator import planner
-from emulator.planner.inputs import DesignLevels
-from emulator.simulation.arrivals import Arrivals
-from emulator.simulation.model import RunSpec, simulate
-from emulator.simulation.planning import training_interval
 
 SEEDS = (1, 2)
 DAYS = 4
-
-
-def simulated_goodput(design, mode: str, base_interval_s: float, every: dict, seed: int) -> float:
-    d = replace(design, ladder=tuple(replace(t, every=every.get(t.name, t.every)) for t in design.ladder))
-    spec = RunSpec(mode, training_interval(d, mode, base_interval_s, every), horizon_s=DAYS * 86400)
-    return simulate(d, spec, Arrivals(d.failures, seed=seed)).goodput
 
 
 def _failing(name: str):
@@ -40,13 +28,7 @@ def test_the_planners_interval_is_the_simulated_sweeps_within_one_step(name):
     grid = _grid_around(best.base_interval_s)
     if len(d.tiers) == 1:
         grid = planner.Grid(every={}, base_interval_s=grid.base_interval_s)
-    mine = planner.plan(d, grid=grid, modes=(mode,)).modes[mode].grid_best
-    levels = DesignLevels(d, mode)
-    cells = [(sum(simulated_goodput(d, mode, t, every, seed) for seed in SEEDS) / len(SEEDS), t, every)
-             for every in grid.combos(levels.names, levels.every) for t in grid.base_interval_s]
-    top, t_sim, every_sim = max(cells, key=lambda c: c[0])
-    assert abs(_step(grid, mine.every["global"] * mine.base_interval_s)
-               - _step(grid, every_sim["global"] * t_sim)) <= 1, (mine.every, mine.base_interval_s, every_sim, t_sim)
+    sweep_agrees(d, mode, grid, SEEDS, DAYS)
 
 
 @pytest.mark.parametrize("name", ["design-nvme-s3", "design-llama70-128-nvme-s3"])
