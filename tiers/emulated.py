@@ -109,6 +109,13 @@ def is_paced(tier) -> bool:
     return tier is not None
 
 
+def emulated_behind(tier) -> "EmulatedTier | None":
+    """The first EmulatedTier behind ``tier``'s wrappers (None: nothing paces it)."""
+    while tier is not None and not isinstance(tier, EmulatedTier):
+        tier = getattr(tier, "inner", None)
+    return tier
+
+
 def device_waits(tier) -> dict | None:
     """The first EmulatedTier behind ``tier``'s wrappers: {"shared": reads and writes share one
     device, "waits": {phase: {direction: seconds}}}; None if nothing emulates a device."""
@@ -352,6 +359,15 @@ class EmulatedTier(TierWrapper):
             self._reads = _Pacer(self, "read", self._bucket_source(read_bps, "read"))
         else:  # one device: reads take their time out of the writes' device bucket
             self._reads = _Pacer(self, "read", device, weight=write_bps / read_bps)
+
+    def rate(self, direction: str) -> float | None:
+        """The bytes/s one transfer in ``direction`` ("write", "read") is held to with its bucket to
+        itself (a write: the slower of the device and the NIC; a read on a shared device: its own
+        rate); None where that direction is not paced."""
+        pacer = self._writes if direction == "write" else self._reads
+        if pacer.bucket is None:
+            return None
+        return pacer.bucket().rate / pacer.weight
 
     @property
     def shares_device(self) -> bool:

@@ -476,9 +476,10 @@ class Checkpointer:
         comm, ok, seconds, paced_s = self.drain_comm, False, 0.0, None
         if comm.is_node_leader and written and rec.local_complete:
             files = [r.entry for r in receipts if r.node == comm.node and r.where == "memory"]
+            drainer = self._drainer("memory", "local")
             with counted_as("persist"), anchored_at(time.time()):
-                copy = await self._drainer("memory", "local").drain(files)
-            paced_s = paced.seconds("persist", copy.start, copy.end) if is_paced(self.local) else None
+                copy = await drainer.drain(files)
+            paced_s = drainer.paced_seconds("persist", copy, [f.size for f in files])
             ok = copy.ok and await self._guarded(
                 self._write_manifest(self.local, "local", rec.step, rec.mode, files, self._node_meta(rec)))
             seconds = copy.seconds
@@ -498,11 +499,10 @@ class Checkpointer:
         drain = None
         if comm.is_node_leader:
             if written:
+                drainer, files = self._drainer(source, "global"), [r.entry for r in mine if r.where == where]
                 with counted_as("drain"), anchored_at(time.time()):
-                    drain = await self._drainer(source, "global").drain(
-                        [r.entry for r in mine if r.where == where],
-                        after_file=lambda: self.faults.hit("drain", rec.seq))
-                drain.paced_s = paced.seconds("drain", drain.start, drain.end) if is_paced(self.global_) else None
+                    drain = await drainer.drain(files, after_file=lambda: self.faults.hit("drain", rec.seq))
+                drain.paced_s = drainer.paced_seconds("drain", drain, [f.size for f in files])
                 self._record_drain(drain)
         else:
             self.faults.hit("drain", rec.seq)

@@ -32,8 +32,9 @@ from emulator.checkpoint.layout import FileEntry
 from emulator.checkpoint.retry import Abandoned, RetryPolicy, retrying
 from emulator.checkpoint.tally import Tally
 from emulator.metrics import NULL_METRICS
+from tiers import paced
 from tiers.base import Tier
-from tiers.emulated import anchored_at
+from tiers.emulated import anchored_at, emulated_behind
 
 
 #: read-back chunk of the checksum verification: up to ``concurrency`` of them are in memory at once
@@ -122,6 +123,36 @@ class Drainer:
             self.metrics.drain_progress(total - result.bytes)
         self.metrics.drain_finished(result.seconds, ok=result.ok)
         return result
+
+    def paced_seconds(self, phase: str, result: DrainResult, sizes: list[int]) -> float | None:
+        """Of ``result``'s seconds, the paced devices' (the spans of ``phase``, tiers/paced.py; None:
+        nothing paces the destination), never more than they need for its files (:meth:`floor_seconds`):
+        a copy the host delayed also delays the read-backs and copies queued behind it, whose paced
+        spans would otherwise cover the delay."""
+        if emulated_behind(self.dest) is None:
+            return None
+        spans = paced.seconds(phase, result.start, result.end)
+        floor = self.floor_seconds(sizes) if result.ok and not result.retries else None
+        return spans if floor is None else min(spans, floor)
+
+    def floor_seconds(self, sizes: list[int]) -> float | None:
+        """The least time the paced devices take to drain files of ``sizes`` with nothing else on them,
+        as emulator/design/costs.py's drain: every byte at the copy's rate (the destination's write, or
+        the source's read where slower), the smallest file read back (``checksum``; every file where
+        reads and writes share the device), and a request latency at each end of every wave of
+        ``concurrency`` files. None where the devices' time may also be another transfer's (a NIC the
+        peer copies cross, a source device the next write shares, a bucket per call)."""
+        dest, source = emulated_behind(self.dest), emulated_behind(self.source)
+        if dest is None or not sizes or dest.rate("write") is None or dest.nic_bps or dest.shared_by == "none":
+            return None
+        if source is not None and (source.shares_device or source.nic_bps or source.shared_by == "none"):
+            return None
+        copy = min(r for r in (dest.rate("write"), source and source.rate("read")) if r)
+        verify = 0.0
+        if self.verify == "checksum" and dest.rate("read"):
+            verify = (sum(sizes) if dest.shares_device else min(sizes)) / dest.rate("read")
+        waves = -(-len(sizes) // self.concurrency)
+        return sum(sizes) / copy + verify + 2 * waves * dest.latency_s
 
     async def _copy(self, entry: FileEntry) -> None:
         path = self.source.local_path(entry.key)

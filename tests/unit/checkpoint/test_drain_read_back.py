@@ -7,15 +7,28 @@ import asyncio
 import os
 import time
 
-from durations import assert_paced
+import pytest
+from durations import assert_paced, ratio
 
 from emulator.checkpoint.drainer import Drainer
 from emulator.checkpoint.integrity import crc_of_stream
 from emulator.checkpoint.layout import FileEntry
+from tiers.base import TierWrapper
 from tiers.directory import DirTier
 from tiers.emulated import EmulatedTier, anchored_at, counted_as
 
 MIB = 1 << 20
+
+
+def _files(local: DirTier, count: int, size: int) -> list[FileEntry]:
+    entries = []
+    for i in range(count):
+        key = f"step_00000001/r{i}.pt"
+        asyncio.run(local.put(key, os.urandom(size)))
+        with open(local.local_path(key), "rb") as fh:
+            crc, n = crc_of_stream(fh, bytearray(MIB))
+        entries.append(FileEntry(key, i, n, crc))
+    return entries
 
 
 def test_the_read_back_follows_the_copy_at_the_read_rate(tmp_path):
@@ -34,3 +47,58 @@ def test_the_read_back_follows_the_copy_at_the_read_rate(tmp_path):
     elapsed = time.perf_counter() - t
     assert result.ok, result.error
     assert_paced(elapsed, 2 * (8 * MIB) / (16 * MIB), "copy then read-back")
+
+
+class _SlowUploads(TierWrapper):
+    """A host that spends ``seconds`` on every upload before its bytes move (a request's own costs)."""
+
+    def __init__(self, inner, seconds: float):
+        super().__init__(inner)
+        self.seconds = seconds
+
+    def request_delay(self, what: str) -> float:
+        return self.seconds if what.startswith("upload") else 0.0
+
+
+def test_a_host_too_slow_for_the_pacing_shows_as_the_hosts_time(tmp_path):
+    """8 files of 1 MiB, 4 at a time, at 8 MiB/s each way: the devices need 1 s of copies and the last
+    file's read-back (1/8 s), 1.125 s. A host that spends 0.6 s on each upload takes at least 1.325 s
+    (each slot uploads twice, then a read-back): the paced part stays 1.125 s and the rest is the host's
+    (the read-backs and copies queued behind the late uploads made their spans cover all but 0.35 s)."""
+    local = DirTier(tmp_path / "local")
+    entries = _files(local, 8, MIB)
+    glob = EmulatedTier(_SlowUploads(DirTier(tmp_path / "global"), 0.6), write_bps=8 * MIB, read_bps=8 * MIB,
+                        shared_by="rank")
+    drainer = Drainer(local, glob, verify="checksum", concurrency=4)
+    assert drainer.floor_seconds([e.size for e in entries]) == 1.125
+    with counted_as("drain"), anchored_at(time.time()):
+        result = asyncio.run(drainer.drain(entries))
+    assert result.ok, result.error
+    assert_paced(result.seconds, 1.325, "two uploads a slot, then a read-back")
+    assert drainer.paced_seconds("drain", result, [e.size for e in entries]) <= 1.125
+
+
+def test_a_host_that_keeps_up_is_paced_throughout(tmp_path):
+    """The same drain on a host with no upload costs: its paced part is its whole time (the devices'
+    1.125 s), none of it the host's."""
+    local = DirTier(tmp_path / "local")
+    entries = _files(local, 8, MIB)
+    glob = EmulatedTier(DirTier(tmp_path / "global"), write_bps=8 * MIB, read_bps=8 * MIB, shared_by="rank")
+    drainer = Drainer(local, glob, verify="checksum", concurrency=4)
+    with counted_as("drain"), anchored_at(time.time()):
+        result = asyncio.run(drainer.drain(entries))
+    assert result.ok, result.error
+    paced_s = drainer.paced_seconds("drain", result, [e.size for e in entries])
+    assert paced_s == pytest.approx(1.125, rel=0.02)
+    assert ratio(paced_s, result.seconds) >= 0.9
+
+
+def test_no_floor_where_another_transfer_may_share_the_devices(tmp_path):
+    """A NIC the peer copies also cross, or a bucket per call: the drain's floor is unknown (None), and
+    its paced part is its spans'."""
+    local = DirTier(tmp_path / "local")
+    with_nic = EmulatedTier(DirTier(tmp_path / "g1"), write_bps=8 * MIB, read_bps=8 * MIB, shared_by="rank",
+                            nic_bps=16 * MIB)
+    per_call = EmulatedTier(DirTier(tmp_path / "g2"), write_bps=8 * MIB, read_bps=8 * MIB, shared_by="none")
+    for dest in (with_nic, per_call):
+        assert Drainer(local, dest, verify="checksum", concurrency=4).floor_seconds([MIB] * 8) is None
