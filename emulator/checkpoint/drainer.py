@@ -37,6 +37,8 @@ from tiers.base import Tier
 from tiers.emulated import anchored_at, emulated_behind
 
 
+#: the phases that write into a node tier a drain may be reading (tiers/paced.py)
+WRITES = ("local_write", "persist")
 #: read-back chunk of the checksum verification: up to ``concurrency`` of them are in memory at once
 VERIFY_CHUNK = 4 << 20
 #: what a drain checks on the global copy when not told: its bytes, not only its size
@@ -132,7 +134,10 @@ class Drainer:
         if emulated_behind(self.dest) is None:
             return None
         spans = paced.seconds(phase, result.start, result.end)
-        floor = self.floor_seconds(sizes) if result.ok and not result.retries else None
+        source = emulated_behind(self.source)
+        others = tuple(p for p in WRITES if p != phase)
+        shared = source is not None and source.shares_device and paced.seconds(others, result.start, result.end) > 0
+        floor = self.floor_seconds(sizes) if result.ok and not result.retries and not shared else None
         return spans if floor is None else min(spans, floor)
 
     def floor_seconds(self, sizes: list[int]) -> float | None:
@@ -141,11 +146,12 @@ class Drainer:
         the source's read where slower), the smallest file read back (``checksum``; every file where
         reads and writes share the device), and a request latency at each end of every wave of
         ``concurrency`` files. None where the devices' time may also be another transfer's (a NIC the
-        peer copies cross, a source device the next write shares, a bucket per call)."""
+        peer copies cross, a bucket per call; :meth:`paced_seconds` also leaves out a source device
+        the next checkpoint's write shared during the drain)."""
         dest, source = emulated_behind(self.dest), emulated_behind(self.source)
         if dest is None or not sizes or dest.rate("write") is None or dest.nic_bps or dest.shared_by == "none":
             return None
-        if source is not None and (source.shares_device or source.nic_bps or source.shared_by == "none"):
+        if source is not None and (source.nic_bps or source.shared_by == "none"):
             return None
         copy = min(r for r in (dest.rate("write"), source and source.rate("read")) if r)
         verify = 0.0

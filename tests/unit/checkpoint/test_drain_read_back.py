@@ -15,6 +15,7 @@ from emulator.checkpoint.integrity import crc_of_stream
 from emulator.checkpoint.layout import FileEntry
 from tiers.base import TierWrapper
 from tiers.directory import DirTier
+from tiers import paced
 from tiers.emulated import EmulatedTier, anchored_at, counted_as
 
 MIB = 1 << 20
@@ -102,3 +103,23 @@ def test_no_floor_where_another_transfer_may_share_the_devices(tmp_path):
     per_call = EmulatedTier(DirTier(tmp_path / "g2"), write_bps=8 * MIB, read_bps=8 * MIB, shared_by="none")
     for dest in (with_nic, per_call):
         assert Drainer(local, dest, verify="checksum", concurrency=4).floor_seconds([MIB] * 8) is None
+
+
+def test_a_write_sharing_the_source_device_during_the_drain_is_the_designs_time(tmp_path):
+    """The slow host's drain again, its files read from a device that reads and writes share (not
+    duplex): with no write on it meanwhile the paced part is the devices' floor; where the next
+    checkpoint's write used the device during the drain, the drain's extra time may be the design's
+    own sharing, and all of its paced spans count."""
+    src = EmulatedTier(DirTier(tmp_path / "local"), write_bps=64 * MIB, read_bps=64 * MIB, shared_by="rank",
+                       duplex=False)
+    entries = _files(src.inner, 8, MIB)
+    glob = EmulatedTier(_SlowUploads(DirTier(tmp_path / "global"), 0.6), write_bps=8 * MIB, read_bps=8 * MIB,
+                        shared_by="rank")
+    drainer = Drainer(src, glob, verify="checksum", concurrency=4)
+    with counted_as("drain"), anchored_at(time.time()):
+        result = asyncio.run(drainer.drain(entries))
+    sizes = [e.size for e in entries]
+    floor = drainer.floor_seconds(sizes)
+    assert drainer.paced_seconds("drain", result, sizes) == floor
+    paced.record("local_write", result.start + 0.1, result.start + 0.2)  # the next checkpoint's write
+    assert drainer.paced_seconds("drain", result, sizes) > floor
