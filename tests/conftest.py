@@ -11,6 +11,7 @@ TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS / "support"))
 
 import quickguard  # noqa: E402
+import schedule  # noqa: E402
 from rgwserver import rgw_server  # noqa: E402,F401 - one RGW for the whole session
 
 #: the first folder under tests/ -> the marker of every test in it
@@ -25,7 +26,7 @@ def tier(path: Path) -> str:
     return TIERS[top]
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     for item in items:
         item.add_marker(tier(item.path))
         # an S3 test marked rgw_xfail is expected to fail against RGW, and must still pass against moto
@@ -34,6 +35,8 @@ def pytest_collection_modifyitems(items):
         if mark and params and params.params.get("s3_server") == "rgw":
             reason = mark.kwargs.get("reason") or mark.args[0]
             item.add_marker(pytest.mark.xfail(strict=True, reason=f"on RGW: {reason}"))
+    if getattr(config.option, "numprocesses", None):  # .ci/test: the longest files to the workers first
+        items[:] = schedule.longest_first(items, TESTS.resolve())
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -9,6 +9,9 @@ from itertools import zip_longest
 import pytest
 from emu import ckpt_emu, results, small_config
 
+#: CPU-bound steps slow each other and the copies: a test beside it would be measured too
+pytestmark = pytest.mark.alone
+
 SCALE = 0.0005
 
 
