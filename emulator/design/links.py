@@ -4,7 +4,8 @@ A node's own devices are its host memory (a copy into it), its local NVMe (its r
 reads and writes share it too unless ``duplex``) and its NIC (peer copies and global traffic leave
 through it). The global storage is an aggregate shared max-min fair by the nodes moving bytes at
 that moment, each capped by its NIC: k nodes that each move B bytes take B*k/A, or B/NIC where the
-NIC binds first; nodes with fewer bytes finish first and leave their share to the others.
+NIC binds first; nodes with fewer bytes finish first and leave their share to the others. A drain
+also reads each node's files from its NVMe (or host memory), so that tier's read rate caps it too.
 
 A tier is described by ``design:`` (emulator/config/design.py) or, at a lower level, by its
 ``emulate:`` knobs, which mean the same: ``shared_by: node`` is the node's device or link, ``job``
@@ -185,7 +186,26 @@ def node_links(cfg, *, files: int) -> NodeLinks:
             if t.capacity_bytes:  # emulate: counts a run's bytes (at run.scale); the design's are full size
                 t = replace(t, capacity_bytes=int(t.capacity_bytes / cfg.run.scale))
             tiers[name] = t
-    return NodeLinks(tiers, nic, stated, nic_family)
+    return NodeLinks(_drain_read(tiers, cfg), nic, stated, nic_family)
+
+
+def drain_source(cfg) -> str | None:
+    """The node tier a drain reads each node's files from, as the checkpointer picks it: the NVMe where
+    the ladder has one, else the nearest tier (None: the ranks write global storage directly)."""
+    names = [n for n in ("memory", "local") if cfg.tiers.entry(n) is not None]
+    if "local" in names:
+        return "local"
+    return names[0] if names else None
+
+
+def _drain_read(tiers: dict, cfg) -> dict:
+    """The global tier's drain capped, per node, by the read rate of the tier it reads (a node drains no
+    faster than it reads its own files)."""
+    source = tiers.get(drain_source(cfg) or "")
+    g = tiers.get("global")
+    if g is None or source is None or source.read is None or math.isinf(source.read.node_bps):
+        return tiers
+    return {**tiers, "global": replace(g, drain=g.drain.capped(source.read.node_bps))}
 
 
 # --------------------------------------------------------------------------- what a run's node is paced at

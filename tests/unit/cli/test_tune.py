@@ -84,7 +84,7 @@ def test_tune_reads_the_design_plan_reads(tmp_path, monkeypatch):
         "checkpoint": {"interval_steps": 8, "saves": 3}, "drain": {"verify": "size"},
         "tiers": {"local": {"backend": "dir", "path": str(tmp_path / "nvme")},
                   "global": {"backend": "dir", "path": str(tmp_path / "pfs")}},
-        "design": {"job": {"nodes": 2048}, "node": {"local": {"write": "7GB/s", "read": "7GB/s"}, "nic": "400Gb/s"},
+        "design": {"job": {"nodes": 2048}, "node": {"local": {"write": "7GB/s", "read": "60GB/s"}, "nic": "400Gb/s"},
                    "global": {"write": "400GB/s"}}})
     tune_mod, runs = _faked_tune(monkeypatch)
     r = tune_mod.tune(cfg, accelerators=16384, nodes=2048)
