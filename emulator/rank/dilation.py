@@ -152,20 +152,17 @@ class Probe:
         return tuple(entries)
 
     def _drain(self, source: str, mine: tuple) -> None:
-        """The node's whole files drained as a run drains them, requests and read-backs included: a
-        drain's copies wait for the read-backs and requests before them, so none of its own time
-        hides inside the paced time as a single stream's does. (The files with one element per tensor
-        go too, untimed: the restore probe reads them back from global storage.)"""
         gathered = self.comm.all_gather((self.comm.node, mine))
-        seconds, nbytes = 0.0, 0
+        times, nbytes = [0.0, 0.0], 0
         if self.comm.is_node_leader:
             drainer = Drainer(self.tiers[source], self.tiers["global"], concurrency=self.cfg.drain.concurrency,
                               verify=self.cfg.drain.verify, node=self.comm.node)
             for i in (0, 1):
                 result = self.loop.run(drainer.drain([e[i] for node, e in gathered if node == self.comm.node]))
-            seconds, nbytes = result.seconds, result.bytes
+                times[i] = result.seconds
+                nbytes += result.bytes if i else -result.bytes
         self._add("drain", "global", design_rate(self.cfg, self.comm, "global", "write"),  # the leader's copies
-                  self._node_rate(seconds, nbytes))
+                  self._node_rate(self._byte_seconds(times[1], times[0]) if self.comm.is_node_leader else 0.0, nbytes))
 
     def _read(self, name: str, entries: tuple) -> None:
         def read(entry):

@@ -2,15 +2,11 @@
 paced spans a phase logs, and how a phase's seconds become the full-size design's."""
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import os
 import time
 
 import pytest
 
-from emulator.checkpoint.integrity import crc_of_stream
-from emulator.checkpoint.layout import FileEntry
 from emulator.cli import main
 from emulator.config import load_config
 from emulator.design import run_emulation
@@ -19,10 +15,6 @@ from emulator.job.rank_tiers import paced
 from emulator.rank.dilation import PhaseProbe, nice
 from emulator.results.design_time import full, full_record, host_shares, tier_lag
 from tiers import paced as spans
-from tiers.base import TierWrapper
-from tiers.directory import DirTier
-
-MIB = 1 << 20
 
 
 @pytest.mark.parametrize("value", ["0.5", "0", "fast", "-2", ".inf"])
@@ -204,48 +196,3 @@ def test_a_write_the_host_committed_late_is_paced_only_until_its_bytes_were_due(
     assert spans.seconds("local_write", t0, t1) == pytest.approx(0.01, abs=0.005)
     spans.clear()
     assert isinstance(sink, Sink)
-
-
-class _OneRank:
-    """The comm of a run of one rank on one node."""
-
-    rank = node = 0
-    local_world_size = 1
-    is_node_leader = True
-
-    def all_gather(self, value):
-        return [value]
-
-    def barrier(self):
-        pass
-
-
-class _Loop:
-    def run(self, coro):
-        return asyncio.run(coro)
-
-
-class _SlowUploads(TierWrapper):
-    def request_delay(self, what: str) -> float:
-        return 0.2 if what.startswith("upload") else 0.0
-
-
-def test_the_probe_times_the_whole_drain_requests_and_read_backs_included(tmp_path, monkeypatch):
-    """A host that spends 0.2 s on every upload drains a file of 1 MiB in at least 0.2 s: the drain's
-    host rate is at most 5 MiB/s (it was the rate of the bytes alone, the same files' time
-    with one element per tensor subtracted, which left the uploads' costs out, and a drain's copies queue
-    behind them)."""
-    import emulator.rank.dilation as dilation
-    monkeypatch.setattr(dilation, "design_rate", lambda *a: 1e9)
-    local, glob = DirTier(tmp_path / "local"), _SlowUploads(DirTier(tmp_path / "global"))
-    entries = []
-    for i, size in enumerate((16, MIB)):  # the file with one element per tensor, and the whole one
-        key = f"step_00000000/r{i}.pt"
-        asyncio.run(local.put(key, os.urandom(size)))
-        with open(local.local_path(key), "rb") as fh:
-            entries.append(FileEntry(key, 0, size, crc_of_stream(fh)[0]))
-    cfg = load_config("default", ["drain.concurrency=4"])
-    probe = dilation.Probe(cfg, _OneRank(), None, {"local": local, "global": glob}, _Loop())
-    probe._drain("local", (entries[0], entries[1]))
-    [drain] = probe.phases
-    assert drain.phase == "drain" and drain.host_bps <= MIB / 0.2, drain
