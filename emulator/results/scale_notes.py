@@ -7,11 +7,14 @@ was not paced or the host could not keep up:
 * a paced phase whose own, unpaced time is a large share of it: the host (its software, or its
   speed below the paced rate) set that part;
 * a tier that is not emulated always measures the host, at this run's size;
+* the snapshot is paced only where the design states its copy rate: otherwise it is this host's
+  memory copy;
 * a compressed step may be shorter than the host can schedule (sleep granularity, CPU
   contention): then the step time is the host's.
 """
 from __future__ import annotations
 
+from emulator.config.design import DEFAULT_SNAPSHOT
 from emulator.design import run_emulation
 from emulator.results.design_time import HOST_SHARE
 from emulator.units import GIB
@@ -63,3 +66,17 @@ def step_notes(cfg, results: dict) -> list[str]:
     return [f"steps took {base['step_wall_s'] * 1000:.1f} ms without checkpoints, against the compressed "
             f"{want * 1000:.1f} ms ({cfg.training.step_seconds:g} s x time factor {cfg.time_factor:g}): the step "
             "time is this host's; run at a larger --scale or run.dilation for the design's"]
+
+
+def snapshot_notes(cfg, results: dict) -> list[str]:
+    """A design that states no snapshot rate: each rank's snapshot is this host's memory copy, unpaced
+    (pacing the documented default would dilate every run by about a hundred on a small host), so
+    every figure holding it (an async stall above all) is this host's."""
+    d = cfg.design
+    if d is None or d.snapshot.stated or cfg.checkpoint.protocol == "mlperf":
+        return []
+    return [f"snapshot: not paced (the design states no design.node.snapshot.rate): each rank's snapshot is "
+            "this host's memory copy, so the stall of an async checkpoint, and the snapshot inside every "
+            "other figure, are this host's copy extrapolated to the full bytes, not the design's; plan and "
+            f"simulate assume {DEFAULT_SNAPSHOT} per accelerator. State the rate to pace it (the probe then "
+            "dilates the run for it)"]

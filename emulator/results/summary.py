@@ -25,7 +25,7 @@ from emulator.results.design_time import full_load, full_record, host_shares
 from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
                                      tier_load_summary)
 from emulator.results.requests import s3_summary
-from emulator.results.scale_notes import rate_notes, raw_tier_notes, step_notes
+from emulator.results.scale_notes import rate_notes, raw_tier_notes, snapshot_notes, step_notes
 from emulator.design import run_emulation
 from emulator.design.links import node_links
 from emulator.sizing import checkpoint_size
@@ -291,7 +291,8 @@ def tier_design(cfg) -> dict:
 
 def host_notes(cfg, results: dict) -> list[str]:
     """Where a figure is this host's or the scale's rather than the full-size design's."""
-    return step_notes(cfg, results) + raw_tier_notes(cfg, results) + rate_notes(cfg, results)
+    return (step_notes(cfg, results) + raw_tier_notes(cfg, results) + snapshot_notes(cfg, results)
+            + rate_notes(cfg, results))
 
 
 def _by_step(mode: str, ranks: list[dict]) -> dict:
