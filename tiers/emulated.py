@@ -83,6 +83,11 @@ def counted_as(phase: str):
         _PHASE.reset(token)
 
 
+def current_phase() -> str:
+    """The phase the transfers started here count as (:func:`counted_as`; "other" outside one)."""
+    return _PHASE.get()
+
+
 @contextlib.contextmanager
 def anchored_at(wall_time: float):
     """Transfers inside the block book their bytes as if they had run back to back from ``wall_time``

@@ -22,7 +22,9 @@ copy in its ``store`` tier only when both match; a mismatch aborts the sink.
 Pacing: ``pacer`` (a ``tiers.pacing`` token bucket, bytes/s) stands for the
 node's NIC on the sending side. The node's drain to the global tier leaves
 through the same NIC: to emulate that, the caller gives both the same bucket
-(a ``FileTokenBucket`` shared by the node's processes).
+(a ``FileTokenBucket`` shared by the node's processes). Each chunk's bytes are
+booked from the start of its send, as a tier's transfer is (tiers/emulated.py),
+and logged as paced time of the caller's phase (tiers/paced.py).
 """
 from __future__ import annotations
 
@@ -37,7 +39,9 @@ import torch.distributed as dist
 
 from emulator.checkpoint.integrity import format_crc
 from emulator.checkpoint.placement import PeerLayout
+from tiers import paced
 from tiers.base import Tier, TierError
+from tiers.emulated import current_phase
 
 #: bytes per message of a file's body: what a stream holds in memory at once
 CHUNK = 64 << 20
@@ -88,6 +92,19 @@ def _isend(tensor: torch.Tensor, peer: int, group, tag: int):
 
 def _irecv(tensor: torch.Tensor, peer: int, group, tag: int):
     return dist.irecv(tensor, group=group, group_src=peer, tag=tag)
+
+
+def paced_send(send, nbytes: int, pacer) -> None:
+    """``send()`` ``nbytes``; with a ``pacer``, then wait until they are due from the send's start (the
+    real send overlaps the NIC's time), the span logged as paced time of the current phase."""
+    if pacer is None:
+        send()
+        return
+    start, wall = pacer.clock(), time.time()
+    send()
+    due = pacer.reserve(nbytes, start)
+    paced.record_due(current_phase(), wall, due - pacer.clock())
+    pacer.wait_until(due)
 
 
 class PeerTransport:
@@ -181,9 +198,7 @@ class PeerTransport:
                 for off in range(0, f.size, self.chunk):
                     part = buf[:min(self.chunk, f.size - off)]
                     _read_into(reader, part)  # a short file sends zeros: the receiver refuses it
-                    if self.pacer is not None:
-                        self.pacer.acquire(part.numel())
-                    self._send(part, peer)
+                    paced_send(lambda: self._send(part, peer), part.numel(), self.pacer)
                     sent += part.numel()
         return sent
 
