@@ -28,6 +28,7 @@ and logged as paced time of the caller's phase (tiers/paced.py).
 """
 from __future__ import annotations
 
+import contextvars
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -171,9 +172,11 @@ class PeerTransport:
         streams = len(sends) + len(recvs)
         if streams:
             with ThreadPoolExecutor(streams, thread_name_prefix="peer") as pool:
-                outs = [pool.submit(self._send_stream, peer, list(files), source, errors)
-                        for peer, files in sends.items()]
-                ins = [pool.submit(self._recv_stream, peer, store, errors) for peer in recvs]
+                # each stream in a copy of the caller's context: its phase (tiers.emulated.counted_as)
+                outs = [pool.submit(contextvars.copy_context().run, self._send_stream, peer, list(files), source,
+                                    errors) for peer, files in sends.items()]
+                ins = [pool.submit(contextvars.copy_context().run, self._recv_stream, peer, store, errors)
+                       for peer in recvs]
                 result.sent_bytes = sum(f.result() for f in outs)
                 result.received = [r for f in ins for r in f.result()]
         everyone = [None] * world

@@ -96,3 +96,26 @@ def test_a_paced_send_overlaps_the_nic_and_is_logged_as_the_phases_paced_time():
     t1 = time.time()
     assert t1 - t0 >= 0.25 * 0.98  # the bytes at the NIC's rate: a lower bound pacing guarantees
     assert paced.seconds("replicate", t0, t1) >= 0.9 * (t1 - t0)
+
+
+def test_each_stream_counts_in_the_callers_phase(monkeypatch):
+    """The streams run in threads of their own: each must see the caller's phase, or its paced spans
+    count as "other" and the replicate phase reads as this host's (a two-node run said 100 %)."""
+    import emulator.checkpoint.peer as peer_mod
+    from tiers.emulated import counted_as, current_phase
+
+    seen = []
+    transport = object.__new__(peer_mod.PeerTransport)  # no process group: the streams are fakes
+    transport.ranks_per_node, transport.group = 1, None
+    transport._send_stream = lambda peer, files, source, errors: seen.append(current_phase()) or 0
+    transport._recv_stream = lambda peer, store, errors: seen.append(current_phase()) or []
+    monkeypatch.setattr(peer_mod.dist, "get_world_size", lambda group=None: 2)
+    monkeypatch.setattr(peer_mod.dist, "all_gather_object", lambda out, obj, group=None: out.__setitem__(0, obj),
+                        raising=False)
+    layout = PeerLayout(nodes=2, replicas=1, placement="jump", jump=1)
+    with counted_as("replicate"):
+        try:
+            transport._exchange(layout, {1: []}, [1], None, None)
+        except Exception:  # noqa: BLE001 - only the streams' phase is checked here
+            pass
+    assert seen == ["replicate", "replicate"]
