@@ -1,6 +1,7 @@
 """Two tiers, one suite (docs/testing.md): every test under tests/unit/ is marked ``quick`` and runs
 under a guard (support/quickguard.py) that fails it if it starts torchrun or a server; every test under
 tests/system/ is marked ``system``. The shared helpers are in tests/support/."""
+import os
 import sys
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def pytest_collection_modifyitems(config, items):
         if mark and params and params.params.get("s3_server") == "rgw":
             reason = mark.kwargs.get("reason") or mark.args[0]
             item.add_marker(pytest.mark.xfail(strict=True, reason=f"on RGW: {reason}"))
-    if getattr(config.option, "numprocesses", None):  # .ci/test: the longest files to the workers first
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # .ci/test's workers: the longest files first
         items[:] = schedule.longest_first(items, TESTS.resolve())
 
 

@@ -1,6 +1,8 @@
 """The order .ci/test hands test files to its workers: the longest first, so that no long file starts
-last and keeps one worker busy alone at the end (pytest-xdist's ``--dist loadfile`` sends whole files,
-in collection order). Only the order depends on these figures; no test reads them.
+last and keeps one worker busy alone at the end (pytest-xdist's ``--dist loadfile`` sends whole files;
+with ``--no-loadscope-reorder`` in the order its workers collected them, which conftest.py sorts
+with this module: otherwise it sends the files with the most tests first). Only the order depends on
+these figures; no test reads them.
 
 Seconds per file, measured on the 2-core development machine (pytest-xdist, 2 workers); a file not
 listed counts by its tests (a system test a few seconds, a quick one next to nothing).

@@ -197,6 +197,7 @@ def test_tune_recommends_by_simulation_past_one_node(one_node_runs):
     assert 0 < rec["goodput"] < 1 and rec["goodput"] >= rec["goodput_other_mode"]
 
 
+@pytest.mark.alone  # under another worker's load the run's host time, counted once, is not the calibration's
 def test_calibrated_costs_at_full_size_are_the_runs_full_size_figures(one_node_runs, tmp_path):
     """Calibrated rates applied to full-size bytes give the run's ``full_size`` figures (measured /
     run.scale), except the requests' latency, which does not shrink with the scale: the model counts

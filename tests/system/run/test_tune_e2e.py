@@ -7,6 +7,7 @@ import pytest
 from emu import ckpt_emu, results, small_config
 
 
+@pytest.mark.alone  # compares runs' interference: another worker's load is measured too
 def test_tune_end_to_end(tmp_path):
     """About 60 s here; no absolute time is asserted (shared, noisy machines). 8 accelerators: the 8B
     config's own job, one node, of which the run starts 2 ranks."""
