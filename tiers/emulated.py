@@ -109,9 +109,7 @@ def _anchored_start(now: float) -> float:
 
 def is_paced(tier) -> bool:
     """Whether an EmulatedTier paces ``tier`` (behind any wrappers)."""
-    while tier is not None and not isinstance(tier, EmulatedTier):
-        tier = getattr(tier, "inner", None)
-    return tier is not None
+    return emulated_behind(tier) is not None
 
 
 def emulated_behind(tier) -> "EmulatedTier | None":
@@ -124,8 +122,7 @@ def emulated_behind(tier) -> "EmulatedTier | None":
 def device_waits(tier) -> dict | None:
     """The first EmulatedTier behind ``tier``'s wrappers: {"shared": reads and writes share one
     device, "waits": {phase: {direction: seconds}}}; None if nothing emulates a device."""
-    while tier is not None and not isinstance(tier, EmulatedTier):
-        tier = getattr(tier, "inner", None)
+    tier = emulated_behind(tier)
     if tier is None:
         return None
     with tier._waits_lock:

@@ -186,12 +186,17 @@ def test_the_snapshot_is_bytes_over_the_copy_rate_plus_a_fixed_cost(tmp_path):
     assert checkpoint_costs(d).async_stall_s == pytest.approx(snapshot_seconds(d))
 
 
+def _nvme_and_store(tmp_path, *, nodes: int, nvme_read: str, store: str):
+    """The 8B job on ``nodes`` nodes: a 7 GB/s NVMe (reads at ``nvme_read``), a 400 Gb/s NIC, global
+    storage of ``store``; drains verify sizes only (no read-back)."""
+    return load_config(_write(tmp_path, {"extends": "llama3-8b", "tiers": _tiers(tmp_path),
+                                         "drain": {"verify": "size"}, "design": {
+        "job": {"nodes": nodes}, "node": {"local": {"write": "7GB/s", "read": nvme_read}, "nic": "400Gb/s"},
+        "global": {"write": store}}}))
+
+
 def test_a_sync_checkpoint_is_the_snapshot_then_each_copy_in_turn(tmp_path):
-    cfg = load_config(_write(tmp_path, {"extends": "llama3-8b", "tiers": _tiers(tmp_path),
-                                        "drain": {"verify": "size"}, "design": {
-        "job": {"nodes": 64}, "node": {"local": {"write": "7GB/s", "read": "7GB/s"}, "nic": "400Gb/s"},
-        "global": {"write": "4GB/s"}}}))
-    d = resolve(cfg)
+    d = resolve(_nvme_and_store(tmp_path, nodes=64, nvme_read="7GB/s", store="4GB/s"))
     b = d.job.heaviest.node_bytes
     assert copy_seconds(d, "local") == pytest.approx(b / 7e9)
     assert copy_seconds(d, "global") == pytest.approx(b * 64 / 4e9 + 2 * d.link("global").latency_s)
@@ -204,10 +209,7 @@ def test_a_drain_reads_the_nodes_nvme_so_its_read_rate_caps_the_copy(tmp_path):
     """A node alone with a 400 Gb/s NIC and a 40 GB/s store drains its files from its NVMe: at the NVMe's
     2 GB/s read, not at the store's rate (the emulator's drain reads the NVMe as it writes the store;
     the closed form left that read out: design-memory-nvme-s3's node 0 drained 34 % over it)."""
-    cfg = load_config(_write(tmp_path, {"extends": "llama3-8b", "tiers": _tiers(tmp_path),
-                                        "drain": {"verify": "size"}, "design": {
-        "job": {"nodes": 1}, "node": {"local": {"write": "7GB/s", "read": "2GB/s"}, "nic": "400Gb/s"},
-        "global": {"write": "40GB/s"}}}))
+    cfg = _nvme_and_store(tmp_path, nodes=1, nvme_read="2GB/s", store="40GB/s")
     d = resolve(cfg)
     b = d.job.heaviest.node_bytes
     assert copy_seconds(d, "global") == pytest.approx(b / 2e9 + 2 * d.link("global").latency_s)
