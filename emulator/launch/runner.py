@@ -31,8 +31,9 @@ def preflight(cfg, nnodes: int, duration: float | None = None, *, nproc: int | N
               node_rank: int | None = None) -> None:
     """Check the device, the host, the results folder and every tier before anything is launched
     or written; raises UserError naming it."""
-    from emulator.workload.device import resolve_kind
-    resolve_kind(cfg.state.device)  # state.device: cuda on a machine without one ends here
+    if cfg.state.device == "cuda":  # cuda on a machine without one ends here (auto and cpu cannot fail,
+        from emulator.workload.device import resolve_kind  # and importing torch costs each run a second)
+        resolve_kind(cfg.state.device)
     nproc = nproc or max(1, cfg.parallelism.active_ranks // nnodes)
     check_ranks_per_host(cfg, nproc)
     check_metrics(cfg, nnodes, node_rank)
