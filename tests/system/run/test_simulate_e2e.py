@@ -124,6 +124,7 @@ def _check_against_runs(cfgs: list, nodes: int) -> dict:
     return report
 
 
+@pytest.mark.alone  # compares a run with its twin: another worker's load widened one run's drain overlap
 def test_matches_one_node_runs_where_drains_cannot_keep_up(one_node_runs):
     emu = [_emulated(c) for c in one_node_runs]
     assert all(e["async"]["deadline_misses"] > 0 for e in emu)  # the case this test is for
@@ -175,6 +176,7 @@ def _bad_inputs(tmp: Path, run_results: Path) -> list:
     ]
 
 
+@pytest.mark.alone  # reads one_node_runs, which the alone tests build: built once, not in both parts
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, one_node_runs):
     for args, msg in _bad_inputs(tmp_path, one_node_runs[0].parent / "out" / "results.json"):
         out = tmp_path / "out-bad"
@@ -185,6 +187,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, one_
         assert not out.exists() and not cap.out
 
 
+@pytest.mark.alone  # reads one_node_runs, which the alone tests build: built once, not in both parts
 def test_tune_recommends_by_simulation_past_one_node(one_node_runs):
     """What `ckpt-emu tune --nodes N` does after its measurement run (here: a run of the fixture)."""
     from emulator.config import load_config
@@ -247,6 +250,7 @@ def _as_run_calibrated_by(tmp: Path, cfg: Path, run_cfg: Path, *sets) -> dict:
                           run_cfg.parent / "out" / "results.json", *[a for s in sets for a in ("--set", s)])
 
 
+@pytest.mark.alone  # reads one_node_runs, which the alone tests build: built once, not in both parts
 def test_calibrated_simulate_keeps_a_design_rate_set_on_the_command_line(tmp_path, nominal_run, one_node_runs):
     """Calibrated by a run of a 0.2 GiB/s global tier, a simulate of the 0.02 GiB/s design (`--set`) drains
     at 0.02 GiB/s, as the emulated run of that design did (MISSES, one_node_runs), within 25 %: the
@@ -263,6 +267,7 @@ def test_calibrated_simulate_keeps_a_design_rate_set_on_the_command_line(tmp_pat
     assert same["modes"]["sync"]["drain_mean_s"] == pytest.approx(nominal, rel=0.25)
 
 
+@pytest.mark.alone  # reads one_node_runs, which the alone tests build: built once, not in both parts
 def test_calibrated_simulate_keeps_the_design_sections_rates(tmp_path, nominal_run, one_node_runs):
     """The same with the design in an architect's terms (`design:`, changed by `--set`): its local device
     and its global storage, not the calibrating run's, set the local write and the drain."""
