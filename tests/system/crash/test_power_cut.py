@@ -28,7 +28,7 @@ import pytest
 from crashcheck import descendants, verify_dir_tier
 from emu import small_config
 
-pytestmark = pytest.mark.large
+pytestmark = [pytest.mark.large, pytest.mark.waits]
 
 MIB = 1 << 20
 IMAGE_MIB = 1024
