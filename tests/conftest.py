@@ -1,7 +1,6 @@
 """Two tiers, one suite (docs/testing.md): every test under tests/unit/ is marked ``quick`` and runs
 under a guard (support/quickguard.py) that fails it if it starts torchrun or a server; every test under
 tests/system/ is marked ``system``. The shared helpers are in tests/support/."""
-import os
 import sys
 from pathlib import Path
 
@@ -12,7 +11,6 @@ TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS / "support"))
 
 import quickguard  # noqa: E402
-import schedule  # noqa: E402
 from rgwserver import rgw_server  # noqa: E402,F401 - one RGW for the whole session
 
 #: the first folder under tests/ -> the marker of every test in it
@@ -36,8 +34,6 @@ def pytest_collection_modifyitems(items):
         if mark and params and params.params.get("s3_server") == "rgw":
             reason = mark.kwargs.get("reason") or mark.args[0]
             item.add_marker(pytest.mark.xfail(strict=True, reason=f"on RGW: {reason}"))
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # .ci/test's workers: the order files are handed out in
-        items[:] = schedule.order(items, tier, lambda item: item.get_closest_marker("waits") is not None)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -28,7 +28,7 @@ import pytest
 from crashcheck import descendants, verify_dir_tier
 from emu import small_config
 
-pytestmark = [pytest.mark.large, pytest.mark.waits]
+pytestmark = pytest.mark.large
 
 MIB = 1 << 20
 IMAGE_MIB = 1024

@@ -22,7 +22,7 @@ import pytest
 from emu import free_port, small_config
 from prom import ROOT, Prometheus, shipped_config
 
-pytestmark = [pytest.mark.large, pytest.mark.waits]  # on Prometheus' alert evaluations
+pytestmark = pytest.mark.large
 
 HEALTHY_JOBS = [f"healthy-{i}" for i in range(1, 5)]
 

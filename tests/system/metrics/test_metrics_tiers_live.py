@@ -16,8 +16,6 @@ from prometheus_client import CollectorRegistry, start_http_server
 from emulator import metrics as M
 from emulator.metrics import Metrics
 
-pytestmark = pytest.mark.waits  # on Prometheus' scrapes
-
 EVERY = {"memory": 1, "peer": 2, "local": 4, "global": 8}  # which checkpoints reach each tier
 
 

@@ -12,8 +12,6 @@ from emulator.design import resolve
 from emulator.design.costs import copy_seconds
 from emulator.units import GIB
 
-pytestmark = pytest.mark.waits  # a paced run of one node of a 2048-node job
-
 
 @pytest.mark.timeout(600)
 def test_run_and_simulate_agree_on_a_design(tmp_path):

@@ -11,7 +11,7 @@ from emulator.config import load_config
 from emulator.design import resolve
 from emulator.design.costs import copy_seconds, snapshot_seconds
 
-pytestmark = [pytest.mark.timeout(900), pytest.mark.waits]  # dilated runs wait out their pacing
+pytestmark = pytest.mark.timeout(900)
 
 
 def _design(tmp_path, name: str, *, local: str, global_: str, dilation, scale: float, ranks: int = 2,

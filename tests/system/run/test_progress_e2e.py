@@ -6,10 +6,7 @@ import re
 import subprocess
 import sys
 
-import pytest
 from emu import small_config
-
-pytestmark = pytest.mark.waits  # a 60-second soak
 
 LINE = re.compile(r"^ckpt-emu: \[\s*(\d+)%\] .*; elapsed \S+, ETA \S+$")
 

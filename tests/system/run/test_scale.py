@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from emu import ckpt_emu
 
-pytestmark = [pytest.mark.large, pytest.mark.timeout(1200), pytest.mark.waits]  # three runs, the last at 0.86 GiB
+pytestmark = [pytest.mark.large, pytest.mark.timeout(1200)]  # three runs, the last at 0.86 GiB
 
 RATIOS = ("drain_overlap_ratio", "overhead_ratio")
 

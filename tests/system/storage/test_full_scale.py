@@ -21,7 +21,7 @@ from emulator.workload.state import model_specs, optimizer_specs
 GIB = 1 << 30
 SCALE = 0.55
 
-pytestmark = [pytest.mark.large, pytest.mark.waits]
+pytestmark = pytest.mark.large
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,6 @@ from emulator.checkpoint.integrity import crc_of_stream
 from emulator.checkpoint.layout import FileEntry
 from tiers.directory import DirTier
 
-pytestmark = pytest.mark.waits  # on loop-mounted file systems' syncs
-
 MIB = 1 << 20
 FILE_BYTES = 192 * MIB
 
