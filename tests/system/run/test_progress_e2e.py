@@ -21,4 +21,6 @@ def test_a_60_second_soak_logs_at_least_5_progress_lines(tmp_path):
     lines = [m for m in map(LINE.match, log.read_text().splitlines()) if m]
     assert len(lines) >= 5, log.read_text()
     shares = [int(m.group(1)) for m in lines]
-    assert shares == sorted(shares) and shares[-1] >= 90, shares
+    # lines keep coming to the end: the last within one line's step of it (not a fixed share: how much
+    # of the run a 10 s step covers depends on how fast this machine runs it)
+    assert shares == sorted(shares) and shares[-1] + max(b - a for a, b in zip(shares, shares[1:])) >= 98, shares
