@@ -15,7 +15,7 @@ from emulator.config import load_config
 from emulator.design import resolve
 from emulator.design.costs import copy_seconds
 
-# no phase may be flagged as this host's: another worker's load, come after the probe, overran one
+# no phase may be flagged as this host's: another worker's load, starting after the probe, overran one
 pytestmark = [pytest.mark.timeout(900), pytest.mark.alone]
 
 SHIPPED = ("default", "design-nvme-pfs", "design-direct-pfs", "design-llama70-128-nvme-s3",
