@@ -8,7 +8,7 @@ import os
 import time
 
 import pytest
-from durations import assert_paced, ratio
+from durations import assert_paced
 
 from emulator.checkpoint.drainer import Drainer
 from emulator.checkpoint.integrity import crc_of_stream
@@ -80,8 +80,8 @@ def test_a_host_too_slow_for_the_pacing_shows_as_the_hosts_time(tmp_path):
 
 
 def test_a_host_that_keeps_up_is_paced_throughout(tmp_path):
-    """The same drain on a host with no upload costs: its paced part is its whole time (the devices'
-    1.125 s), none of it the host's."""
+    """The same drain on a host with no upload costs: its paced part is the devices' whole 1.125 s,
+    and the drain took at least that (what the host adds under load is not asserted: a wall-clock bound)."""
     local = DirTier(tmp_path / "local")
     entries = _files(local, 8, MIB)
     glob = EmulatedTier(DirTier(tmp_path / "global"), write_bps=8 * MIB, read_bps=8 * MIB, shared_by="rank")
@@ -91,7 +91,7 @@ def test_a_host_that_keeps_up_is_paced_throughout(tmp_path):
     assert result.ok, result.error
     paced_s = drainer.paced_seconds("drain", result, [e.size for e in entries])
     assert paced_s == pytest.approx(1.125, rel=0.02)
-    assert ratio(paced_s, result.seconds) >= 0.9
+    assert_paced(result.seconds, paced_s, "the devices' floor")
 
 
 def test_no_floor_where_another_transfer_may_share_the_devices(tmp_path):

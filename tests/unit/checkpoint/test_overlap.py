@@ -42,10 +42,11 @@ def test_the_next_checkpoint_waits_for_the_drain_only_when_told(tmp_path, waits_
     assert recs[1].missed  # the drain of 1 was running when 2 was due, either way
     if waits_for == "complete":
         assert recs[1].wait_s > 0.8 * drain_s, recs[1]
-    else:  # against the drain as measured in this run (a loaded host slows both)
-        assert recs[1].wait_s < 0.3 * recs[0].drain_s, (recs[0], recs[1])
+    else:  # in order, not by duration (a loaded host slows the wait's own work too)
+        waited_until = [r.start + r.wait_s for r in recs]
+        assert waited_until[1] < recs[0].durable_at, recs[:2]  # 2 went on while 1 drained
         # 3 waits for 1 to be complete (one drain behind at most), not for 2
-        assert recs[2].wait_s < 1.3 * max(r.drain_s for r in recs[:2]), recs
+        assert recs[0].durable_at <= waited_until[2] < recs[1].durable_at, recs
     durable = [r.durable_at for r in recs]
     assert durable == sorted(durable) and durable[0] > 0  # global commits in checkpoint order
     drains = sorted((e.start, e.end) for e in ckpt.events if e.kind == "drain")
