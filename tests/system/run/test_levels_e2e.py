@@ -75,33 +75,33 @@ def test_process_crash_recovers_from_host_memory(tmp_path, shm):
 
 
 def test_lost_node_without_peers_restores_from_global_and_every_rank_agrees(tmp_path, shm):
-    """2 agents x 4 ranks; node 1 is lost after checkpoint 4 with its memory and NVMe: its ranks
+    """2 agents x 2 ranks; node 1 is lost after checkpoint 4 with its memory and NVMe: its ranks
     can only load from global storage, so every rank restores the step global holds (node 0 from
     its own memory), and the work since it is reported lost."""
-    cfg_path = _levels(tmp_path, shm, ranks=8, local={"interval_steps": 4}, global_={"interval_steps": 8},
+    cfg_path = _levels(tmp_path, shm, ranks=4, local={"interval_steps": 4}, global_={"interval_steps": 8},
                        checkpoint={"saves": 5, "loads": 1, "modes": ["sync"]})
     outs = [tmp_path / "out", tmp_path / "out1"]
-    run_two_agents(cfg_path, outs, "lose", nproc=4, args=("--lose-nodes", "5:1"), timeout=500)
+    run_two_agents(cfg_path, outs, "lose", nproc=2, args=("--lose-nodes", "5:1"), timeout=500)
     res = results(_rank0_out(outs))
     assert res["failure"]["kind"] == "lose_nodes" and res["failure"]["class"] == "node"
     (rec,) = res["recoveries"]
     # checkpoints at steps 2..10; global took the 4th (step 8); node 1's memory and NVMe are gone
-    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"memory": 4, "global": 4}
+    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"memory": 2, "global": 2}
     assert rec["lost_steps"] == 2 and rec["lost_nodes"] == [1]
     assert not any((shm / "node1").glob("step-*")) and not any((tmp_path / "local" / "node1").glob("step-*"))
     assert verify_dir_tier(shm / "node0")[-1] == 10
 
 
 def _peer_run(tmp: Path, shm: Path, lose: str, *, saves=5, local_every=4, memory=None) -> dict:
-    """2 agents x 4 ranks, replication factor 1: memory every checkpoint, a peer copy and NVMe
+    """2 agents x 2 ranks, replication factor 1: memory every checkpoint, a peer copy and NVMe
     every 2nd, global every 4th; nodes lost after checkpoint 5 (step 10; the peers hold step 8)."""
-    cfg_path = _levels(tmp, shm, ranks=8, local={"interval_steps": local_every}, global_={"interval_steps": 8},
+    cfg_path = _levels(tmp, shm, ranks=4, local={"interval_steps": local_every}, global_={"interval_steps": 8},
                        memory=memory, checkpoint={"saves": saves, "loads": 1, "modes": ["sync"]})
     data = yaml.safe_load(cfg_path.read_text())
     data["tiers"]["peer"] = {"replicas": 1, "placement": "jump", "interval_steps": 4}
     cfg_path.write_text(yaml.safe_dump(data))
     outs = [tmp / "out", tmp / "out1"]
-    run_two_agents(cfg_path, outs, "peer", nproc=4, args=("--lose-nodes", lose), timeout=500)
+    run_two_agents(cfg_path, outs, "peer", nproc=2, args=("--lose-nodes", lose), timeout=500)
     return results(_rank0_out(outs)), load_config(str(cfg_path))
 
 
@@ -117,7 +117,7 @@ def test_lost_node_restores_from_its_peers_memory(tmp_path, shm):
     res, cfg = _peer_run(tmp_path, shm, "5:1")
     assert res["failure"]["class"] == "node" and res["failure"]["fetch_errors"] == []
     (rec,) = res["recoveries"]
-    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"memory": 8}
+    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"memory": 4}
     assert rec["fetch_s"] > 0 and rec["seconds"] > rec["fetch_s"]
     # the fetched copy is node 1's own state at step 8, bit for bit
     assert 8 in verify_dir_tier(shm / "node1", cfg)
@@ -134,7 +134,7 @@ def test_the_others_keep_the_step_of_the_newest_peer_copy_so_a_lost_node_recover
     is kept past the tier's count), so every rank restores step 12, not global's step 8."""
     res, cfg = _peer_run(tmp_path, shm, "7:1", saves=7, local_every=8, memory={"keep": 1})
     (rec,) = res["recoveries"]
-    assert rec["ok"] and rec["step"] == 12 and rec["served_by"] == {"memory": 8}, rec
+    assert rec["ok"] and rec["step"] == 12 and rec["served_by"] == {"memory": 4}, rec
     assert rec["lost_steps"] == 2
     held = sorted(int(m.parent.name.split("_")[1]) for m in (shm / "node0-peers").glob("step_*/manifest.json"))
     assert held == [8, 12]  # node 1's copies, the peer tier's keep (2)
@@ -147,23 +147,23 @@ def test_lost_replica_group_restores_from_global(tmp_path, shm):
     res, _ = _peer_run(tmp_path, shm, "5:0,1")
     assert res["failure"]["class"] == "group"
     (rec,) = res["recoveries"]
-    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"global": 8} and rec["lost_nodes"] == [0, 1]
+    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"global": 4} and rec["lost_nodes"] == [0, 1]
 
 
 def _agent(cfg: Path, out: Path, port: int, node_rank: int) -> subprocess.Popen:
-    """One node of 4 ranks: ``ckpt-emu run`` with a fixed node rank (static rendezvous at node 0),
+    """One node of 2 ranks: ``ckpt-emu run`` with a fixed node rank (static rendezvous at node 0),
     allowed one restart of its ranks."""
     return subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", str(cfg), "--quiet", "--out", str(out),
-                             "--nnodes", "2", "--nproc-per-node", "4", "--node-rank", str(node_rank),
+                             "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", str(node_rank),
                              "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"replace-{port}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PET_MAX_RESTARTS="1"))
 
 
 def _peer_config(tmp: Path, shm: Path) -> Path:
-    """2 nodes x 4 ranks, 1 s steps: memory every checkpoint, a peer copy (replication factor 1)
+    """2 nodes x 2 ranks, 1 s steps: memory every checkpoint, a peer copy (replication factor 1)
     and NVMe every 2nd, global every 4th; 8 checkpoints."""
-    cfg_path = _levels(tmp, shm, ranks=8, local={"interval_steps": 4}, global_={"interval_steps": 8},
+    cfg_path = _levels(tmp, shm, ranks=4, local={"interval_steps": 4}, global_={"interval_steps": 8},
                        checkpoint={"saves": 8, "loads": 1, "modes": ["sync"]}, training={"step_seconds": 1.0})
     data = yaml.safe_load(cfg_path.read_text())
     data["tiers"]["peer"] = {"replicas": 1, "placement": "jump", "interval_steps": 4}
@@ -186,7 +186,7 @@ def _wait_for_checkpoint(out: Path, rank: int, step: int, agent: subprocess.Pope
 def _lose_node(tmp: Path, shm: Path, lost: subprocess.Popen, out: Path, node: int = 1) -> None:
     """Once ``node`` finished checkpoint 4 (step 8; the peers' newest until checkpoint 6, 4
     training seconds later), kill its launcher; its memory, NVMe, held copies and results go with it."""
-    _wait_for_checkpoint(out, 4 * node, 8, lost)
+    _wait_for_checkpoint(out, 2 * node, 8, lost)
     lost.kill()
     lost.communicate(timeout=60)
     for gone in (shm / f"node{node}", shm / f"node{node}-peers", tmp / "local" / f"node{node}", out):
@@ -213,7 +213,7 @@ def test_node_lost_with_its_agent_is_replaced_and_restores_from_its_peers_memory
     res, cfg = results(out0), load_config(str(cfg_path))
     (rec,) = res["recoveries"]
     assert rec["class"] == "node" and rec["lost_nodes"] == [1] and rec["fetch_errors"] == []
-    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"memory": 8}
+    assert rec["ok"] and rec["step"] == 8 and rec["served_by"] == {"memory": 4}
     assert rec["fetch_s"] > 0 and rec["seconds"] > rec["fetch_s"] and rec["lost_steps"] >= 1
     # node 1's checkpoints since go on from the fetched step 8: each verifies bit for bit against
     # a replay of its lineage, which runs through step 8
@@ -223,21 +223,21 @@ def test_node_lost_with_its_agent_is_replaced_and_restores_from_its_peers_memory
 
 
 def _slow_design(tmp: Path, shm: Path, peer: bool = True) -> Path:
-    """2 nodes x 4 ranks at rates slow enough that bytes, not the pipeline's own steps, set every
-    stage: memory 100 MiB/s, a 400 Mb/s NIC to the peer, NVMe 40 MiB/s, global 50 MiB/s for the
-    job (25 MiB/s a node when both read, 47.7 MiB/s (the NIC) for one alone); memory every
+    """2 nodes x 2 ranks at rates slow enough that bytes, not the pipeline's own steps, set every
+    stage: memory 50 MiB/s, a 200 Mb/s NIC to the peer, NVMe 20 MiB/s, global 25 MiB/s for the
+    job (12.5 MiB/s a node when both read, 23.8 MiB/s (the NIC) for one alone); memory every
     checkpoint, peer (unless ``peer`` is false) and NVMe every 2nd, global every 4th."""
-    cfg_path = _levels(tmp, shm, ranks=8, local={"interval_steps": 4}, global_={"interval_steps": 8},
+    cfg_path = _levels(tmp, shm, ranks=4, local={"interval_steps": 4}, global_={"interval_steps": 8},
                        training={"step_seconds": 1.5},
                        checkpoint={"saves": 4, "loads": 1, "modes": ["async"], "keep": 1})
     data = yaml.safe_load(cfg_path.read_text())
     if peer:
         data["tiers"]["peer"] = {"replicas": 1, "interval_steps": 4}
-    data["design"] = {"job": {"nodes": 2, "accelerators_per_node": 4},
-                      "node": {"memory": {"capacity": "2TiB", "write": "100MiB/s"},
-                               "local": {"write": "40MiB/s", "read": "40MiB/s", "duplex": True},
-                               "nic": "400Mb/s"},
-                      "global": {"write": "50MiB/s", "read": "50MiB/s"}}
+    data["design"] = {"job": {"nodes": 2, "accelerators_per_node": 2},
+                      "node": {"memory": {"capacity": "2TiB", "write": "50MiB/s"},
+                               "local": {"write": "20MiB/s", "read": "20MiB/s", "duplex": True},
+                               "nic": "200Mb/s"},
+                      "global": {"write": "25MiB/s", "read": "25MiB/s"}}
     cfg_path.write_text(yaml.safe_dump(data))
     return cfg_path
 
@@ -252,7 +252,7 @@ def test_simulate_as_run_reproduces_the_recovery_and_the_tiers_lags_and_overlaps
     node restores from global alone, at the NIC, while a group loss reads it in a storm."""
     cfg_path = _slow_design(tmp_path, shm, peer)
     outs = [tmp_path / "out", tmp_path / "out1"]
-    run_two_agents(cfg_path, outs, "asrun", nproc=4, args=("--lose-nodes", lose), timeout=500)
+    run_two_agents(cfg_path, outs, "asrun", nproc=2, args=("--lose-nodes", lose), timeout=500)
     out = _rank0_out(outs)
     res = results(out)
     proc = ckpt_emu("simulate", cfg_path, "--nodes", "2", "--as-run", "--calibrate", out / "results.json",
