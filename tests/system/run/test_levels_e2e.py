@@ -242,6 +242,9 @@ def _slow_design(tmp: Path, shm: Path, peer: bool = True) -> Path:
     return cfg_path
 
 
+# the calibration's rates are the run's, and a peer copy competing with another worker's load reached
+# 71 % of its paced rate where the recovery's fetch, later, ran at the NIC's: the prediction 23 % slow
+@pytest.mark.alone
 @pytest.mark.parametrize("lose, failure_class, peer", [("4:1", "node", True), ("4:0,1", "group", True),
                                                       ("4:1", "node", False)])
 def test_simulate_as_run_reproduces_the_recovery_and_the_tiers_lags_and_overlaps(tmp_path, shm, lose,
