@@ -44,14 +44,16 @@ class _Batch:
 
 
 class SharedLink:
-    """A link of ``limits`` shared by the transfers on it."""
+    """A link of ``limits`` shared by the transfers on it. ``exclusive``: its user starts a batch only
+    once the one before it is done (or cancelled), so a batch is one timeout (checked)."""
 
-    def __init__(self, env: simpy.Environment, limits: LinkLimits):
+    def __init__(self, env: simpy.Environment, limits: LinkLimits, exclusive: bool = False):
         if not (limits.aggregate_bps > 0 and limits.node_bps > 0):
             raise ValueError("link rates must be > 0")
         if math.isinf(limits.aggregate_bps) and math.isinf(limits.node_bps):
             raise ValueError("a link needs a finite aggregate or per-node rate")
-        self.env, self.limits = env, limits
+        self.env, self.limits, self.exclusive = env, limits, exclusive
+        self._busy_until = -math.inf  # exclusive: when the batch in flight is done
         self._flows: list[Flow] = []
         self._nodes = 0
         self._last = 0.0       # the time the flows' ``remaining`` are as of
@@ -77,6 +79,8 @@ class SharedLink:
             return ev
         if math.isinf(self.limits.aggregate_bps):  # nothing to share: each node at its cap
             return self._capped(loads)
+        if self.exclusive:
+            return self._alone(loads)
         self._settle(self.env.now)
         self._advance(self.env.now)
         batch = _Batch(self.env.event(), len(loads))
@@ -96,8 +100,22 @@ class SharedLink:
         self.peak_bps = max(self.peak_bps, self._free_nodes * rate)
         return self.env.timeout(max(b for _, b in loads) / rate)
 
+    def _alone(self, loads) -> simpy.Event:
+        """An exclusive link's batch: stepped to its end at once, one timeout."""
+        now = self.env.now
+        if now < self._busy_until:
+            raise RuntimeError("a transfer started on an exclusive link while another was in flight")
+        batch = _Batch(None, len(loads))
+        flows = [[float(b), Flow(n, b, batch)] for n, b in loads]
+        nodes = sum(n for n, _ in loads)
+        self.peak_bps = max(self.peak_bps, self.limits.node_rate(nodes) * nodes)
+        self._busy_until = self._steps(flows, now, nodes, {batch: len(loads)})[0]
+        return self.env.timeout(max(0.0, self._busy_until - now))
+
     def cancel_all(self) -> None:
-        """Drop every transfer in flight (a failure stopped the job); their events never fire."""
+        """Drop every transfer in flight (a failure stopped the job); their events never fire (an
+        exclusive link's: fire, to nobody waiting)."""
+        self._busy_until = -math.inf
         self._flows, self._nodes, self._ends, self._free_nodes = [], 0, [], 0
         self._last = self.env.now
         self._version += 1
@@ -141,14 +159,21 @@ class SharedLink:
         self._version += 1
         if not self._flows:
             return
-        cap, agg = self.limits.node_bps, self.limits.aggregate_bps
-        nodes = self._nodes
-        self.peak_bps = max(self.peak_bps, min(cap, agg / nodes) * nodes)
-        flows = [[f.remaining, f] for f in self._flows]
+        self.peak_bps = max(self.peak_bps, self.limits.node_rate(self._nodes) * self._nodes)
         left = {}
         for f in self._flows:
             left[f.batch] = left.get(f.batch, 0) + 1
-        t, finished = self._last, []
+        t, flows, nodes, finished = self._steps([[f.remaining, f] for f in self._flows], self._last, self._nodes, left)
+        version = self._version
+        self.env.timeout(max(0.0, t - self.env.now)).callbacks.append(
+            lambda _ev: self._on_timer(version, t, flows, nodes, left, finished))
+
+    def _steps(self, flows: list, t: float, nodes: int, left: dict) -> tuple:
+        """Step ``flows``, [bytes left, Flow] as of ``t`` with ``nodes`` moving, to the first batch
+        done (``left``: each batch's flows not done, updated): (then, the flows left, their nodes,
+        the batches done). The same steps as :meth:`_step`."""
+        cap, agg = self.limits.node_bps, self.limits.aggregate_bps
+        finished = []
         while not finished:
             rate = min(cap, agg / max(1, nodes))
             least = min(f[0] for f in flows)
@@ -169,9 +194,7 @@ class SharedLink:
                 else:
                     keep.append(f)
             flows = keep
-        version = self._version
-        self.env.timeout(max(0.0, t - self.env.now)).callbacks.append(
-            lambda _ev: self._on_timer(version, t, flows, nodes, left, finished))
+        return t, flows, nodes, finished
 
     def _on_timer(self, version: int, t: float, flows: list, nodes: int, left: dict, finished: list) -> None:
         if version != self._version:

@@ -126,9 +126,11 @@ class JobModel:
         """Tier ``name``'s links: the write (or a peer's send, or the drain) and the read-back; in
         overlap, a node device shared by reads and writes (one link per group) or its read link."""
         env, t = self.env, self.d.link(name)
-        out = {"write": SharedLink(env, t.write), "drain": SharedLink(env, t.drain) if t.drain != t.write else None}
+        alone = not self.overlap  # one checkpoint's stages at a time: a link's transfers never meet
+        out = {"write": SharedLink(env, t.write, alone),
+               "drain": SharedLink(env, t.drain, alone) if t.drain != t.write else None}
         if name == "global" and self.verify:
-            out["read"] = SharedLink(env, t.read)
+            out["read"] = SharedLink(env, t.read, alone)
         if self.overlap and name in ("memory", "local"):
             device = t.shared_device()
             if device is not None:
