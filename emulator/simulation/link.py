@@ -92,6 +92,9 @@ class SharedLink:
 
     def _capped(self, loads) -> simpy.Event:
         now, rate = self.env.now, self.limits.node_rate(1)
+        if self.exclusive:  # the batch before it is done
+            self.peak_bps = max(self.peak_bps, sum(n for n, _ in loads) * rate)
+            return self.env.timeout(max(b for _, b in loads) / rate)
         while self._ends and self._ends[0][0] <= now:
             self._free_nodes -= heapq.heappop(self._ends)[1]
         for nodes, b in loads:
@@ -105,11 +108,14 @@ class SharedLink:
         now = self.env.now
         if now < self._busy_until:
             raise RuntimeError("a transfer started on an exclusive link while another was in flight")
-        batch = _Batch(None, len(loads))
-        flows = [[float(b), Flow(n, b, batch)] for n, b in loads]
         nodes = sum(n for n, _ in loads)
         self.peak_bps = max(self.peak_bps, self.limits.node_rate(nodes) * nodes)
-        self._busy_until = self._steps(flows, now, nodes, {batch: len(loads)})[0]
+        if len(loads) == 1:  # one step
+            self._busy_until = now + loads[0][1] / self.limits.node_rate(nodes)
+        else:
+            batch = _Batch(None, len(loads))
+            flows = [[float(b), Flow(n, b, batch)] for n, b in loads]
+            self._busy_until = self._steps(flows, now, nodes, {batch: len(loads)})[0]
         return self.env.timeout(max(0.0, self._busy_until - now))
 
     def cancel_all(self) -> None:
