@@ -89,6 +89,17 @@ class JobModel:
         self.overlap = spec.mode == "async" and design.async_waits_for == "local_write"
         self.verify = verifies(design)
         self.links = {n: self._links(n) for n in design.tiers}
+        # what every checkpoint moves, worked out once: each group's (nodes, bytes per node)
+        self.node_loads = [(g.nodes, g.node_bytes) for g in self.groups]
+        self.file_loads = [(g.nodes, g.file_bytes) for g in self.groups]
+        self.copies = {n: design.replicas if n == "peer" else 1 for n in design.tiers}
+        self.checkpoint_bytes = design.job.checkpoint_bytes
+        self.write_latency_s = {n: design.link(n).latency_s * (1 if n == "global" else 2) for n in design.tiers}
+        if "global" in design.tiers:
+            latency = design.link("global").latency_s
+            #: the drain's wave of requests before and after its copies; the fixed cost after them and the manifest
+            self.drain_side_s = -(-design.job.heaviest.files // design.drain_concurrency) * latency
+            self.commit_s = design.fixed_post_s + latency
         self.t = Totals(design.tiers, CLASSES)
         self.held = {n: 0.0 for n in design.tiers}  # progress of the newest checkpoint each tier holds (None: lost)
         self.epoch = 0
@@ -115,9 +126,11 @@ class JobModel:
         """Tier ``name``'s links: the write (or a peer's send, or the drain) and the read-back; in
         overlap, a node device shared by reads and writes (one link per group) or its read link."""
         env, t = self.env, self.d.link(name)
-        out = {"write": SharedLink(env, t.write), "drain": SharedLink(env, t.drain) if t.drain != t.write else None}
+        alone = not self.overlap  # one checkpoint's stages at a time: a link's transfers never meet
+        out = {"write": SharedLink(env, t.write, alone),
+               "drain": SharedLink(env, t.drain, alone) if t.drain != t.write else None}
         if name == "global" and self.verify:
-            out["read"] = SharedLink(env, t.read)
+            out["read"] = SharedLink(env, t.read, alone)
         if self.overlap and name in ("memory", "local"):
             device = t.shared_device()
             if device is not None:
@@ -185,7 +198,7 @@ class JobModel:
         if self.s.mode == "sync":  # inline: a failure's Interrupt reaches the pipeline where it waits
             yield from self._pipeline(ck, self.epoch)
         else:
-            self.written = env.event()
+            self.written = env.event() if self.overlap else None
             self.inflight = env.process(self._pipeline(ck, self.epoch, self.written, prev if self.overlap else None))
         self.t.stalls.append(env.now - start)
 
@@ -245,10 +258,12 @@ class JobModel:
         t0 = env.now
         links = self.links[name]
         device = links.get("device")
-        events = [(device[i] if device else links["write"]).transfer(1 if device else g.nodes, g.node_bytes)
-                  for i, g in enumerate(self.groups)]
-        yield events[0] if len(events) == 1 else env.all_of(events)
-        lat = d.link(name).latency_s * (1 if name == "global" else 2)
+        if device:
+            events = [dev.transfer(1, g.node_bytes) for dev, g in zip(device, self.groups)]
+            yield events[0] if len(events) == 1 else env.all_of(events)
+        else:
+            yield links["write"].transfer_all(self.node_loads)
+        lat = self.write_latency_s[name]
         if lat > 0:
             yield env.timeout(lat)
         if epoch != self.epoch:
@@ -262,20 +277,17 @@ class JobModel:
     def _durable(self, ck: _Ckpt, name: str, seconds: float) -> None:
         self.held[name] = ck.progress
         self.slowed += self.interference * seconds
-        copies = self.d.replicas if name == "peer" else 1
-        self.t.tiers[name].copied(seconds, self.env.now - ck.snapped, self.d.job.checkpoint_bytes * copies)
+        self.t.tiers[name].copied(seconds, self.env.now - ck.snapped, self.checkpoint_bytes * self.copies[name])
 
     def _copy(self, ck: _Ckpt, name: str, epoch: int):
         """Tier ``name``'s copy of the checkpoint from a nearer one."""
-        env, d = self.env, self.d
+        env = self.env
         t0 = env.now
         if name == "global":
             yield from self._drain(ck, epoch)
             return
-        per_node = [g.node_bytes * (d.replicas if name == "peer" else 1) for g in self.groups]
-        link = self.links[name]["write"]
-        events = [link.transfer(g.nodes, b) for g, b in zip(self.groups, per_node)]
-        yield events[0] if len(events) == 1 else env.all_of(events)
+        copies = self.copies[name]
+        yield self.links[name]["write"].transfer_all([(n, b * copies) for n, b in self.node_loads])
         if epoch == self.epoch:
             self._durable(ck, name, env.now - t0)
 
@@ -283,9 +295,7 @@ class JobModel:
         """Every node copies its files to global storage, ``drain_concurrency`` at a time (a wave of
         requests before and after), reading them from the nearest tier holding them; then the
         read-back of the last file copied (the earlier ones' overlap later copies)."""
-        env, d = self.env, self.d
-        t = d.link("global")
-        side = -(-d.job.heaviest.files // d.drain_concurrency) * t.latency_s
+        env, side = self.env, self.drain_side_s
         start = self.drain_open = env.now
         if side > 0:
             yield env.timeout(side)
@@ -293,13 +303,12 @@ class JobModel:
                 return
         links = self.links["global"]
         link = links["drain"] or links["write"]
-        events = [link.transfer(g.nodes, g.node_bytes) for g in self.groups] + self._source_reads(ck)
+        events = [link.transfer_all(self.node_loads)] + self._source_reads(ck)
         yield events[0] if len(events) == 1 else env.all_of(events)
         if epoch != self.epoch:
             return
         if self.verify:
-            events = [links["read"].transfer(g.nodes, g.file_bytes) for g in self.groups]
-            yield events[0] if len(events) == 1 else env.all_of(events)
+            yield links["read"].transfer_all(self.file_loads)
             if epoch != self.epoch:
                 return
         if side > 0:
@@ -323,13 +332,12 @@ class JobModel:
             cost = self.d.link(source).read_cost
             return [dev.transfer(1, g.node_bytes * cost) for dev, g in zip(links["device"], self.groups)]
         if "read" in links:
-            return [links["read"].transfer(g.nodes, g.node_bytes) for g in self.groups]
+            return [links["read"].transfer_all(self.node_loads)]
         return []
 
     def _commit_global(self, ck: _Ckpt, epoch: int, seconds: float):
         """The fixed cost after the copies (gathers), then the global manifest: durable on global."""
-        env, d = self.env, self.d
-        post = d.fixed_post_s + d.link("global").latency_s
+        env, post = self.env, self.commit_s
         if post > 0:
             yield env.timeout(post)
             if epoch != self.epoch:

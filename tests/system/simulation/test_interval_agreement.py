@@ -31,7 +31,10 @@ from emulator.simulation.planning import training_interval
 
 MTTF_HOURS = 2000
 DAYS = 40
-SEEDS = (1, 2, 3)
+#: two seeds, ~490 failures each: the best cell more than one step from the planner's is 0.010
+#: (sync) and 0.006 (async) of goodput under the sweep's best, with two seeds as with three, and
+#: the planner's cell 0.0008 and 0.0001 under it (the bound: 0.002; any one seed alone: <= 0.0015)
+SEEDS = (1, 2)
 
 
 def simulated_goodput(design, mode: str, base_interval_s: float, every: dict, seed: int = 1,
