@@ -1,8 +1,6 @@
 """Emulated capacity: bytes stored plus being written on a tier, against a limit (ENOSPC past it)."""
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures as cf
 import errno
 import fcntl
 import os
@@ -11,20 +9,11 @@ import threading
 from pathlib import Path
 
 from .base import Tier
+from .runsync import run_sync
 
 
 def _enospc(what: str) -> OSError:
     return OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (emulated capacity): {what}")
-
-
-def _run_sync(coro):
-    """Run a coroutine to completion from sync code, whether or not this thread runs a loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with cf.ThreadPoolExecutor(1) as ex:  # a loop thread: use a private loop elsewhere
-        return ex.submit(asyncio.run, coro).result()
 
 
 class Capacity:
@@ -46,7 +35,7 @@ class Capacity:
     def _scan(self) -> int:
         async def scan():
             return sum([(await self._inner.size(k)) or 0 for k in await self._inner.list()])
-        return _run_sync(scan())
+        return run_sync(scan())
 
     def _update(self, fn, scan: bool = True):
         """Apply ``fn(used) -> (new_used, result)`` atomically across threads (and processes).

@@ -58,9 +58,10 @@ from typing import BinaryIO, Callable, Optional
 
 from . import paced
 from .base import OptionError, Sink, Tier, TierScope, TierWrapper, WrappedSink, validate_key
-from .capacity import Capacity, _run_sync
+from .capacity import Capacity
 from .fileops import as_bytes
 from .pacing import BothBuckets, FileTokenBucket, TokenBucket
+from .runsync import run_sync
 from .s3_limits import AWS_GET_PER_S, AWS_PUT_PER_S, RequestLimits, limit_requests
 
 GIB = 1 << 30
@@ -262,7 +263,7 @@ class _ThrottledSink(WrappedSink):
         if self._done:
             return
         capacity = self._tier._capacity
-        replaced = _run_sync(self._tier.inner.size(self._key)) if capacity is not None else None
+        replaced = run_sync(self._tier.inner.size(self._key)) if capacity is not None else None
         self._book(0, self._tier._now(self._bucket), now=True)
         issued = self._tier._now(self._bucket)
         try:

@@ -48,6 +48,7 @@ from tiers import paced
 from tiers.base import TierError, unwrap
 from tiers.emulated import anchored_at, counted_as
 from tiers.fileops import open_regular
+from tiers.runsync import run_sync
 from tiers.s3_requests import Bill, charged_to
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
@@ -126,7 +127,7 @@ class Restorer:
         self._buf = bytearray(16 << 20)
 
     def _run(self, coro):
-        return self.loop.run(coro) if self.loop else asyncio.run(coro)
+        return self.loop.run(coro) if self.loop else run_sync(coro)
 
     def _retried(self, what: str, make_coro):
         """A tier request under the run's retry policy (transient errors only), then its result."""

@@ -216,6 +216,11 @@ def cache_decision(node_bytes: int, memory: int, drop_allowed: bool, dropper) ->
 
 # --------------------------------------------------------------------------- the rank
 
+async def _copy(src, dest, key: str) -> None:
+    """One object from tier to tier, its bytes never a result of ``asyncio.run`` (tiers/runsync.py)."""
+    await dest.put(key, await src.get(key))
+
+
 class MlperfRank:
     """One rank's run of the protocol: its tensors, its tiers, the timed writes and reads."""
 
@@ -256,7 +261,7 @@ class MlperfRank:
             if path is not None:
                 asyncio.run(self.global_.put_file(key, path))
             else:
-                asyncio.run(self.global_.put(key, asyncio.run(self.local.get(key))))
+                asyncio.run(_copy(self.local, self.global_, key))
         return time.time() - t
 
     def save(self, index: int) -> dict:
