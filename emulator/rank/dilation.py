@@ -3,9 +3,11 @@
 With ``run.dilation: auto`` every rank, before training, runs each phase once on its bare (unpaced)
 tiers at this run's real sizes, all ranks of a node at once as in a checkpoint: the write into
 the nearest tier, the node's drain to global storage, a restore read from each, the snapshot. A
-phase whose design rate is R for a node that here moved H needs D >= HEADROOM x R / H, so that the
-paced rate R / D leaves the host twice what it needs; D is the largest over the phases and the
-nodes (one all-reduce, so every node agrees), and the phase that set it is said in the report.
+phase whose design rate is R for a node that here moved its B bytes at H, after F seconds of
+software that do not grow with the bytes, needs D >= R x (HEADROOM / H + F / B): the paced window
+B x D / R then holds the software once and leaves the bytes twice what they need. D is the largest
+over the phases and the nodes (one all-reduce, so every node agrees), and the phase that set it is
+said in the report.
 The probe's files are step 0's, deleted before training (a crash leaves an incomplete step that
 the next run's clean-up removes).
 """
@@ -34,16 +36,22 @@ _NICE = (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
 
 @dataclass(frozen=True)
 class PhaseProbe:
-    """One phase on this host: the design's rate for the node and what the node moved here."""
+    """One phase on this host: the design's rate for the node, the node's byte rate here, and its
+    software's seconds that do not grow with the bytes (``fixed_s``, for ``node_bytes``)."""
 
     phase: str
     tier: str
     design_bps: float
     host_bps: float
+    fixed_s: float = 0.0
+    node_bytes: int = 0
 
     @property
     def needs(self) -> float:
-        return HEADROOM * self.design_bps / self.host_bps if self.host_bps > 0 else math.inf
+        if self.host_bps <= 0:
+            return math.inf
+        fixed = self.fixed_s / self.node_bytes if self.node_bytes > 0 else 0.0
+        return self.design_bps * (HEADROOM / self.host_bps + fixed)
 
 
 def nice(factor: float) -> float:
@@ -96,10 +104,13 @@ class Probe:
 
     def _node_rate(self, seconds: float, nbytes: int) -> float:
         """The node's rate: its ranks' bytes over the slowest of them (every rank calls this)."""
-        mine = [(n, s, b) for n, s, b in self.comm.all_gather((self.comm.node, seconds, nbytes))
-                if n == self.comm.node]
-        slowest = max(s for _, s, _ in mine)
-        return sum(b for _, _, b in mine) / slowest if slowest > 0 else math.inf
+        nbytes, slowest = self._node(seconds, nbytes)
+        return nbytes / slowest if slowest > 0 else math.inf
+
+    def _node(self, seconds: float, nbytes: int) -> tuple[int, float]:
+        """(the node's bytes, its slowest rank's seconds) (collective)."""
+        mine = [(s, b) for n, s, b in self.comm.all_gather((self.comm.node, seconds, nbytes)) if n == self.comm.node]
+        return sum(b for _, b in mine), max(s for s, _ in mine)
 
     def _timed(self, fn) -> float:
         self.comm.barrier()
@@ -112,9 +123,15 @@ class Probe:
         tensor (never below a tenth of the full time: timing noise must not make the host look infinite)."""
         return max(full - skeleton, full / 10)
 
-    def _add(self, phase: str, tier: str, design: float | None, host: float) -> None:
+    def _add(self, phase: str, tier: str, design: float | None, host: float,
+             skeleton: tuple[float, int] | None = None) -> None:
+        """One phase's probe; ``skeleton``: this rank's seconds for its files with one element per
+        tensor (the software's part) and the full files' bytes (collective: every rank gives one)."""
+        fixed_s, node_bytes = 0.0, 0
+        if skeleton is not None:
+            node_bytes, fixed_s = self._node(*skeleton)
         if design:
-            self.phases.append(PhaseProbe(phase, tier, design, host))
+            self.phases.append(PhaseProbe(phase, tier, design, host, fixed_s, node_bytes))
 
     def run(self) -> list[PhaseProbe]:
         cfg, comm = self.cfg, self.comm
@@ -148,7 +165,8 @@ class Probe:
                 state, self.tiers[name], key, PROBE_STEP)))))
             entries.append(FileEntry(key, self.comm.rank, out["size"], out["crc"]))
         self._add("write", name, design_rate(self.cfg, self.comm, name, "write"),
-                  self._node_rate(self._byte_seconds(times[1], times[0]), entries[1].size - entries[0].size))
+                  self._node_rate(self._byte_seconds(times[1], times[0]), entries[1].size - entries[0].size),
+                  (times[0], entries[1].size))
         return tuple(entries)
 
     def _drain(self, source: str, mine: tuple) -> None:
@@ -161,8 +179,10 @@ class Probe:
                 result = self.loop.run(drainer.drain([e[i] for node, e in gathered if node == self.comm.node]))
                 times[i] = result.seconds
                 nbytes += result.bytes if i else -result.bytes
+        full_bytes = sum(e[1].size for node, e in gathered if node == self.comm.node) if self.comm.is_node_leader else 0
         self._add("drain", "global", design_rate(self.cfg, self.comm, "global", "write"),  # the leader's copies
-                  self._node_rate(self._byte_seconds(times[1], times[0]) if self.comm.is_node_leader else 0.0, nbytes))
+                  self._node_rate(self._byte_seconds(times[1], times[0]) if self.comm.is_node_leader else 0.0, nbytes),
+                  (times[0], full_bytes))
 
     def _read(self, name: str, entries: tuple) -> None:
         def read(entry):
@@ -172,7 +192,8 @@ class Probe:
                     pass
         skeleton, whole = (self._timed(lambda e=e: read(e)) for e in entries)
         self._add("restore", name, design_rate(self.cfg, self.comm, name, "read"),
-                  self._node_rate(self._byte_seconds(whole, skeleton), entries[1].size - entries[0].size))
+                  self._node_rate(self._byte_seconds(whole, skeleton), entries[1].size - entries[0].size),
+                  (skeleton, entries[1].size))
 
     def _clean(self, names: list[str]) -> None:
         self.comm.barrier()
@@ -225,5 +246,6 @@ def describe(phases: list[PhaseProbe], factor: float) -> dict:
     return {"factor": factor, "auto": bool(phases),
             "set_by": None if worst is None or factor <= 1 else {"phase": worst.phase, "tier": worst.tier},
             "phases": [{"phase": p.phase, "tier": p.tier, "design_bytes_per_s": p.design_bps,
-                        "host_bytes_per_s": p.host_bps, "needs": p.needs} for p in phases]}
+                        "host_bytes_per_s": p.host_bps, "fixed_s": p.fixed_s, "node_bytes": p.node_bytes,
+                        "needs": p.needs} for p in phases]}
 

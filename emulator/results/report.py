@@ -116,7 +116,8 @@ def _time_lines(results: dict) -> list[str]:
         probe = next(p for p in d["phases"] if (p["phase"], p["tier"]) == (d["set_by"]["phase"], d["set_by"]["tier"]))
         why = (f"; auto: set by the {probe['phase']} ({probe['tier']}): this host moved "
                f"{probe['host_bytes_per_s'] / GIB:.3g} GiB/s of the {probe['design_bytes_per_s'] / GIB:.3g} GiB/s "
-               "the design's node needs")
+               "the design's node needs" + (f", after {probe['fixed_s'] * 1000:.0f} ms of its software"
+                                            if probe.get("fixed_s") else ""))
     elif d.get("auto"):
         why = "; auto: this host keeps every phase at its design rate undilated"
     return [f"  time: dilation x{d['factor']:g}{why}",

@@ -69,6 +69,14 @@ def test_a_phase_needs_twice_the_paced_rate():
     assert PhaseProbe("write", "local", design_bps=6e9, host_bps=1e9).needs == pytest.approx(12)
 
 
+def test_the_paced_window_also_holds_the_software_that_does_not_grow_with_the_bytes():
+    """0.6 GB a node at 6 GB/s: at D the paced window is 0.1 x D s; it must hold the bytes twice at the
+    host's 1 GB/s (1.2 s) and the 0.1 s of per-file software once, so D = 13, not 12."""
+    probe = PhaseProbe("write", "local", design_bps=6e9, host_bps=1e9, fixed_s=0.1, node_bytes=600_000_000)
+    assert probe.needs == pytest.approx(13)
+    assert 600_000_000 * probe.needs / 6e9 == pytest.approx(2 * 0.6 + 0.1)
+
+
 def test_paced_spans_are_counted_once_where_they_overlap():
     spans.clear()
     t = time.time()
