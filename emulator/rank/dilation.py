@@ -4,10 +4,9 @@ With ``run.dilation: auto`` every rank, before training, runs each phase once on
 tiers at this run's real sizes, all ranks of a node at once as in a checkpoint: the write into
 the nearest tier, the node's drain to global storage, a restore read from each, the snapshot. A
 phase whose design rate is R for a node that here moved its B bytes at H, after F seconds of
-software that do not grow with the bytes, needs D >= R x (HEADROOM / H + F / B): the paced window
-B x D / R then holds the software once and leaves the bytes twice what they need. D is the largest
-over the phases and the nodes (one all-reduce, so every node agrees), and the phase that set it is
-said in the report.
+software that do not grow with the bytes, does W = F + B / H of work; its paced window B x D / R must
+leave the host twice that: D >= HEADROOM x R x W / B. D is the largest over the phases and the
+nodes (one all-reduce, so every node agrees), and the phase that set it is said in the report.
 The probe's files are step 0's, deleted before training (a crash leaves an incomplete step that
 the next run's clean-up removes).
 """
@@ -50,8 +49,10 @@ class PhaseProbe:
     def needs(self) -> float:
         if self.host_bps <= 0:
             return math.inf
-        fixed = self.fixed_s / self.node_bytes if self.node_bytes > 0 else 0.0
-        return self.design_bps * (HEADROOM / self.host_bps + fixed)
+        if self.node_bytes <= 0:
+            return HEADROOM * self.design_bps / self.host_bps
+        work = self.node_bytes / self.host_bps + self.fixed_s
+        return HEADROOM * self.design_bps * work / self.node_bytes
 
 
 def nice(factor: float) -> float:

@@ -47,6 +47,19 @@ def rate_notes(cfg, results: dict) -> list[str]:
     return notes
 
 
+def restore_notes(cfg, results: dict) -> list[str]:
+    """The loads, where this host set a large share of the slowest one's full-size time (its reads,
+    checksums and deserialisation behind the paced rate: the probe times the reads alone)."""
+    load = results.get("load") or {}
+    share = load.get("load_host_share", 0.0)
+    if share <= HOST_SHARE:
+        return []
+    tiers = ", ".join(sorted(load.get("served_by") or {})) or "none"
+    return [f"restore ({tiers}): {share:.0%} of its full-size time is this host's own (its reads, checksums and "
+            "deserialisation slower than the paced rate), not the design's; the loads' full-size figures are "
+            "this host's, and a higher run.dilation leaves the host more room"]
+
+
 def raw_tier_notes(cfg, results: dict) -> list[str]:
     """Tiers without emulation measure this host at this run's size; a host's throughput is not
     proportional to the bytes (caches, writeback), so those durations are not the design's."""

@@ -25,7 +25,7 @@ from emulator.results.design_time import full_load, full_record, host_shares
 from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
                                      tier_load_summary)
 from emulator.results.requests import s3_summary
-from emulator.results.scale_notes import rate_notes, raw_tier_notes, snapshot_notes, step_notes
+from emulator.results.scale_notes import rate_notes, raw_tier_notes, restore_notes, snapshot_notes, step_notes
 from emulator.design import run_emulation
 from emulator.design.links import node_links
 from emulator.sizing import checkpoint_size
@@ -71,6 +71,7 @@ def summarize_loads(ranks: list[dict], time_factor: float = 1.0, scale: float | 
         "load_worst_s": max((max(r["loads"][i]["seconds"] for r in ranks) for i in range(n)), default=0.0),
         "load_worst_full_size_s": max((max(full_load(r["loads"][i], time_factor, bytes_factor=scale)["seconds"] for r in ranks)
                                        for i in range(n)), default=0.0),
+        "load_host_share": _load_host_share([r["loads"][i] for r in ranks for i in range(n)], time_factor, scale),
         "ok": all(r["loads"][i]["ok"] for r in ranks for i in range(n)),
         "served_by": dict(tiers),
         "recovery_mean_s_by_tier": {k: _mean(v) for k, v in secs_by_tier.items()},
@@ -80,6 +81,18 @@ def summarize_loads(ranks: list[dict], time_factor: float = 1.0, scale: float | 
         "page_cache_dropped": all(r["page_cache_dropped"] for r in ranks) if n else False,
         "errors": sorted({r["loads"][i].get("error", "") for r in ranks for i in range(n)} - {""})[:3],
     }
+
+
+def _load_host_share(loads: list[dict], k: float, scale: float | None) -> float:
+    """Of the slowest rank-load's full-size time, the share that is this host's own: all of it
+    where nothing paced its reads (this host's throughput over the scale)."""
+    if not loads or k == 1:
+        return 0.0
+    worst = max(loads, key=lambda x: full_load(x, k, bytes_factor=scale)["seconds"])
+    whole = full_load(worst, k, bytes_factor=scale)["seconds"]
+    paced = min(worst.get("paced_s") or 0.0, worst["seconds"])
+    own = worst["seconds"] - paced if paced > 0 else whole
+    return own / whole if whole > 0 else 0.0
 
 
 def _h2d_figures(loads: list[dict]) -> dict:
@@ -292,7 +305,7 @@ def tier_design(cfg) -> dict:
 def host_notes(cfg, results: dict) -> list[str]:
     """Where a figure is this host's or the scale's rather than the full-size design's."""
     return (step_notes(cfg, results) + raw_tier_notes(cfg, results) + snapshot_notes(cfg, results)
-            + rate_notes(cfg, results))
+            + rate_notes(cfg, results) + restore_notes(cfg, results))
 
 
 def _by_step(mode: str, ranks: list[dict]) -> dict:

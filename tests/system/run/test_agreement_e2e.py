@@ -1,7 +1,8 @@
 """The agreement suite's third engine: each shipped design run for real (torchrun, real bytes, time
 dilation as the probe picks it), its full-size figures the closed forms within 10 % with no phase
 flagged as this host's, and ``simulate --as-run --calibrate`` (the run's dilation, its software's
-fixed costs) reproducing what the run measured within 15 %. Two checkpoints a design, sync (the stall holds every copy), no baseline.
+fixed costs) reproducing what the run measured within 15 %. Two checkpoints a design, two steps apart, sync
+(the stall holds every copy), no baseline.
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ SHIPPED = ("default", "design-nvme-pfs", "design-direct-pfs", "design-llama70-12
 
 
 def _overrides(tmp_path, shm, name: str) -> list:
-    sets = [f"run.out={tmp_path / 'out'}", "checkpoint.saves=2", "checkpoint.loads=1",
+    # sync checkpoints 2 steps apart: what is checked is each checkpoint's copies, and the design's
+    # interval (up to 30 steps) would only add training, at the dilated step time (seconds here)
+    sets = [f"run.out={tmp_path / 'out'}", "checkpoint.saves=2", "checkpoint.loads=1", "checkpoint.interval_steps=2",
             "checkpoint.baseline=false", "checkpoint.modes=[sync]", f"tiers.global.path={shm}/g"]
     if load_config(name).tiers.local is not None:
         sets.append(f"tiers.local.path={shm}/l/node{{node}}")

@@ -73,7 +73,10 @@ def test_a_design_a_hundred_times_faster_than_this_machine_runs_at_the_factor_th
     res = _run(path)
     d = res["dilation"]
     assert d["auto"] and d["factor"] >= 50, d  # this host moves a few GB/s: a factor of 100-odd
-    assert not [n for n in res["notes"] if "of its full-size time is this host's own" in n], res["notes"]
+    # the checkpoint's phases (the probe times a restore's reads alone, not its checksums and
+    # deserialisation, so a restore here may be this host's: its own note says so)
+    assert not [n for n in res["notes"] if "of its full-size time is this host's own" in n
+                and not n.startswith("restore")], res["notes"]
     design = resolve(load_config(path))
     f = _figures(res)
     assert f["local_write"] == pytest.approx(copy_seconds(design, "local"), rel=0.10), f

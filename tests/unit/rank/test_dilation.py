@@ -69,12 +69,16 @@ def test_a_phase_needs_twice_the_paced_rate():
     assert PhaseProbe("write", "local", design_bps=6e9, host_bps=1e9).needs == pytest.approx(12)
 
 
-def test_the_paced_window_also_holds_the_software_that_does_not_grow_with_the_bytes():
-    """0.6 GB a node at 6 GB/s: at D the paced window is 0.1 x D s; it must hold the bytes twice at the
-    host's 1 GB/s (1.2 s) and the 0.1 s of per-file software once, so D = 13, not 12."""
-    probe = PhaseProbe("write", "local", design_bps=6e9, host_bps=1e9, fixed_s=0.1, node_bytes=600_000_000)
-    assert probe.needs == pytest.approx(13)
-    assert 600_000_000 * probe.needs / 6e9 == pytest.approx(2 * 0.6 + 0.1)
+def test_the_paced_window_leaves_the_host_twice_its_software_and_its_bytes():
+    """The window at D is B x D / R. Bytes that take the host 0.6 s after 0.1 s of per-file software:
+    twice 0.7 s, D = 14 (12 on the bytes alone). Software of 0.2 s before bytes of 0.06 s: twice
+    0.26 s, D = 52 (12 on the bytes alone left the software no room: the host's own time came on top
+    of the window and was flagged)."""
+    bytes_bound = PhaseProbe("write", "local", design_bps=6e9, host_bps=1e9, fixed_s=0.1, node_bytes=600_000_000)
+    assert bytes_bound.needs == pytest.approx(14)
+    software_bound = PhaseProbe("write", "local", design_bps=6e9, host_bps=1e9, fixed_s=0.2, node_bytes=60_000_000)
+    assert software_bound.needs == pytest.approx(52)
+    assert 60_000_000 * software_bound.needs / 6e9 == pytest.approx(2 * (0.06 + 0.2))
 
 
 def test_paced_spans_are_counted_once_where_they_overlap():
