@@ -136,11 +136,11 @@ def test_matches_one_node_runs_where_drains_cannot_keep_up(one_node_runs):
 
 def test_matches_two_node_runs_sharing_one_global_tier(two_node_runs):
     emu = [_emulated(c) for c in two_node_runs]
-    for e in emu:  # the job's drain is the two nodes' bytes at the one shared rate
+    for e in emu:  # the job's drain is the two nodes' bytes at the one shared rate (over D, the probe's)
         res = results(two_node_runs[0].parent / "out")
         assert res["nodes"] == 2
-        job_bytes = res["bytes"]["run_actual_state"]
-        assert e["sync"]["drain_mean_s"] == pytest.approx(job_bytes / (0.04 * 2 ** 30), rel=0.1)
+        job_bytes, d = res["bytes"]["run_actual_state"], res["dilation"]["factor"]
+        assert e["sync"]["drain_mean_s"] == pytest.approx(job_bytes / (0.04 * 2 ** 30 / d), rel=0.1)
     _check_against_runs(two_node_runs, nodes=2)
 
 
