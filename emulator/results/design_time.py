@@ -111,10 +111,13 @@ def host_shares(records: list[dict], k: float = 1.0, *, bytes_factor: float | No
             t = (r.get("tiers") or {}).get(tier)
             if tier != first and t and t.get("seconds", 0) > 0 and t.get("paced") is not None:
                 walls.setdefault(phase, []).append((t["seconds"], t["paced"]))
-    def own(w: float, p: float) -> float:
-        return w - min(p, w) if p > 0 else full(w, p, k, bytes_factor=bytes_factor)
-
     def whole(pairs) -> float:
         return sum(full(w, p, k, bytes_factor=bytes_factor) for w, p in pairs)
-    return {key: sum(own(w, p) for w, p in pairs) / whole(pairs) or 0.0
+    return {key: sum(host_seconds(w, p, k, bytes_factor=bytes_factor) for w, p in pairs) / whole(pairs) or 0.0
             for key, pairs in walls.items() if whole(pairs) > 0}
+
+
+def host_seconds(wall: float, paced: float | None, k: float, *, bytes_factor: float | None = None) -> float:
+    """Of one phase's full-size time (:func:`full`), the part that is this host's own: what the
+    paced spans did not cover, once; all of it where nothing was paced."""
+    return wall - min(paced, wall) if paced and paced > 0 else full(wall, paced, k, bytes_factor=bytes_factor)

@@ -21,7 +21,7 @@ import math
 from collections import Counter, defaultdict
 
 from emulator.checkpoint.audit import summarize_audits
-from emulator.results.design_time import full_load, full_record, host_shares
+from emulator.results.design_time import full_load, full_record, host_seconds, host_shares
 from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
                                      tier_load_summary)
 from emulator.results.requests import s3_summary
@@ -88,10 +88,8 @@ def _load_host_share(loads: list[dict], k: float, scale: float | None) -> float:
     where nothing paced its reads (this host's throughput over the scale)."""
     if not loads or k == 1:
         return 0.0
-    worst = max(loads, key=lambda x: full_load(x, k, bytes_factor=scale)["seconds"])
-    whole = full_load(worst, k, bytes_factor=scale)["seconds"]
-    paced = min(worst.get("paced_s") or 0.0, worst["seconds"])
-    own = worst["seconds"] - paced if paced > 0 else whole
+    whole, worst = max(((full_load(x, k, bytes_factor=scale)["seconds"], x) for x in loads), key=lambda p: p[0])
+    own = host_seconds(worst["seconds"], worst.get("paced_s"), k, bytes_factor=scale)
     return own / whole if whole > 0 else 0.0
 
 
