@@ -54,6 +54,8 @@ class RunRecord:
     due: tuple = ("local", "global")
     #: tier -> seconds of that tier's own stage (a peer's send, a copy from memory to NVMe)
     stages: dict = field(default_factory=dict)
+    #: when the checkpoint stopped training (wall clock); None in a results.json from before it was kept
+    start: float | None = None
 
 
 @dataclass
@@ -133,7 +135,7 @@ def _record(r: dict) -> RunRecord:
     return RunRecord(r["mode"], int(r["step"]), int(r["rank"]), int(r["node"]), float(r["stall_s"]),
                      float(r["wait_s"]), float(r["snapshot_s"]), float(r["local_write_s"]), float(r["drain_s"]),
                      float(r["complete_s"]), int(r["file_bytes"]), str(r["written_to"]), bool(r["missed"]), ok,
-                     due, stages)
+                     due, stages, float(r["start"]) if "start" in r else None)
 
 
 def _interference(raw: dict, records: list) -> dict:
@@ -175,9 +177,32 @@ def run_groups(fig: RunFigures) -> tuple | None:
 
 
 def step_seconds(fig: RunFigures, mode: str) -> float | None:
-    """The run's measured training time per step of ``mode`` (its wall less its stalls), at its scale."""
+    """The run's measured training time per step of ``mode``, at its scale: between its checkpoints
+    (what sets an async checkpoint's wait for the one before), less the interference counted apart;
+    without two checkpoints in a row, its wall less its stalls over its steps."""
+    between = _steps_between_checkpoints(fig, mode)
+    if between is not None:
+        return between
     wall, stall, steps = fig.mode_steps.get(mode, (0.0, 0.0, 0))
     return max(0.0, (wall - stall) / steps) if steps else None
+
+
+def _steps_between_checkpoints(fig: RunFigures, mode: str) -> float | None:
+    """Training seconds per step from each checkpoint's end of stall to the next one's start, every
+    rank's consecutive checkpoints pooled; None without such a pair."""
+    every = fig.config.checkpoint.interval_steps
+    by_rank = defaultdict(list)
+    for r in fig.records:
+        if r.mode == mode and r.start is not None:
+            by_rank[r.rank].append(r)
+    seconds, steps = 0.0, 0
+    for recs in by_rank.values():
+        recs.sort(key=lambda r: r.step)
+        for a, b in zip(recs, recs[1:]):
+            if b.step - a.step == every and b.start > a.start:
+                seconds += b.start - a.start - a.stall_s - fig.interference_s.get(mode, 0.0)
+                steps += every
+    return max(0.0, seconds / steps) if steps else None
 
 
 class _Steps:

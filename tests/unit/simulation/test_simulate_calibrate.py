@@ -80,3 +80,25 @@ def test_a_results_file_that_is_not_one_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not the results.json of a ckpt-emu run" in err[0]
     assert not (tmp_path / "o").exists()
+
+
+def test_as_run_steps_are_the_steps_between_checkpoints(tmp_path):
+    """--as-run's step time is what the run's steps took between one checkpoint's stall and the next
+    checkpoint: the time that sets an async checkpoint's wait for the one before. Steps after the
+    last checkpoint (a mode's tail) ran at another pace and do not count."""
+    import json
+
+    from emulator.simulation.calibrate import step_seconds
+    path = level_results(tmp_path, level_config(tmp_path))
+    raw = json.loads(path.read_text())
+    for pr in raw["per_rank"]:  # checkpoints at steps 5, 10, 15: 5 steps of 0.07 s after each stall
+        for rec in pr["records"]:
+            rec["start"] = 100.0 + (rec["step"] // 5 - 1) * (rec["stall_s"] + 5 * 0.07)
+    raw["modes"]["async"] = {"training_wall_s": 2.0, "stall_total_s": 0.0, "steps": 40}  # 0.05 s a step
+    path.write_text(json.dumps(raw))
+    assert step_seconds(read_results(str(path)), "async") == pytest.approx(0.07)
+    for pr in raw["per_rank"]:  # a results.json without the records' starts: the mode's mean step
+        for rec in pr["records"]:
+            del rec["start"]
+    path.write_text(json.dumps(raw))
+    assert step_seconds(read_results(str(path)), "async") == pytest.approx(0.05)
