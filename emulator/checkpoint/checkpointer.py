@@ -167,6 +167,9 @@ class Checkpointer:
     _node_steps: dict = field(default_factory=dict)  # tier -> steps complete there on this node, by this run
     _counts: dict = field(default_factory=dict)  # checkpoints taken per mode (the schedule counts them)
     _drainers: dict = field(default_factory=dict)  # (source, dest) tier names -> Drainer
+    #: one node retention at a time: one that finds a step's folder already emptied by another would
+    #: return while that folder is still there, and the next write would find keep + 1 others
+    _retaining: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self):
         self.loop = self.loop or LoopThread()
@@ -601,16 +604,17 @@ class Checkpointer:
         steps it deleted. With peers, memory also keeps the steps of the copies this node holds
         for its peers: a lost node gets its copy of such a step back, and every rank must restore
         the same step."""
-        for name in ("memory", "local"):
-            tier = self.tier(name)
-            if tier is None:
-                continue
+        async with self._retaining:
+            for name in ("memory", "local"):
+                tier = self.tier(name)
+                if tier is None:
+                    continue
 
-            async def retain(name=name, tier=tier):
-                protect = await self._held_peer_steps() if name == "memory" else set()
-                deleted = await layout.apply_retention(tier, self.schedule.keep[name], protect=protect)
-                self._node_steps.setdefault(name, set()).difference_update(deleted)
-            await self._guarded(retain())
+                async def retain(name=name, tier=tier):
+                    protect = await self._held_peer_steps() if name == "memory" else set()
+                    deleted = await layout.apply_retention(tier, self.schedule.keep[name], protect=protect)
+                    self._node_steps.setdefault(name, set()).difference_update(deleted)
+                await self._guarded(retain())
 
     async def _held_peer_steps(self) -> set[int]:
         """The steps of the copies this node holds for its peers (none without a peer tier)."""

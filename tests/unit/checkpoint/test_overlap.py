@@ -3,6 +3,7 @@ one's local write, while that one's drain runs on; drains and global commits sta
 tier still holds at most keep + 1 checkpoints."""
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -78,6 +79,50 @@ def test_an_overlapped_write_keeps_the_local_tier_within_keep_plus_one(tmp_path)
     recs, _ = _run(ckpt, [1, 2, 3, 4, 5])
     assert all(r.global_complete for r in recs)
     assert len(seen) == 5 and max(seen) <= 1, seen
+
+
+class _SlowDeletes(TierWrapper):
+    """Deletes nothing while ``hold``; then each delete takes a while, and records which task made it."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.hold, self.deletes = True, []
+
+    async def delete(self, key):
+        if self.hold:
+            return
+        task = asyncio.current_task()
+        self.deletes.append(("begin", task))
+        await asyncio.sleep(0.02)
+        await self.inner.delete(key)
+        self.deletes.append(("end", task))
+
+
+def test_retentions_on_one_node_run_one_at_a_time(tmp_path):
+    """The housekeeping of checkpoint N and the write stage of N + 2 may both apply the local
+    retention. Interleaved, one finds the folder of the step the other is deleting already empty
+    and returns while that folder is still there: the write of N + 2 then finds keep + 1 others."""
+    local = _SlowDeletes(DirTier(tmp_path / "l"))
+    ckpt = Checkpointer(_state(), local, DirTier(tmp_path / "g"), SoloComm(), keep=1)
+    try:
+        for step in (1, 2):
+            ckpt.checkpoint(step, "sync")
+        ckpt.finish()
+        local.hold = False
+        ckpt._node_steps["local"] = {1, 2}
+
+        async def retain_and_look():
+            await ckpt._retain_node_tiers()
+            return "step_00000001" in os.listdir(tmp_path / "l")
+
+        async def twice():
+            return await asyncio.gather(retain_and_look(), retain_and_look())
+        still_there = ckpt.loop.run(twice())
+    finally:
+        ckpt.close()
+    assert still_there == [False, False]  # when either returns, the step it deleted is gone
+    tasks = [task for _, task in local.deletes]
+    assert tasks and tasks == sorted(tasks, key=tasks.index), [k for k, _ in local.deletes]  # not interleaved
 
 
 def test_an_unknown_wait_is_one_line_naming_the_key(tmp_path, capsys):
