@@ -388,3 +388,10 @@ def test_a_vanishing_checkpoints_per_failure_is_refused(capsys):
     """Hypothesis found 2.2e-313: the rule of thumb's interval came out as "inf h"."""
     assert main(["plan", "--accelerators", "16000", "--checkpoints-per-failure", "2.2e-313"]) == 2
     assert "--checkpoints-per-failure: must be >= 0.01" in capsys.readouterr().err
+
+
+def test_a_size_too_long_for_a_file_name_is_one_line(capsys):
+    """Hypothesis found --size=999...9 (400 digits): looking for a file of that name raised ENAMETOOLONG."""
+    assert main(["plan", "--accelerators", "16000", "--size", "9" * 400]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ckpt-emu: error: --size"), err
