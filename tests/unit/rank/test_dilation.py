@@ -33,11 +33,11 @@ def test_auto_and_a_factor_are_read_back_as_written():
 
 def test_a_factor_that_makes_the_run_too_long_is_refused_before_anything_is_written(tmp_path, capsys):
     out = tmp_path / "out"
-    rc = main(["run", "--out", str(out), "--set", "run.dilation=400", "--set", f"tiers.global.path={tmp_path}/g",
+    rc = main(["run", "--out", str(out), "--set", "run.dilation=2000", "--set", f"tiers.global.path={tmp_path}/g",
                "--set", f"tiers.local.path={tmp_path}/l"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
-    assert err[0].startswith("ckpt-emu: error: run.dilation: x400 makes this run take about") and "run.wall_limit" in err[0]
+    assert err[0].startswith("ckpt-emu: error: run.dilation: x2000 makes this run take about") and "run.wall_limit" in err[0]
     assert not list(tmp_path.iterdir())
 
 
