@@ -38,8 +38,11 @@ def test_each_tier_takes_its_checkpoints_and_restores_alone(tmp_path, shm):
     assert {k: (v["every"], v["due"], v["complete"], v["at_risk"]) for k, v in lv.items()} == {
         "memory": (1, 4, 4, 0), "local": (2, 2, 2, 0), "global": (4, 1, 1, 0)}
     assert all(v["lag_max_s"] > 0 for v in lv.values())
-    # the global tier's lag includes the memory write and the NVMe copy before it
-    assert lv["global"]["lag_mean_s"] > lv["memory"]["lag_mean_s"]
+    # a checkpoint's global lag includes its memory write and NVMe copy before it (the tiers' means
+    # are over different checkpoints: a loaded host once made memory's four mean more than global's one)
+    for rec in (r for pr in res["per_rank"] for r in pr["records"] if "global" in r["due"]):
+        lags = rec["tiers"]
+        assert lags["global"]["lag_s"] > lags["local"]["lag_s"] > lags["memory"]["lag_s"], lags
     m = res["modes"]["sync"]
     assert m["checkpoints"] == 4 and m["incomplete"] == 0 and m["at_risk"] == 0
     by_tier = res["restore_by_tier"]

@@ -136,6 +136,7 @@ def test_matches_one_node_runs_where_drains_cannot_keep_up(one_node_runs):
     _check_against_runs(one_node_runs, nodes=1)
 
 
+@pytest.mark.alone  # as above: under load the run's host time varied its async waits (6.6 % against 5 %)
 def test_matches_two_node_runs_sharing_one_global_tier(two_node_runs):
     emu = [_emulated(c) for c in two_node_runs]
     for cfg, e in zip(two_node_runs, emu):  # the job's drain: its two nodes' bytes at the one shared rate / D

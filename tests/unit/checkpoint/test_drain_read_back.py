@@ -79,6 +79,7 @@ def test_a_host_too_slow_for_the_pacing_shows_as_the_hosts_time(tmp_path):
     assert drainer.paced_seconds("drain", result, [e.size for e in entries]) <= 1.125
 
 
+@pytest.mark.alone  # a loaded host does not keep up: its delays leave gaps between the paced spans (1.094 s of 1.125)
 def test_a_host_that_keeps_up_is_paced_throughout(tmp_path):
     """The same drain on a host with no upload costs: its paced part is the devices' whole 1.125 s,
     and the drain took at least that (what the host adds under load is not asserted: a wall-clock bound)."""
