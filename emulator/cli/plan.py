@@ -156,20 +156,14 @@ def _plan_options(args) -> dict:
         ("overlap_target", _number(args.overlap_target, "--overlap-target", at_most=1))) if v is not None}
 
 
-def _is_file(text: str) -> bool:
-    try:
-        return Path(text).exists()
-    except OSError:  # a name no file can have (too long, say)
-        return False
-
-
 def resolve_size(text, where: str = "--size") -> tuple[int, str | None]:
     """A size with its unit (105GiB, 1.5TB), or a preset or config file sized by MLPerf's table:
     (bytes, the preset or file it came from, or None)."""
     from emulator.config import load_config, preset_names
+    from emulator.config.mapping import names_a_file
     from emulator.sizing import checkpoint_size
     text = str(text).strip()
-    path_like = text.endswith((".yaml", ".yml")) or "/" in text or _is_file(text)
+    path_like = text.endswith((".yaml", ".yml")) or "/" in text or names_a_file(text, or_folder=True)
     if not path_like and text not in preset_names():
         if text[:1].isdigit() or text[:1] in "+-.":
             size = parse_size(text, where)

@@ -14,6 +14,7 @@ import math
 import re
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -75,6 +76,17 @@ YAML_NAMES = {"global_": "global"}
 
 #: dataclasses with their own builder and plain form (TierConfig: the backend decides its keys)
 CUSTOM: dict[type, tuple] = {}
+
+
+def names_a_file(path, *, or_folder: bool = False) -> bool:
+    """Whether ``path`` (a path or a package resource) is a regular file, or with ``or_folder``
+    anything at all; False for a name no file can have (too long, say), where ``is_file`` raises."""
+    if isinstance(path, str) or not hasattr(path, "is_file"):  # else a Path, or a package resource
+        path = Path(path)
+    try:
+        return path.exists() if or_folder else path.is_file()
+    except OSError:
+        return False
 
 
 def read_config_text(path, origin: str) -> str:

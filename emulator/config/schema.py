@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Optional
 
 from emulator.config.failures import FailuresConfig
-from emulator.config.mapping import (CUSTOM, apply_override, build, coerce, deep_merge, read_config_text,
-                                     read_yaml_text, to_plain)
+from emulator.config.mapping import (CUSTOM, apply_override, build, coerce, deep_merge, names_a_file,
+                                     read_config_text, read_yaml_text, to_plain)
 from emulator.config.design import DesignSpec, parse_design
 from emulator.errors import ConfigError, UserError, shown
 from emulator.sizing import (ARCHITECTURES, DTYPE_BYTES, FACTORED, OPTIMIZER_STATES, PARTITIONS, STYLE_CHOICES,
@@ -754,16 +754,16 @@ def _preset(source: str):
     if "\0" in source:
         return None
     res = resources.files(PRESETS_PACKAGE).joinpath(f"{source}.yaml")
-    return res if res.is_file() else None
+    return res if names_a_file(res) else None
 
 
 def _load_source(source: str, seen: tuple = ()) -> dict:
     """Raw mapping for a path or preset name, with ``extends`` resolved."""
     path = Path(source)
-    file_name = path.suffix in (".yaml", ".yml") or path.is_file()
+    file_name = path.suffix in (".yaml", ".yml") or names_a_file(path)
     res = None if file_name else _preset(source)
     if res is None and (file_name or "/" in source):  # a folder is no config
-        if not path.is_file():
+        if not names_a_file(path):
             raise ConfigError(f"config file not found: {shown(source, 200, quote=False)}")
         text = read_config_text(path, shown(source, 200, quote=False))
         base_dir = path.parent
@@ -780,7 +780,7 @@ def _load_source(source: str, seen: tuple = ()) -> dict:
         return data
     if not isinstance(parent, str):
         raise ConfigError(f"{source}: extends must be a file or preset name")
-    if base_dir is not None and (base_dir / parent).is_file():
+    if base_dir is not None and names_a_file(base_dir / parent):
         parent = str(base_dir / parent)
     return deep_merge(_load_source(parent, seen + (source,)), data)
 
@@ -801,7 +801,7 @@ def load_config(source: str | None = None, overrides: list[str] | tuple = ()) ->
 def _own_dp(source: str):
     """The ``parallelism.dp`` a config file itself writes (not one it extends), if any."""
     path = Path(source)
-    if not path.is_file():
+    if not names_a_file(path):
         return None
     try:
         own = read_yaml_text(path.read_text(), source)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from emulator.cli import main
+from emu import refused
 
 SETS = "--set"
 
@@ -361,3 +362,12 @@ def test_a_tiny_scale_is_accepted(capsys):
     assert main(["sizes", "llama3-8b", "--scale", "0.00001"]) == 0
     assert load_config("llama3-8b", ["run.scale=1e-05"]).run.scale == 1e-05
     assert load_config("llama3-8b", ["run.scale=2.5E-3"]).run.scale == 0.0025
+
+
+@pytest.mark.parametrize("command", [["run"], ["sizes"], ["simulate"]])
+def test_a_config_name_too_long_for_a_file_is_one_line(tmp_path, capsys, command):
+    """The twin of plan's --size=999...9: a config named past the file-name limit raised ENAMETOOLONG
+    while the loader looked for the file, an internal error with a traceback."""
+    out = [] if command == ["sizes"] else ["--out", tmp_path / "out"]
+    line = refused(capsys, *command, "a" * 400, *out)
+    assert "unknown preset" in line and not (tmp_path / "out").exists()
