@@ -184,7 +184,12 @@ class _Pacer:
     def finish_sync(self, bucket: TokenBucket | None, n: int, start: float, start_wall: float) -> None:
         if bucket is not None and n:
             due = bucket.reserve(n * self.weight, start)
-            paced.record_due(_PHASE.get(), start_wall, due - bucket.clock())
+            due_in = due - bucket.clock()
+            # the device's time for these bytes, even where this host read them after they were due
+            # (many small reads, each later than the device would have streamed them): that is the
+            # device's time too, and a read that waits adds the wait
+            busy = n * self.weight / bucket.rate
+            paced.record_due(_PHASE.get(), min(start_wall, time.time() + due_in - busy), due_in)
             self.tier._count(self.direction, bucket.wait_until(due))
 
     def bytes_due(self, bucket: TokenBucket | None, n: int, start: float) -> float:

@@ -36,11 +36,28 @@ def record_due(phase: str, start_wall: float, due_in: float) -> None:
 
 def seconds(phase: str | tuple, t0: float, t1: float) -> float:
     """How much of [t0, t1] spans of ``phase`` (one name, or any of several) covered: their union."""
+    return covered(spans(phase, t0, t1), t0, t1)
+
+
+def spans(phase: str | tuple, t0: float, t1: float) -> list[tuple[float, float]]:
+    """The spans of ``phase`` (one name, or any of several) within [t0, t1], merged where they overlap:
+    what this process can hand to others sharing its device (few, however many transfers)."""
     phases = (phase,) if isinstance(phase, str) else tuple(phase)
     with _lock:
         mine = sorted((max(s, t0), min(e, t1)) for p, s, e in _spans if p in phases and e > t0 and s < t1)
-    total, reach = 0.0, t0
+    merged: list[tuple[float, float]] = []
     for s, e in mine:
+        if merged and s <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((s, e))
+    return merged
+
+
+def covered(spans_: list, t0: float, t1: float) -> float:
+    """How much of [t0, t1] the union of ``spans_`` (any order, any processes') covers."""
+    total, reach = 0.0, t0
+    for s, e in sorted((max(s, t0), min(e, t1)) for s, e in spans_ if e > t0 and s < t1):
         if e > reach:
             total += e - max(s, reach)
             reach = e
