@@ -107,6 +107,11 @@ class LoadRecord(Record):
     broadcast_bytes: int = 0
     #: of ``seconds``, the paced reads' (tiers/paced.py): the design's part
     paced_s: float = 0.0
+    #: the time factor the reads were paced at, where not the run's (0): loads at their own dilation
+    time_factor: float = 0.0
+    #: of ``seconds``, this rank's streaming of its file that no paced read covered: the host behind the
+    #: paced rate (the rest of the unpaced time is the software's: listing, manifest, structure, collectives)
+    lag_s: float = 0.0
 
 
 @dataclass

@@ -110,8 +110,13 @@ class Restorer:
                  loop=None, mode: str = "async", meta: dict | None = None,
                  tally: Tally | None = None, policy: RetryPolicy | None = None,
                  shared: tuple[str, ...] = ("global",), source: int | None = None,
-                 read_timeout_s: float = DEFAULT_READ_TIMEOUT_S):
+                 read_timeout_s: float = DEFAULT_READ_TIMEOUT_S, time_factor: float = 0.0,
+                 metrics_clock: float = 1.0):
         self.state, self.tiers, self.comm, self.mode = state, tiers, comm, mode
+        # loads at a dilation of their own (emulator/rank/dilation.py): the time factor their tiers
+        # are paced at (0: the run's), and the run's seconds per second of theirs, so that the
+        # metrics stay in the run's time, which the dashboards divide by ckpt_emu_time_factor
+        self.time_factor, self.metrics_clock = time_factor, metrics_clock
         self.read_timeout_s = read_timeout_s  # a file's read is given up after it (checkpoint.read_timeout_s)
         # whose file this rank restores: its own, or (a replicated layout) its DP group leader's,
         # with ``state`` then a replica of the leader's layout (checkpoint/broadcast_restore.py)
@@ -125,6 +130,7 @@ class Restorer:
         self.tally = tally or Tally(metrics)
         self.manifest = None  # the manifest of the step restored last (its meta carries the lineage)
         self._buf = bytearray(16 << 20)
+        self._stream = None  # (start, end) of this rank's last stream of a file's bytes (wall clock)
 
     def _run(self, coro):
         return self.loop.run(coro) if self.loop else run_sync(coro)
@@ -159,15 +165,14 @@ class Restorer:
         only; the step becomes live on every rank once all ranks verified it, and if no
         step is loadable on every rank, no rank's live state changes. The record carries
         the S3 requests the restore made on this rank (``requests``)."""
-        with charged_to(Bill("restore", self.metrics.count_s3_request)) as bill, counted_as("restore"), \
-                anchored_at(time.time()):
+        with charged_to(Bill("restore", self.metrics.count_s3_request)) as bill, counted_as("restore"):
             rec = self._load()
         rec.requests = bill.counts()
         return rec
 
     def _load(self) -> LoadRecord:
         rec = LoadRecord(self.comm.rank, self.comm.node, source_rank=self.source)
-        start, wall = time.perf_counter(), time.time()
+        start, wall, self._stream = time.perf_counter(), time.time(), None
         candidates = self.candidate_steps()
         for step in candidates:
             ok = self._try_step(step, rec)
@@ -181,15 +186,22 @@ class Restorer:
             rec.error = (f"no checkpoint is loadable on every rank ({len(candidates)} candidate step(s) tried); "
                          "the live state is unchanged on every rank")
         rec.seconds = time.perf_counter() - start
-        rec.paced_s = paced.seconds(("restore", "fetch"), wall, wall + rec.seconds)
-        everyone = self.comm.all_gather((rec.seconds, rec.bytes))
+        rec.time_factor = self.time_factor
+        mine = paced.spans(("restore", "fetch"), wall, wall + rec.seconds)
+        everyone = self.comm.all_gather((rec.seconds * self.metrics_clock, rec.bytes, self.comm.node, mine))
+        # the node's ranks read through one device: while any of them waits for its paced bytes, the
+        # device is busy, and a rank done early waits for the others' device time, not its host's
+        node_spans = [s for *_, node, spans in everyone if node == self.comm.node for s in spans]
+        rec.paced_s = paced.covered(node_spans, wall, wall + rec.seconds)
+        if rec.ok and self._stream is not None:
+            rec.lag_s = self._stream[1] - self._stream[0] - paced.covered(node_spans, *self._stream)
         if rec.ok:
             backend = dict(self.tiers)[rec.tier].backend
-            self.metrics.observe_phase("load", rec.tier, rec.seconds, backend=backend)
+            self.metrics.observe_phase("load", rec.tier, rec.seconds * self.metrics_clock, backend=backend)
             self.metrics.add_bytes("read", rec.tier, rec.bytes, backend=backend)
             if self.comm.rank == 0:  # MLPerf style: all bytes / slowest rank
-                slowest = max(s for s, _ in everyone)
-                self.metrics.set_throughput("load", self.mode, sum(b for _, b in everyone) / max(slowest, 1e-9))
+                slowest = max(s for s, *_ in everyone)
+                self.metrics.set_throughput("load", self.mode, sum(b for _, b, *_ in everyone) / max(slowest, 1e-9))
         return rec
 
     def _try_step(self, step: int, rec: LoadRecord) -> bool:
@@ -271,7 +283,12 @@ class Restorer:
         gaps = [] if self.keep_plan else None
         # never more than the manifest's size, never longer than checkpoint.read_timeout_s
         body = BoundedReader(fh, entry.size, timeout_s=self.read_timeout_s, what=entry.key)
-        crc, size = _read_into(body, spans, gaps) if spans is not None else crc_of_stream(body, self._buf)
+        # the device streams the file from its first byte on, while this rank checksums and copies (not
+        # from the load's start: the listing, manifest and structure before it are the software's, once)
+        begun = time.time()
+        with anchored_at(begun):
+            crc, size = _read_into(body, spans, gaps) if spans is not None else crc_of_stream(body, self._buf)
+        self._stream = (begun, time.time())  # the file's bytes streamed (wall clock)
         if size == entry.size and body.longer():
             return f"size more than manifest {entry.size}"
         if size != entry.size:

@@ -109,9 +109,7 @@ class Probe:
         return nbytes / slowest if slowest > 0 else math.inf
 
     def _node(self, seconds: float, nbytes: int) -> tuple[int, float]:
-        """(the node's bytes, its slowest rank's seconds) (collective)."""
-        mine = [(s, b) for n, s, b in self.comm.all_gather((self.comm.node, seconds, nbytes)) if n == self.comm.node]
-        return sum(b for _, b in mine), max(s for s, _ in mine)
+        return node_totals(self.comm, seconds, nbytes)
 
     def _timed(self, fn) -> float:
         self.comm.barrier()
@@ -223,20 +221,49 @@ def choose(phases: list[PhaseProbe], comm) -> tuple[float, PhaseProbe | None]:
     return nice(need), worst
 
 
+
+
+def restore_probe(cfg, comm, rec) -> PhaseProbe | None:
+    """A whole restore done unpaced (``rec``, every rank's: its listing, manifest, reads, checksums and
+    deserialisation) as a phase: the node's bytes read over its slowest rank's seconds, against the
+    design's read rate of the tier it came from; None where a rank could not load (collective)."""
+    ok = comm.all_min(1.0 if rec.ok else 0.0) == 1.0
+    nbytes, slowest = node_totals(comm, rec.seconds, rec.read_bytes)
+    design = design_rate(cfg, comm, rec.tier, "read") if ok else None
+    if not design or not nbytes:
+        return None
+    return PhaseProbe("restore", rec.tier, design, nbytes / slowest if slowest > 0 else math.inf, 0.0, nbytes)
+
+
+def load_factor(cfg, comm, restore, sources: list) -> tuple[float, list[PhaseProbe]]:
+    """The loads' own factor, at least the run's: ``restore(tiers)`` (collective) restores once, unpaced,
+    from each of ``sources`` (lists of (name, bare tier), nearest first), and the factor is the one
+    the slowest of them needs, as the first probe's phases (collective)."""
+    phases = [p for p in (restore_probe(cfg, comm, restore(tiers)) for tiers in sources) if p is not None]
+    factor, _ = choose(phases, comm)
+    return max(factor, cfg.run.dilation.factor or 1.0), phases
+
+
+def node_totals(comm, seconds: float, nbytes: int) -> tuple[int, float]:
+    """(the node's bytes, its slowest rank's seconds) (collective)."""
+    mine = [(s, b) for n, s, b in comm.all_gather((comm.node, seconds, nbytes)) if n == comm.node]
+    return sum(b for _, b in mine), max(s for s, _ in mine)
+
+
 def resolve(cfg, comm, state, tiers: dict, loop, duration: float | None = None):
     """``cfg`` with its dilation decided (a probe where it is ``auto``), and what the probe found."""
     if cfg.checkpoint.protocol == "mlperf" or not cfg.run.dilation.auto:
         return cfg, []
     if not paces_anything(cfg):
-        return _with(cfg, 1.0), []
+        return with_factor(cfg, 1.0), []
     phases = Probe(cfg, comm, state, tiers, loop).run()
     factor, worst = choose(phases, comm)
     why = f" (set by the {worst.phase} on the {worst.tier} tier)" if worst is not None and factor > 1 else ""
     cfg.check_wall(factor, why, duration)
-    return _with(cfg, factor), phases
+    return with_factor(cfg, factor), phases
 
 
-def _with(cfg, factor: float):
+def with_factor(cfg, factor: float):
     return replace(cfg, run=replace(cfg.run, dilation=Dilation(factor)))
 
 

@@ -87,6 +87,7 @@ class RankRun:
         self.dp_group = new_dp_group(cfg, self.comm.rank)  # restores' broadcasts (one_per_dp_group)
         self.bare = build_tiers(cfg, self.comm, self.out.root)  # paced once the dilation is known
         self.local, self.global_, self.memory = self.bare.get("local"), self.bare["global"], self.bare.get("memory")
+        self.load_tiers, self.load_probe, self.load_cfg = {}, [], cfg  # the loads' own dilation, if any
         self.peer = PeerReplicas.build(cfg, self.comm, self.peer_group, tier_scope(self.comm, self.out, "peer")) \
             if cfg.tiers.peer is not None else None  # its NIC is paced once the dilation is known
         self.claims = claim_tiers(self.comm, self.out.root, self.local, self.global_,  # before any write
@@ -301,12 +302,36 @@ class RankRun:
         """What this rank restores into: its state, or (ZeRO-0 DP member) a replica of its leader's."""
         return restore_state(self.cfg, self.state, self.comm.rank, self.placement.device)
 
-    def _restorer(self, tiers=None):
+    def _restorer(self, tiers=None, **kwargs):
         tiers = tiers or self.node_tiers + [("global", self.global_)]
+        kwargs = {"metrics": self.metrics, "tally": self.tally, **kwargs}
         return make_restorer(self.cfg, self._restore_state, tiers, self.comm, group=self.dp_group,
-                             metrics=self.metrics, loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1],
-                             meta=self.meta, tally=self.tally, policy=RetryPolicy.from_config(self.cfg.drain),
-                             read_timeout_s=self.cfg.checkpoint.read_timeout_s)
+                             loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1], meta=self.meta,
+                             policy=RetryPolicy.from_config(self.cfg.drain),
+                             read_timeout_s=self.cfg.checkpoint.read_timeout_s, **kwargs)
+
+    def _dilate_loads(self) -> None:
+        """The loads' own factor (``auto``, docs/time-dilation.md): a whole restore from each tier they
+        read, timed unpaced (its checksums and deserialisation too), then those tiers paced at it."""
+        if not self.probe or not self.cfg.checkpoint.loads:  # a fixed factor, or nothing paced
+            return
+        bare = [(n, self.bare[n]) for n, _ in self.node_tiers] + [("global", self.bare["global"])]
+
+        def restore(tiers):
+            self._drop_page_cache()
+            return self._restorer(tiers, metrics=metrics.NULL_METRICS, tally=Tally(metrics.NULL_METRICS)).load()
+        sources = [[pair] for pair in bare] if self.memory is not None else [bare]
+        factor, self.load_probe = dilation.load_factor(self.cfg, self.comm, restore, sources)
+        self.load_cfg = dilation.with_factor(self.cfg, factor)
+        self.load_tiers = {n: pace_tier(self.load_cfg, self.comm, self.out.root, n, t) for n, t in bare}
+
+    def _load_restorer(self, tiers=None):
+        """The loads' restorer: on their own paced tiers where they have a factor of their own."""
+        if not self.load_tiers:
+            return self._restorer(tiers)
+        names = [n for n, _ in tiers] if tiers else [n for n, _ in self.node_tiers] + ["global"]
+        return self._restorer([(n, self.load_tiers[n]) for n in names], time_factor=self.load_cfg.time_factor,
+                              metrics_clock=self.cfg.time_factor / self.load_cfg.time_factor)
 
     def _recover(self):
         """After a torchrun restart: restore the newest complete checkpoint and continue from it.
@@ -385,11 +410,12 @@ class RankRun:
         loads = []
         for pair in tiers:
             self._drop_page_cache()
-            loads.append({**self._restorer([pair]).load().to_dict(), "from": pair[0]})
+            loads.append({**self._load_restorer([pair]).load().to_dict(), "from": pair[0]})
         return loads
 
     def run_loads(self) -> tuple[list, bool]:
-        restorer = self._restorer()
+        self._dilate_loads()
+        restorer = self._load_restorer()
         records, dropped_all = [], True
         for _ in range(self.cfg.checkpoint.loads):
             dropped_all &= self._drop_page_cache()
@@ -454,10 +480,23 @@ class RankRun:
             content_audit=content_audit, peak_rss_bytes=proc_bytes("/proc/self/status", "VmHWM") or 0,
             earlier_attempts=self._earlier_attempts(), device=self.placement.describe(),
             staging=self.state.stager.describe(), s3_requests=_s3_requests(self.global_),
-            device_waits={"local": device_waits(self.local), "global": device_waits(self.global_)},
+            device_waits={"local": self._device_waits("local"), "global": self._device_waits("global")},
             tier_loads=tier_loads, recoveries=self.recoveries, memory_tier_peak_bytes=self.ckpt.memory_tier_peak,
             mapped_tier_peak_bytes=mapped_peak_bytes(), tiers_emptied=emptied,
-            dilation=dilation.describe(self.probe, self.cfg.run.dilation.factor or 1.0))
+            dilation={**dilation.describe(self.probe, self.cfg.run.dilation.factor or 1.0),
+                      "loads": dilation.describe(self.load_probe, self.load_cfg.run.dilation.factor or 1.0)
+                      if self.load_tiers else None})
+
+    def _device_waits(self, name: str) -> dict | None:
+        """The waits on tier ``name``'s emulated device, the loads' own paced tier's added."""
+        run = device_waits(self.global_ if name == "global" else self.local)
+        loads = device_waits(self.load_tiers[name]) if name in (self.load_tiers or {}) else None
+        if run is None or loads is None:
+            return run or loads
+        for phase, by_dir in loads["waits"].items():
+            for direction, s in by_dir.items():
+                run["waits"].setdefault(phase, {})[direction] = run["waits"].get(phase, {}).get(direction, 0.0) + s
+        return run
 
     def _audit_content(self) -> dict | None:
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from emulator.results.design_time import full_load, tier_lag
+from emulator.results.design_time import at_run_factor, full_load, tier_lag
 from emulator.units import GIB
 
 
@@ -119,6 +119,7 @@ def tier_load_summary(cfg, ranks: list[dict]) -> dict:
         seconds = max(x["seconds"] for x in loads)
         full = max(full_load(x, cfg.time_factor, bytes_factor=cfg.run.scale)["seconds"] for x in loads)
         out[tier] = {"ok": all(x["ok"] for x in loads), "step": loads[0]["step"], "seconds": seconds,
+                     "seconds_at_run_factor": max(at_run_factor(x, cfg.time_factor) for x in loads),
                      "seconds_full_size": full, "node_bytes": node_bytes,
                      "gib_s": sum(x["bytes"] for x in loads) / max(seconds, 1e-9) / GIB}
     return out

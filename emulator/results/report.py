@@ -124,7 +124,20 @@ def _time_lines(results: dict) -> list[str]:
             f"        scale {results['scale']:g} x dilation {d['factor']:g}: a second at full size takes "
             f"{k * 1000:.4g} ms here (a step of {results['step_seconds']['full_size']:g} s, "
             f"{results['step_seconds']['here'] * 1000:.4g} ms here); durations below are measured (in brackets "
-            "the full-size design's: paced time / the factor, this host's own once)"]
+            "the full-size design's: paced time / the factor, this host's own once)"] + _load_time_lines(d)
+
+
+def _load_time_lines(d: dict) -> list[str]:
+    """The loads' own factor, where they had one, and the restore that set it."""
+    loads = d.get("loads")
+    if not loads:
+        return []
+    probe = max(loads["phases"], key=lambda p: p["needs"], default=None)
+    why = "" if probe is None else (
+        f": a whole restore from the {probe['tier']} tier (reads, checksums, deserialisation) moved "
+        f"{probe['host_bytes_per_s'] / GIB:.3g} GiB/s here of the {probe['design_bytes_per_s'] / GIB:.3g} GiB/s "
+        "the design's node reads")
+    return [f"        loads (after training): dilation x{loads['factor']:g}{why}"]
 
 
 def _device_lines(results: dict) -> list[str]:
@@ -184,6 +197,8 @@ def _load_lines(results: dict) -> list[str]:
     served = ", ".join(f"{k}: {v}" for k, v in sorted(ld["served_by"].items()))
     cache = _page_cache_words(ld)
     full = f", {_fmt_s(ld['load_worst_full_size_s'])} at full size" if "load_worst_full_size_s" in ld else ""
+    if ld.get("load_software_s"):
+        full += f", {_fmt_s(ld['load_software_s'])} of it the software's: listing, manifest, structure, once"
     lines = ["", f"loads: {ld['loads']}, {ld['load_gib_s']:.2f} GiB/s (worst {_fmt_s(ld['load_worst_s'])}{full}), "
                  f"rank-loads served by {served}; {cache}"]
     if ld.get("h2d_gib_s"):

@@ -40,6 +40,11 @@ def rate_notes(cfg, results: dict) -> list[str]:
                 notes.append(f"{phase.replace('_', ' ')} ({mode}): {share:.0%} of its full-size time is this host's "
                              "own (software, or the host slower than the paced rate), not the design's; a higher "
                              "run.dilation leaves the host more room")
+    load = results.get("load") or {}
+    if load.get("loads") and load.get("load_paced"):  # the loads' own note says where they were the host's
+        seen.add("restore")
+        if load.get("load_host_share", 0.0) > HOST_SHARE:
+            flagged.add("restore")
     if seen and not flagged:
         notes.append(f"every paced phase ({', '.join(sorted(p.replace('_', ' ') for p in seen))}) kept to its "
                      f"design rate here: the full-size figures are the design's, this host's own time under "
@@ -49,7 +54,8 @@ def rate_notes(cfg, results: dict) -> list[str]:
 
 def restore_notes(cfg, results: dict) -> list[str]:
     """The loads, where this host set a large share of the slowest one's full-size time (its reads,
-    checksums and deserialisation behind the paced rate: the probe times the reads alone)."""
+    checksums and deserialisation behind the paced rate: a fixed run.dilation, or the host got busier
+    after the loads' own probe)."""
     load = results.get("load") or {}
     share = load.get("load_host_share", 0.0)
     if share <= HOST_SHARE:

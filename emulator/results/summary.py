@@ -21,7 +21,8 @@ import math
 from collections import Counter, defaultdict
 
 from emulator.checkpoint.audit import summarize_audits
-from emulator.results.design_time import full_load, full_record, host_seconds, host_shares
+from emulator.results.design_time import (at_run_factor, full_load, full_record, host_seconds, host_shares,
+                                           load_factor)
 from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
                                      tier_load_summary)
 from emulator.results.requests import s3_summary
@@ -55,7 +56,7 @@ def _mean(values) -> float:
 def summarize_loads(ranks: list[dict], time_factor: float = 1.0, scale: float | None = None) -> dict:
     n = min((len(r["loads"]) for r in ranks), default=0)
     per_load, tiers, fallbacks = [], Counter(), []
-    secs_by_tier = defaultdict(list)
+    secs_by_tier, run_secs_by_tier = defaultdict(list), defaultdict(list)
     for i in range(n):
         recs = [r["loads"][i] for r in ranks]
         worst = max(x["seconds"] for x in recs)
@@ -65,6 +66,8 @@ def summarize_loads(ranks: list[dict], time_factor: float = 1.0, scale: float | 
             fallbacks += x["fallbacks"]
         for tier in {x["tier"] or "none" for x in recs}:  # a restart waits for its slowest rank
             secs_by_tier[tier].append(max(x["seconds"] for x in recs if (x["tier"] or "none") == tier))
+            run_secs_by_tier[tier].append(max(at_run_factor(x, time_factor) for x in recs
+                                              if (x["tier"] or "none") == tier))
     return {
         "loads": n,
         "load_gib_s": _mean(per_load) / GIB,
@@ -72,9 +75,13 @@ def summarize_loads(ranks: list[dict], time_factor: float = 1.0, scale: float | 
         "load_worst_full_size_s": max((max(full_load(r["loads"][i], time_factor, bytes_factor=scale)["seconds"] for r in ranks)
                                        for i in range(n)), default=0.0),
         "load_host_share": _load_host_share([r["loads"][i] for r in ranks for i in range(n)], time_factor, scale),
+        "load_software_s": _load_software([r["loads"][i] for r in ranks for i in range(n)], time_factor, scale),
+        "load_paced": any(r["loads"][i].get("paced_s", 0.0) > 0 for r in ranks for i in range(n)),
         "ok": all(r["loads"][i]["ok"] for r in ranks for i in range(n)),
         "served_by": dict(tiers),
         "recovery_mean_s_by_tier": {k: _mean(v) for k, v in secs_by_tier.items()},
+        # the same at the run's time factor, where the loads had one of their own (simulate --as-run)
+        "recovery_mean_s_by_tier_at_run_factor": {k: _mean(v) for k, v in run_secs_by_tier.items()},
         **_h2d_figures([r["loads"][i] for r in ranks for i in range(n)]),
         "fallbacks": fallbacks[:20],
         "fallback_count": len(fallbacks),
@@ -83,14 +90,34 @@ def summarize_loads(ranks: list[dict], time_factor: float = 1.0, scale: float | 
     }
 
 
+def _worst_load(loads: list[dict], k: float, scale: float | None) -> tuple[float, dict]:
+    """(full-size seconds, record) of the slowest rank-load at full size."""
+    return max(((full_load(x, k, bytes_factor=scale)["seconds"], x) for x in loads), key=lambda p: p[0])
+
+
 def _load_host_share(loads: list[dict], k: float, scale: float | None) -> float:
-    """Of the slowest rank-load's full-size time, the share that is this host's own: all of it
-    where nothing paced its reads (this host's throughput over the scale)."""
-    if not loads or k == 1:
+    """Of the slowest rank-load's full-size time, the share that is this host's own: its stream of
+    the file's bytes where no paced read covered it (the host behind the paced rate); all of it where
+    nothing paced its reads (this host's throughput over the scale). The software around the stream
+    (listing, manifest, structure, collectives) is counted once and shown apart (:func:`_load_software`)."""
+    if not loads or all(load_factor(x, k) == 1 for x in loads):
         return 0.0
-    whole, worst = max(((full_load(x, k, bytes_factor=scale)["seconds"], x) for x in loads), key=lambda p: p[0])
-    own = host_seconds(worst["seconds"], worst.get("paced_s"), k, bytes_factor=scale)
+    whole, worst = _worst_load(loads, k, scale)
+    if worst.get("paced_s", 0.0) > 0 and "lag_s" in worst:
+        own = worst["lag_s"]
+    else:
+        own = host_seconds(worst["seconds"], worst.get("paced_s"), load_factor(worst, k), bytes_factor=scale)
     return own / whole if whole > 0 else 0.0
+
+
+def _load_software(loads: list[dict], k: float, scale: float | None) -> float:
+    """Of the slowest rank-load's full-size time, the software's own seconds, counted once: what no
+    paced read covered outside its stream of the file's bytes (0 where the reads were not paced)."""
+    if not loads or all(load_factor(x, k) == 1 for x in loads):
+        return 0.0
+    _, worst = _worst_load(loads, k, scale)
+    paced_s = worst.get("paced_s", 0.0)
+    return max(0.0, worst["seconds"] - paced_s - worst.get("lag_s", 0.0)) if paced_s > 0 else 0.0
 
 
 def _h2d_figures(loads: list[dict]) -> dict:

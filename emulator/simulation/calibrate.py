@@ -87,11 +87,11 @@ def read_results(path: str) -> RunFigures:
 
     Fields used: ``config`` (the resolved run config), ``nodes``, ``ranks``,
     ``modes.<mode>.training_wall_s``, ``.stall_total_s`` and ``.steps``,
-    ``load.recovery_mean_s_by_tier``, every ``per_rank[].records[]``'s ``mode``, ``step``,
+    ``load.recovery_mean_s_by_tier`` (``_at_run_factor`` where the loads had a dilation of their own), every ``per_rank[].records[]``'s ``mode``, ``step``,
     ``rank``, ``node``, ``stall_s``, ``wait_s``, ``snapshot_s``, ``local_write_s``, ``drain_s``,
     ``complete_s``, ``file_bytes``, ``written_to``, ``missed``, ``global_complete``, ``error``,
     ``due`` and ``tiers.<tier>.seconds``; ``recoveries[]`` (``class``, ``seconds_full_size``,
-    ``served_by``); ``restore_by_tier.<tier>`` (``ok``, ``seconds``, ``node_bytes``); ``dilation.factor``;
+    ``served_by``); ``restore_by_tier.<tier>`` (``ok``, ``seconds`` or ``seconds_at_run_factor``, ``node_bytes``); ``dilation.factor``;
     whether it has
     ``step_seconds`` (its step time followed the scale); with a baseline, ``baseline.step_wall_s``
     and ``modes.<mode>.interference_ratio``. Durations are at the run's scale, as its bytes are: the
@@ -112,10 +112,13 @@ def read_results(path: str) -> RunFigures:
         records = [_record(r) for pr in raw["per_rank"] for r in pr["records"]]
         steps = {m: (float(v["training_wall_s"]), float(v["stall_total_s"]), int(v["steps"]))
                  for m, v in raw["modes"].items() if m != "none"}
-        recovery = {str(k): float(v) for k, v in (raw["load"].get("recovery_mean_s_by_tier") or {}).items()}
+        load = raw["load"]  # the loads at the run's factor where they ran at one of their own
+        recovery = {str(k): float(v) for k, v in (load.get("recovery_mean_s_by_tier_at_run_factor")
+                                                  or load.get("recovery_mean_s_by_tier") or {}).items()}
         recoveries = {str(x["class"]): {"seconds_full_size": float(x["seconds_full_size"]),
                                         "served_by": dict(x["served_by"])} for x in raw.get("recoveries") or []}
-        restores = {str(k): {"seconds": float(v["seconds"]), "node_bytes": int(v["node_bytes"])}
+        restores = {str(k): {"seconds": float(v.get("seconds_at_run_factor", v["seconds"])),
+                             "node_bytes": int(v["node_bytes"])}
                     for k, v in (raw.get("restore_by_tier") or {}).items() if v.get("ok") and "node_bytes" in v}
         dilation = float((raw.get("dilation") or {}).get("factor") or 1.0)
         return RunFigures(str(path), cfg, int(raw["nodes"]), int(raw["ranks"]), records, steps, recovery,

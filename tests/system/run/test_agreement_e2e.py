@@ -1,6 +1,6 @@
 """The agreement suite's third engine: each shipped design run for real (torchrun, real bytes, time
-dilation as the probe picks it), its full-size figures the closed forms within 10 % with no phase
-flagged as this host's, and ``simulate --as-run --calibrate`` (the run's dilation, its software's
+dilation as the probe picks it), its full-size figures (the checkpoint's copies, and a restore from the
+nearest tier at the loads' own dilation) the closed forms within 10 % with no phase flagged as this host's, and ``simulate --as-run --calibrate`` (the run's dilation, its software's
 fixed costs) reproducing what the run measured within 15 %. Two checkpoints a design, two steps apart, sync
 (the stall holds every copy), no baseline.
 """
@@ -14,7 +14,7 @@ from level_runs import shm  # noqa: F401 - the tiers' folder in host memory, rem
 
 from emulator.config import load_config
 from emulator.design import resolve
-from emulator.design.costs import copy_seconds
+from emulator.design.costs import copy_seconds, restore_seconds
 
 # no phase may be flagged as this host's: another worker's load, starting after the probe, overran one
 pytestmark = [pytest.mark.timeout(900), pytest.mark.alone]
@@ -47,6 +47,11 @@ def test_a_shipped_design_runs_at_its_closed_forms_and_as_simulated(tmp_path, sh
     assert full["local_write_mean_s"] == pytest.approx(copy_seconds(design, first), rel=0.10), full
     if first != "global":
         assert full["drain_mean_s"] == pytest.approx(copy_seconds(design, "global"), rel=0.10), full
+    load = res["load"]  # a restore paced at the loads' own dilation; its software (listing, manifest,
+    # the file's structure: per restore, not per byte) counted once and shown apart
+    assert load["served_by"].keys() == {first} and res["dilation"]["loads"]["factor"] >= res["dilation"]["factor"]
+    paced_part = load["load_worst_full_size_s"] - load["load_software_s"]
+    assert paced_part == pytest.approx(restore_seconds(design, first), rel=0.10), load
     # as run, with the run's own fixed costs (barriers, manifests: the software's) and dilation
     sim = json.loads(ckpt_emu("simulate", name, "--as-run", *flags, "--calibrate", tmp_path / "out" / "results.json",
                               "--json", "--out", tmp_path / "sim", check=True).stdout)["modes"]["sync"]

@@ -33,3 +33,23 @@ def test_a_paced_restore_is_the_designs_and_needs_no_note():
     load = summarize_loads(_ranks(0.33, 0.32), K, SCALE)
     assert load["load_host_share"] == pytest.approx(0.01 / (0.32 / K + 0.01))
     assert _restore_notes(load) == []
+
+
+def test_the_software_around_a_paced_stream_is_shown_apart_not_flagged():
+    """0.3 s of a 1.3 s load is the software's (listing, manifest, structure: not per byte), its
+    stream paced throughout: 1.0 / K + 0.3 s at full size, 0.3 s of it the software's, no note."""
+    load = {"ok": True, "tier": "local", "seconds": 1.3, "paced_s": 1.0, "lag_s": 0.0, "bytes": 35_000_000,
+            "fallbacks": [], "h2d_s": 0.0}
+    summary = summarize_loads([{"loads": [load], "page_cache_dropped": True}], K, SCALE)
+    assert summary["load_worst_full_size_s"] == pytest.approx(1.0 / K + 0.3)
+    assert summary["load_software_s"] == pytest.approx(0.3) and summary["load_host_share"] == 0.0
+    assert _restore_notes(summary) == []
+
+
+def test_a_stream_behind_its_paced_rate_is_flagged_as_this_hosts():
+    load = {"ok": True, "tier": "local", "seconds": 1.3, "paced_s": 0.01, "lag_s": 1.2, "bytes": 35_000_000,
+            "fallbacks": [], "h2d_s": 0.0}
+    summary = summarize_loads([{"loads": [load], "page_cache_dropped": True}], K, SCALE)
+    assert summary["load_host_share"] == pytest.approx(1.2 / (0.01 / K + 1.29))
+    [note] = _restore_notes(summary)
+    assert "this host's own" in note
