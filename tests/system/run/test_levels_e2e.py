@@ -20,6 +20,7 @@ from level_runs import _levels, shm  # noqa: F401 - helpers and fixtures shared 
 
 from emulator.config import load_config
 from emulator.job.outdir import OutDir
+from emulator.rank.training import TrainedMark
 
 
 def test_each_tier_takes_its_checkpoints_and_restores_alone(tmp_path, shm):
@@ -186,10 +187,15 @@ def _wait_for_checkpoint(out: Path, rank: int, step: int, agent: subprocess.Pope
     raise AssertionError(f"rank {rank} never finished step {step}: {agent.poll()=}")
 
 
-def _lose_node(tmp: Path, shm: Path, lost: subprocess.Popen, out: Path, node: int = 1) -> None:
+def _lose_node(tmp: Path, shm: Path, lost: subprocess.Popen, out: Path, survivor: Path, node: int = 1) -> None:
     """Once ``node`` finished checkpoint 4 (step 8; the peers' newest until checkpoint 6, 4
-    training seconds later), kill its launcher; its memory, NVMe, held copies and results go with it."""
+    training seconds later) and the surviving node (its results in ``survivor``) trained a step past
+    it (work the failure loses: on a loaded host the checkpoint's end and the kill could both come
+    before step 9), kill its launcher; its memory, NVMe, held copies and results go with it."""
     _wait_for_checkpoint(out, 2 * node, 8, lost)
+    deadline = time.monotonic() + 120
+    while TrainedMark.read(OutDir(survivor).trained(0)) <= 8 and time.monotonic() < deadline:
+        time.sleep(0.02)
     lost.kill()
     lost.communicate(timeout=60)
     for gone in (shm / f"node{node}", shm / f"node{node}-peers", tmp / "local" / f"node{node}", out):
@@ -205,7 +211,7 @@ def test_node_lost_with_its_agent_is_replaced_and_restores_from_its_peers_memory
     port, out0, out1 = free_port(), tmp_path / "out0", tmp_path / "out1"
     survivor, lost = _agent(cfg_path, out0, port, 0), _agent(cfg_path, out1, port, 1)
     try:
-        _lose_node(tmp_path, shm, lost, out1)
+        _lose_node(tmp_path, shm, lost, out1, out0)
         replacement = _agent(cfg_path, out1, port, 1)
         for agent in (survivor, replacement):
             _, err = agent.communicate(timeout=500)
