@@ -100,11 +100,13 @@ def _load_host_share(loads: list[dict], k: float, scale: float | None) -> float:
     the file's bytes where no paced read covered it (the host behind the paced rate); all of it where
     nothing paced its reads (this host's throughput over the scale). The software around the stream
     (listing, manifest, structure, collectives) is counted once and shown apart (:func:`_load_software`)."""
-    if not loads or all(load_factor(x, k) == 1 for x in loads):
+    if not loads:
         return 0.0
     whole, worst = _worst_load(loads, k, scale)
     if worst.get("paced_s", 0.0) > 0 and "lag_s" in worst:
         own = worst["lag_s"]
+    elif all(load_factor(x, k) == 1 for x in loads):
+        return 0.0
     else:
         own = host_seconds(worst["seconds"], worst.get("paced_s"), load_factor(worst, k), bytes_factor=scale)
     return own / whole if whole > 0 else 0.0
@@ -112,8 +114,9 @@ def _load_host_share(loads: list[dict], k: float, scale: float | None) -> float:
 
 def _load_software(loads: list[dict], k: float, scale: float | None) -> float:
     """Of the slowest rank-load's full-size time, the software's own seconds, counted once: what no
-    paced read covered outside its stream of the file's bytes (0 where the reads were not paced)."""
-    if not loads or all(load_factor(x, k) == 1 for x in loads):
+    paced read covered outside its stream of the file's bytes (0 where the reads were not paced), at
+    any time factor of the loads (1 too: x200 at scale 0.005)."""
+    if not loads:
         return 0.0
     _, worst = _worst_load(loads, k, scale)
     paced_s = worst.get("paced_s", 0.0)
