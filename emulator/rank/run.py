@@ -494,8 +494,9 @@ class RankRun:
         if run is None or loads is None:
             return run or loads
         for phase, by_dir in loads["waits"].items():
+            mine = run["waits"].setdefault(phase, {})
             for direction, s in by_dir.items():
-                run["waits"].setdefault(phase, {})[direction] = run["waits"].get(phase, {}).get(direction, 0.0) + s
+                mine[direction] = mine.get(direction, 0.0) + s
         return run
 
     def _audit_content(self) -> dict | None:

@@ -85,7 +85,7 @@ def tier_lag(rec: dict, name: str, k: float, *, bytes_factor: float | None = Non
     return max(0.0, lag - sum(w - full(w, p, k, bytes_factor=bytes_factor) for w, p in stages) - (queue - queue / k))
 
 
-def load_factor(load: dict, k: float) -> float:
+def load_time_factor(load: dict, k: float) -> float:
     """The time factor a load was paced at: its own (loads at a dilation of their own), else the run's."""
     return load.get("time_factor") or k
 
@@ -94,11 +94,11 @@ def at_run_factor(load: dict, k: float) -> float:
     """A load's seconds had its reads been paced at the run's time factor ``k``: its paced part x k /
     its own factor, the host's part as measured (``simulate --as-run`` calibrates the run's time)."""
     paced = min(load.get("paced_s", 0.0), load["seconds"])
-    return load["seconds"] - paced + paced * k / load_factor(load, k)
+    return load["seconds"] - paced + paced * k / load_time_factor(load, k)
 
 
 def full_load(load: dict, k: float, *, bytes_factor: float | None = None) -> dict:
-    k = load_factor(load, k)
+    k = load_time_factor(load, k)
     if k == 1:
         return load
     return {**load, "seconds": full(load["seconds"], load.get("paced_s", 0.0), k, bytes_factor=bytes_factor),

@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 
 from emulator.checkpoint.audit import summarize_audits
 from emulator.results.design_time import (at_run_factor, full_load, full_record, host_seconds, host_shares,
-                                           load_factor)
+                                           load_time_factor)
 from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
                                      tier_load_summary)
 from emulator.results.requests import s3_summary
@@ -105,10 +105,10 @@ def _load_host_share(loads: list[dict], k: float, scale: float | None) -> float:
     whole, worst = _worst_load(loads, k, scale)
     if worst.get("paced_s", 0.0) > 0 and "lag_s" in worst:
         own = worst["lag_s"]
-    elif all(load_factor(x, k) == 1 for x in loads):
+    elif all(load_time_factor(x, k) == 1 for x in loads):
         return 0.0
     else:
-        own = host_seconds(worst["seconds"], worst.get("paced_s"), load_factor(worst, k), bytes_factor=scale)
+        own = host_seconds(worst["seconds"], worst.get("paced_s"), load_time_factor(worst, k), bytes_factor=scale)
     return own / whole if whole > 0 else 0.0
 
 
