@@ -7,7 +7,8 @@ rerun then shared with them. Two links close that:
 
 * the CLI starts torchrun with ``PR_SET_PDEATHSIG(SIGKILL)`` set between fork
   and exec (``die_with_parent`` as ``preexec_fn``): torchrun dies with the CLI;
-* each rank sets the same on itself at start, so it dies with torchrun.
+* torchrun's fork server (emulator/rank/forkserver.py) sets it too, so it dies with torchrun;
+* each rank sets the same on itself at start, so it dies with its parent.
 
 ``prctl`` cannot cover a parent that died before it was called, so
 ``watch_parent`` also starts a thread that checks once a second whether the
@@ -30,14 +31,29 @@ import time
 from emulator.errors import EXIT_FAILED, say
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
+#: the environment variable that names torchrun's agent to its fork server (emulator/rank/forkserver.py)
+AGENT_PID = "CKPT_EMU_AGENT_PID"
+#: the name (``/proc/PID/comm``, what ``ps -o comm`` and ``top`` show) of a run's rank processes
+RANK_PROCESS_NAME = "ckpt-emu-rank"
+
+
+def _prctl(option: int, arg) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, arg, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # not Linux
+        return False
 
 
 def _prctl_pdeathsig(sig: int) -> bool:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
-    except (OSError, AttributeError):  # not Linux
-        return False
+    return _prctl(PR_SET_PDEATHSIG, sig)
+
+
+def name_rank_process(rank: str) -> None:
+    """Name this process ``ckpt-emu-rankN`` (15 bytes at most): a rank forked from torchrun's
+    fork server has the fork server's command line, so ``ps`` and the tests find it by this name."""
+    _prctl(PR_SET_NAME, ctypes.c_char_p(f"{RANK_PROCESS_NAME}{rank}".encode()[:15]))
 
 
 def die_with_parent(parent_pid: int | None = None) -> None:

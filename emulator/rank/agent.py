@@ -9,10 +9,15 @@ loopback host (127.0.0.0/8, ::1, localhost) gets a socket bound to that host fir
 run with its c10d rendezvous at 127.0.0.1, port 0 (the kernel picks a free one), and the ranks'
 address 127.0.0.1 (``--local-addr``), so nothing of the run listens beyond loopback
 (docs/security.md lists what a multi-node run opens).
+
+The ranks are forked from one fork server that imported torch and the rank's code once
+(``fork_ranks``), where torchrun would start an interpreter per rank that imports them again.
 """
 from __future__ import annotations
 
 import ipaddress
+import multiprocessing
+import os
 import socket
 import sys
 from datetime import timedelta
@@ -20,6 +25,9 @@ from datetime import timedelta
 import torch.distributed as dist
 from torch.distributed import run as torchrun
 from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend
+
+from emulator.job.lifeline import AGENT_PID
+from emulator.rank.run import forked_main
 
 _TCPStore = dist.TCPStore
 LISTEN_BACKLOG = 4096
@@ -62,9 +70,31 @@ class LoopbackTCPStore(_TCPStore):
                          master_listen_fd, use_libuv)
 
 
+#: the rank's module, as the launcher names it to torchrun (``-m emulator.rank``)
+RANK_MODULE = "emulator.rank"
+#: what the fork server imports once, before it forks any rank
+RANK_PRELOAD = ["emulator.rank.forkserver"]
+
+
+def fork_ranks(config_from_args):
+    """torchrun's ``config_from_args``, but a rank of ``emulator.rank`` is started as a function in
+    a process forked from a fork server that imported torch and the rank's code once, not as
+    ``python -u -m emulator.rank`` importing them again per rank (about 2 s of CPU each)."""
+    def config(args):
+        launch, cmd, cmd_args = config_from_args(args)
+        if cmd == sys.executable and cmd_args[:3] == ["-u", "-m", RANK_MODULE]:
+            os.environ[AGENT_PID] = str(os.getpid())
+            multiprocessing.set_forkserver_preload(RANK_PRELOAD)
+            launch.start_method = "forkserver"
+            return launch, forked_main, cmd_args[3:]
+        return launch, cmd, cmd_args
+    return config
+
+
 def main(argv: list[str] | None = None) -> None:
     c10d_rendezvous_backend.TCPStore = LoopbackTCPStore  # the rendezvous store
     dist.TCPStore = LoopbackTCPStore  # the store the agent shares with its ranks (dynamic_rendezvous)
+    torchrun.config_from_args = fork_ranks(torchrun.config_from_args)
     torchrun.main(argv if argv is not None else sys.argv[1:])
 
 

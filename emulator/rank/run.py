@@ -49,7 +49,7 @@ from emulator.config import from_mapping
 from emulator.errors import EXIT_FAILED, UserError, say
 from emulator.host import proc_bytes
 from emulator.job import outdir
-from emulator.job.lifeline import watch_parent
+from emulator.job.lifeline import name_rank_process, watch_parent
 from emulator.job.outdir import OutDir
 from emulator.job.ownership import claim_tiers, lost_claim, release
 from emulator.checkpoint.replicas import PeerReplicas
@@ -557,12 +557,32 @@ def _run_mlperf(cfg, out: Path) -> None:
     comm.barrier()
 
 
+def forked_main(*argv: str) -> None:
+    """``main`` in a rank forked from torchrun's fork server (emulator/rank/agent.py), set up as
+    torchrun sets up a rank it executes: a session of its own, unbuffered output (``python -u``),
+    an uncaught exception printed by the interpreter's hook (torch's: ``[rankN]:`` before each
+    line, which the launcher's failure summary reads), its exit status the process's."""
+    os.setsid()
+    sys.stdout.reconfigure(write_through=True)
+    sys.stderr.reconfigure(write_through=True)
+    try:
+        status = main(list(argv))
+    except Exception:
+        sys.excepthook(*sys.exc_info())
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if status:
+        sys.exit(status)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="emulator.rank")
     ap.add_argument("--config", required=True, help="resolved config JSON written by `ckpt-emu run`")
     ap.add_argument("--duration", type=float, default=None, help="seconds of training (soak mode)")
     args = ap.parse_args(argv)
     watch_parent()  # the rank dies with its torchrun agent (and so with the CLI)
+    name_rank_process(os.environ.get("RANK", ""))
     raw = json.loads(Path(args.config).read_text())
     cfg = from_mapping(raw)
     out = Path(cfg.run.out)

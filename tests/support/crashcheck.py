@@ -19,6 +19,7 @@ import crc32c
 import torch
 
 from emulator.checkpoint.layout import Manifest
+from emulator.job.lifeline import RANK_PROCESS_NAME
 
 
 def crc_file(path: Path) -> str:
@@ -141,6 +142,18 @@ def descendants(pid: int) -> list[int]:
             out.append(child)
             todo.append(child)
     return out
+
+
+def rank_pids(pid: int) -> list[int]:
+    """The rank processes among ``pid``'s descendants (named ``ckpt-emu-rankN``)."""
+    out = []
+    for p in descendants(pid):
+        try:
+            if Path(f"/proc/{p}/comm").read_text().startswith(RANK_PROCESS_NAME):
+                out.append(p)
+        except OSError:
+            pass
+    return sorted(out)
 
 
 def kill_tree(pid: int) -> int:

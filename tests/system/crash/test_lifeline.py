@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from crashcheck import descendants
+from crashcheck import descendants, rank_pids
 from emu import results, small_config
 
 ORPHAN_DEADLINE_S = 10
@@ -51,13 +51,12 @@ def _wait_gone(pids) -> list[int]:
 @pytest.mark.parametrize("victim", ["cli", "torchrun"])
 def test_no_process_outlives_a_killed_launcher(tmp_path, victim):
     proc = _start(tmp_path)
-    tree = descendants(proc.pid)
-    cmdline = {p: Path(f"/proc/{p}/cmdline").read_text() for p in tree}
-    torchrun = [p for p in tree if "emulator.rank.agent" in cmdline[p]]  # torchrun's agent (loopback stores)
-    ranks = [p for p in tree if "emulator.rank" in cmdline[p] and p not in torchrun]
+    tree = descendants(proc.pid)  # torchrun's agent, its fork server, the ranks
+    torchrun = [p for p in tree if "emulator.rank.agent" in Path(f"/proc/{p}/cmdline").read_text()]
+    ranks = rank_pids(proc.pid)
     assert len(torchrun) == 1 and len(ranks) == 2, tree
     os.kill(proc.pid if victim == "cli" else torchrun[0], signal.SIGKILL)
-    left = _wait_gone(torchrun + ranks)
+    left = _wait_gone(tree)
     proc.communicate(timeout=30)
     assert left == [], f"still running {ORPHAN_DEADLINE_S} s after the {victim} was killed: {left}"
     steps = sorted((tmp_path / "global").glob("step_*"))

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from crashcheck import descendants, verify_dir_tier
+from crashcheck import rank_pids, verify_dir_tier
 from emu import results, small_config
 
 SOAK_S = float(os.environ.get("CKPT_EMU_SOAK_SECONDS", "20"))
@@ -29,18 +29,6 @@ def _rss(pid: int) -> int | None:
     except OSError:
         pass
     return None
-
-
-def _rank_pids(pid: int) -> list[int]:
-    out = []
-    for p in descendants(pid):
-        try:
-            cmd = Path(f"/proc/{p}/cmdline").read_bytes()
-            if b"emulator.rank" in cmd and b"emulator.rank.agent" not in cmd:  # not torchrun's agent
-                out.append(p)
-        except OSError:
-            pass
-    return sorted(out)
 
 
 def _tier_bytes(root: Path) -> int:
@@ -78,7 +66,7 @@ def test_soak_memory_flat_and_disk_bounded(tmp_path):
         if t0 is None and status.exists():
             t0 = time.time()  # training (and checkpointing) has begun
         if t0 is not None and time.time() - t0 < SOAK_S:  # not the loads at the end
-            for pid in _rank_pids(proc.pid):
+            for pid in rank_pids(proc.pid):
                 value = _rss(pid)
                 if value:
                     rss.setdefault(pid, []).append((time.time() - t0, value))
