@@ -24,9 +24,10 @@ SHIPPED = ("default", "design-nvme-pfs", "design-direct-pfs", "design-llama70-12
 
 
 def _overrides(tmp_path, shm, name: str) -> list:
-    # sync checkpoints 2 steps apart: what is checked is each checkpoint's copies, and the design's
-    # interval (up to 30 steps) would only add training, at the dilated step time (seconds here)
-    sets = [f"run.out={tmp_path / 'out'}", "checkpoint.saves=2", "checkpoint.loads=1", "checkpoint.interval_steps=2",
+    # sync checkpoints 2 steps of a second apart: what is checked is each checkpoint's copies, and
+    # the design's interval (up to 30 steps of a minute or more) would only add training, at the
+    # dilated step time (seconds here)
+    sets = [f"run.out={tmp_path / 'out'}", "training.step_seconds=1", "checkpoint.saves=2", "checkpoint.loads=1", "checkpoint.interval_steps=2",
             "checkpoint.baseline=false", "checkpoint.modes=[sync]", f"tiers.global.path={shm}/g"]
     if load_config(name).tiers.local is not None:
         sets.append(f"tiers.local.path={shm}/l/node{{node}}")
