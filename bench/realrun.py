@@ -27,6 +27,8 @@ import threading
 import time
 from pathlib import Path
 
+from emulator.job.lifeline import rank_of_process
+
 from . import baselines
 from .common import GIB, LOWER, Params, median, proc_cpu_seconds, proc_status, remove, result
 
@@ -67,17 +69,6 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _env_rank(pid: int) -> int | None:
-    try:
-        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    for kv in env:
-        if kv.startswith(b"RANK="):
-            return int(kv[5:])
-    return None
-
-
 class ProcSampler:
     """Samples the rank processes (and the launcher) below ``root_pid`` until stopped."""
 
@@ -99,14 +90,13 @@ class ProcSampler:
         for pid in [self.root] + _descendants(self.root):
             if pid in self.procs:
                 continue
-            cmd = _cmdline(pid)
+            cmd, rank = _cmdline(pid), rank_of_process(pid)
             if "emulator.rank.agent" in cmd or "torch.distributed.run" in cmd:
                 role, rank = "torchrun", None
-            elif "emulator.rank" in cmd:
-                rank = _env_rank(pid)
-                if rank is None:
-                    continue  # environ not readable yet: next round
+            elif rank is not None:
                 role = "rank"
+            elif "emulator.rank" in cmd:
+                continue  # the fork server, or a rank not yet named: next round
             elif pid == self.root:
                 role, rank = "cli", None
             else:

@@ -35,7 +35,7 @@ PR_SET_NAME = 15
 #: the environment variable that names torchrun's agent to its fork server (emulator/rank/forkserver.py)
 AGENT_PID = "CKPT_EMU_AGENT_PID"
 #: the name (``/proc/PID/comm``, what ``ps -o comm`` and ``top`` show) of a run's rank processes
-RANK_PROCESS_NAME = "ckpt-emu-rank"
+RANK_PROCESS_NAME = "ckpt-rank"
 
 
 def _prctl(option: int, arg) -> bool:
@@ -51,9 +51,21 @@ def _prctl_pdeathsig(sig: int) -> bool:
 
 
 def name_rank_process(rank: str) -> None:
-    """Name this process ``ckpt-emu-rankN`` (15 bytes at most): a rank forked from torchrun's
-    fork server has the fork server's command line, so ``ps`` and the tests find it by this name."""
+    """Name this process ``ckpt-rankN`` (15 bytes at most: a rank up to 999999): a rank forked from
+    torchrun's fork server has the fork server's command line, so ``ps``, the tests and the bench
+    find it, and its rank, by this name."""
     _prctl(PR_SET_NAME, ctypes.c_char_p(f"{RANK_PROCESS_NAME}{rank}".encode()[:15]))
+
+
+def rank_of_process(pid: int) -> int | None:
+    """The rank of process ``pid`` if it is a rank (named by :func:`name_rank_process`), else None."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            name = f.read().strip()
+    except OSError:
+        return None
+    suffix = name[len(RANK_PROCESS_NAME):]
+    return int(suffix) if name.startswith(RANK_PROCESS_NAME) and suffix.isdigit() else None
 
 
 def die_with_parent(parent_pid: int | None = None) -> None:

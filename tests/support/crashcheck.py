@@ -19,7 +19,7 @@ import crc32c
 import torch
 
 from emulator.checkpoint.layout import Manifest
-from emulator.job.lifeline import RANK_PROCESS_NAME
+from emulator.job.lifeline import rank_of_process
 
 
 def crc_file(path: Path) -> str:
@@ -145,15 +145,8 @@ def descendants(pid: int) -> list[int]:
 
 
 def rank_pids(pid: int) -> list[int]:
-    """The rank processes among ``pid``'s descendants (named ``ckpt-emu-rankN``)."""
-    out = []
-    for p in descendants(pid):
-        try:
-            if Path(f"/proc/{p}/comm").read_text().startswith(RANK_PROCESS_NAME):
-                out.append(p)
-        except OSError:
-            pass
-    return sorted(out)
+    """The rank processes among ``pid``'s descendants (named ``ckpt-rankN``)."""
+    return sorted(p for p in descendants(pid) if rank_of_process(p) is not None)
 
 
 def kill_tree(pid: int) -> int:
