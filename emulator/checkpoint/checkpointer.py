@@ -358,10 +358,13 @@ class Checkpointer:
         return rec.tiers[name]
 
     def _tier_done(self, rec: CkptRecord, name: str, complete: bool, seconds: float,
-                   paced_s: float | None = None) -> None:
-        """Note the checkpoint's outcome on tier ``name``: the record's per-tier view and its lag."""
+                   paced_s: float | None = None, *, stream_s: float | None = None) -> None:
+        """Note the checkpoint's outcome on tier ``name``: the record's per-tier view and its lag
+        (``stream_s``: of ``seconds``, the bytes' stream; the rest is the software around it)."""
         lag = time.time() - (rec.start + rec.wait_s) if complete else 0.0
         rec.tiers[name] = {"complete": bool(complete), "lag_s": lag, "seconds": seconds, "paced": paced_s}
+        if stream_s is not None:
+            rec.tiers[name]["stream_s"] = stream_s
         if complete and self.comm.is_node_leader:  # one observation per node
             self.metrics.observe_tier_lag(name, lag)
 
@@ -465,10 +468,10 @@ class Checkpointer:
         entry = mine.entry if written and rec.local_complete and mine.where == "memory" else None
         t0 = time.time()
         with counted_as("replicate"):
-            ok, seconds = await self.peer.replicate(self.drain_comm, self.memory, rec.step, entry,
-                                                     self.manifest_meta(rec.step))
+            ok, seconds, stream_s = await self.peer.replicate(self.drain_comm, self.memory, rec.step, entry,
+                                                               self.manifest_meta(rec.step))
         self._tier_done(rec, "peer", ok, seconds, paced.seconds("replicate", t0, time.time())
-                        if self.peer.transport.pacer is not None else None)
+                        if self.peer.transport.pacer is not None else None, stream_s=stream_s)
         if ok and self.comm.is_node_leader:
             self.metrics.observe_phase("replicate", "peer", seconds, backend="gloo")
             self.metrics.checkpoint_complete("peer", rec.step, time.time())

@@ -74,6 +74,9 @@ class PeerResult:
     received: list = field(default_factory=list)  # PeerReceipt
     sent_bytes: int = 0
     errors: list = field(default_factory=list)  # "rank R: what"
+    #: seconds this rank's streams took, first message to last (the exchange's set-up and its
+    #: gather of every rank's errors are outside)
+    stream_s: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -171,6 +174,7 @@ class PeerTransport:
         result, errors = PeerResult(), []
         streams = len(sends) + len(recvs)
         if streams:
+            start = time.time()
             with ThreadPoolExecutor(streams, thread_name_prefix="peer") as pool:
                 # each stream in a copy of the caller's context: its phase (tiers.emulated.counted_as)
                 outs = [pool.submit(contextvars.copy_context().run, self._send_stream, peer, list(files), source,
@@ -179,6 +183,7 @@ class PeerTransport:
                        for peer in recvs]
                 result.sent_bytes = sum(f.result() for f in outs)
                 result.received = [r for f in ins for r in f.result()]
+            result.stream_s = time.time() - start
         everyone = [None] * world
         dist.all_gather_object(everyone, errors, group=self.group)
         result.errors = [f"rank {r}: {e}" for r, errs in enumerate(everyone) for e in errs]

@@ -73,7 +73,8 @@ class CkptRecord(Record):
     #: the tiers that take this checkpoint (emulator/checkpoint/schedule.py), nearest first
     due: list = field(default_factory=lambda: ["local", "global"])
     #: per tier it was due on: {"complete": bool, "lag_s": snapshot to complete there (0: never),
-    #: "seconds": that tier's stage (write, copy, send or drain), "paced": of it, the paced seconds}
+    #: "seconds": that tier's stage (write, copy, send or drain), "paced": of it, the paced seconds,
+    #: "stream_s" (peer sends): of it, the streams' seconds; the rest is the software around them}
     tiers: dict = field(default_factory=dict)
     #: of each paced phase (snapshot, local_write, drain), the seconds its paced transfers covered
     #: (tiers/paced.py): the design's part, which a dilated run maps back; the rest is this host's

@@ -57,11 +57,11 @@ class PeerReplicas:
     def holders(self, node: int) -> list[int]:
         return self.layout.holders(node)
 
-    async def replicate(self, comm, memory, step: int, entry, meta: dict) -> tuple[bool, float]:
+    async def replicate(self, comm, memory, step: int, entry, meta: dict) -> tuple[bool, float, float]:
         """Collective (``comm`` is the pipeline's group, the transport has its own): send this rank's
         file (``entry``; None: it has none to send) to its holders, who index it with the
         checkpoint's ``meta`` (its layout and lineage, the same on every rank). Returns (this node's
-        copies arrived whole at every holder, seconds)."""
+        copies arrived whole at every holder, seconds, of them the streams' seconds)."""
         t0 = time.time()
         result = await asyncio.to_thread(self.transport.send_replicas, self.layout,
                                          [entry] if entry is not None else [], memory, self.store)
@@ -70,7 +70,7 @@ class PeerReplicas:
         if comm.is_node_leader:
             await self._index(step, comm, everyone, meta)
         arrived = self._arrived(everyone, comm.node)
-        return arrived and entry is not None and result.ok, time.time() - t0
+        return arrived and entry is not None and result.ok, time.time() - t0, result.stream_s
 
     def _arrived(self, everyone: list, node: int) -> bool:
         """Whether every holder of ``node`` received a file from each of its ranks."""

@@ -109,28 +109,52 @@ def full_load(load: dict, k: float, *, bytes_factor: float | None = None) -> dic
 STAGES = {"peer": "replicate", "local": "persist"}
 
 
-def host_shares(records: list[dict], k: float = 1.0, *, bytes_factor: float | None = None) -> dict:
-    """Per paced phase (the snapshot, the write into the nearest tier, peer sends, the copy to the
-    NVMe, the drain), the share of its full-size time, summed over the records that ran it, that is
-    this host's own (software, or the host slower than the paced rate), counted once; all of it
-    where the host overran the paced time entirely."""
+def _stage_walls(records: list[dict]) -> dict:
+    """Per paced phase, the (wall, paced, stream) of every record that ran it; ``stream``: of the
+    wall, the bytes' stream (peer sends), None where the phase is all stream."""
     walls = {}
     for r in records:
         for field, key in PHASES:
             if r[field] > 0 and (r.get("paced") or {}).get(key) is not None:
-                walls.setdefault(key, []).append((r[field], r["paced"][key]))
+                walls.setdefault(key, []).append((r[field], r["paced"][key], None))
         first = (r.get("due") or ["local"])[0]
         for tier, phase in STAGES.items():
             t = (r.get("tiers") or {}).get(tier)
             if tier != first and t and t.get("seconds", 0) > 0 and t.get("paced") is not None:
-                walls.setdefault(phase, []).append((t["seconds"], t["paced"]))
-    def whole(pairs) -> float:
-        return sum(full(w, p, k, bytes_factor=bytes_factor) for w, p in pairs)
-    return {key: sum(host_seconds(w, p, k, bytes_factor=bytes_factor) for w, p in pairs) / whole(pairs) or 0.0
-            for key, pairs in walls.items() if whole(pairs) > 0}
+                walls.setdefault(phase, []).append((t["seconds"], t["paced"], t.get("stream_s")))
+    return walls
 
 
-def host_seconds(wall: float, paced: float | None, k: float, *, bytes_factor: float | None = None) -> float:
+def host_shares(records: list[dict], k: float = 1.0, *, bytes_factor: float | None = None) -> dict:
+    """Per paced phase (the snapshot, the write into the nearest tier, peer sends, the copy to the
+    NVMe, the drain), the share of its full-size time, summed over the records that ran it, that is
+    this host's own (software, or the host slower than the paced rate), counted once; all of it
+    where the host overran the paced time entirely. Of a phase with a stream (peer sends), only the
+    stream's uncovered part: the software around it is :func:`software_seconds`."""
+    def whole(rows) -> float:
+        return sum(full(w, p, k, bytes_factor=bytes_factor) for w, p, _ in rows)
+    return {key: sum(host_seconds(w, p, k, bytes_factor=bytes_factor, stream=st) for w, p, st in rows)
+            / whole(rows) or 0.0 for key, rows in _stage_walls(records).items() if whole(rows) > 0}
+
+
+def software_seconds(records: list[dict]) -> dict:
+    """Per phase with a stream (peer sends), the mean seconds a record spent around its stream: the
+    exchange's set-up, every rank's receipts, the holders' manifest. Per checkpoint, not per byte:
+    counted once at full size, and shown apart from the paced bytes."""
+    out = {}
+    for key, rows in _stage_walls(records).items():
+        around = [max(0.0, w - st) for w, p, st in rows if st is not None and p]
+        if around:
+            out[key] = sum(around) / len(around)
+    return out
+
+
+def host_seconds(wall: float, paced: float | None, k: float, *, bytes_factor: float | None = None,
+                 stream: float | None = None) -> float:
     """Of one phase's full-size time (:func:`full`), the part that is this host's own: what the
-    paced spans did not cover, once; all of it where nothing was paced."""
-    return wall - min(paced, wall) if paced and paced > 0 else full(wall, paced, k, bytes_factor=bytes_factor)
+    paced spans did not cover, once (of ``stream``, where the phase has one: the host behind the
+    paced rate); all of it where nothing was paced."""
+    if not paced or paced <= 0:
+        return full(wall, paced, k, bytes_factor=bytes_factor)
+    span = wall if stream is None else min(stream, wall)
+    return max(0.0, span - min(paced, span))

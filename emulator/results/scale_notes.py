@@ -45,10 +45,23 @@ def rate_notes(cfg, results: dict) -> list[str]:
         seen.add("restore")
         if load.get("load_host_share", 0.0) > HOST_SHARE:
             flagged.add("restore")
+    notes += _software_notes(results)
     if seen and not flagged:
         notes.append(f"every paced phase ({', '.join(sorted(p.replace('_', ' ') for p in seen))}) kept to its "
                      f"design rate here: the full-size figures are the design's, this host's own time under "
                      f"{HOST_SHARE:.0%} of each")
+    return notes
+
+
+def _software_notes(results: dict) -> list[str]:
+    """Per phase with software around its stream (peer sends), how much of a checkpoint's full-size
+    time that software is: per checkpoint, not per byte, so counted once and not the host's pace."""
+    notes = []
+    for mode, s in _modes(results):
+        for phase, seconds in (s.get("software_s") or {}).items():
+            notes.append(f"{phase.replace('_', ' ')} ({mode}): {seconds * 1e3:.1f} ms a checkpoint is the software "
+                         "around the paced streams (set-up, every rank's receipts, the holders' manifest), "
+                         "counted once at full size, not scaled with the bytes")
     return notes
 
 

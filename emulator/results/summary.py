@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 
 from emulator.checkpoint.audit import summarize_audits
 from emulator.results.design_time import (at_run_factor, full_load, full_record, host_seconds, host_shares,
-                                           load_time_factor)
+                                           load_time_factor, software_seconds)
 from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
                                      tier_load_summary)
 from emulator.results.requests import s3_summary
@@ -386,8 +386,9 @@ def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, t
     full = _checkpoint_figures(mode, design)
     out["full_size"] = {k: full[k] if k in full else out[k] / time_factor for k in DURATIONS if k in out}
     out["full_size"]["save_bytes_per_s"] = full["save_gib_s"] * GIB / scale  # the full-size bytes
-    out["host_share"] = host_shares([x for r in ranks for x in r["records"] if x["mode"] == mode], time_factor,
-                                    bytes_factor=scale)
+    records = [x for r in ranks for x in r["records"] if x["mode"] == mode]
+    out["host_share"] = host_shares(records, time_factor, bytes_factor=scale)
+    out["software_s"] = software_seconds(records)
     return out
 
 
