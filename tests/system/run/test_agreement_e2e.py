@@ -1,4 +1,5 @@
-"""The agreement suite's third engine: each shipped design run for real (torchrun, real bytes, time
+"""The agreement suite's third engine: each shipped design (but design-memory-peer-pfs, which needs
+two agents: test_levels_e2e.py runs its ladder) run for real (torchrun, real bytes, time
 dilation as the probe picks it), its full-size figures (the checkpoint's copies, and a restore from the
 nearest tier at the loads' own dilation) the closed forms within 10 % with no phase flagged as this host's, and ``simulate --as-run --calibrate`` (the run's dilation, its software's
 fixed costs) reproducing what the run measured within 15 %. Two checkpoints a design, two steps apart, sync
@@ -11,6 +12,7 @@ import json
 import pytest
 from emu import ckpt_emu, results
 from level_runs import shm  # noqa: F401 - the tiers' folder in host memory, removed after
+from s3server import TEST_ENV, aws_environment, make_bucket, start_moto_server
 
 from emulator.config import load_config
 from emulator.design import resolve
@@ -20,23 +22,47 @@ from emulator.design.costs import copy_seconds, restore_seconds
 pytestmark = [pytest.mark.timeout(900), pytest.mark.alone]
 
 SHIPPED = ("default", "design-nvme-pfs", "design-direct-pfs", "design-llama70-128-nvme-s3",
-           "design-llama405-2048-nvme-pfs")
+           "design-llama405-2048-nvme-pfs", "design-nvme-s3", "design-memory-nvme-s3")
+#: designs whose global tier is an S3 bucket: here a bucket on a moto server of the module's
+S3 = ("design-nvme-s3", "design-memory-nvme-s3")
 
 
-def _overrides(tmp_path, shm, name: str) -> list:
+@pytest.fixture(scope="module")
+def moto():
+    """A moto server, and its test credentials in the environment, for the S3 designs' buckets."""
+    with aws_environment(TEST_ENV["AWS_ACCESS_KEY_ID"], TEST_ENV["AWS_SECRET_ACCESS_KEY"]):
+        server, url = start_moto_server()
+        try:
+            yield url
+        finally:
+            server.stop()
+
+
+def _overrides(tmp_path, shm, name: str, request) -> list:
     # sync checkpoints 2 steps of a second apart: what is checked is each checkpoint's copies, and
     # the design's interval (up to 30 steps of a minute or more) would only add training, at the
     # dilated step time (seconds here)
     sets = [f"run.out={tmp_path / 'out'}", "training.step_seconds=1", "checkpoint.saves=2", "checkpoint.loads=1", "checkpoint.interval_steps=2",
-            "checkpoint.baseline=false", "checkpoint.modes=[sync]", f"tiers.global.path={shm}/g"]
-    if load_config(name).tiers.local is not None:
+            "checkpoint.baseline=false", "checkpoint.modes=[sync]"]
+    cfg = load_config(name)
+    if name in S3:
+        url = request.getfixturevalue("moto")
+        sets += [f"tiers.global.endpoint_url={url}", f"tiers.global.bucket={make_bucket(url)}"]
+    else:
+        sets.append(f"tiers.global.path={shm}/g")
+    if cfg.tiers.local is not None:
         sets.append(f"tiers.local.path={shm}/l/node{{node}}")
+    if cfg.tiers.memory is not None:
+        sets.append(f"tiers.memory.path={shm}/m/node{{node}}")
+    for tier in ("memory", "local", "global"):  # every checkpoint on every tier: each copy checked
+        if getattr(cfg.tiers, tier if tier != "global" else "global_") is not None:
+            sets.append(f"tiers.{tier}.interval_steps=2")
     return sets
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_a_shipped_design_runs_at_its_closed_forms_and_as_simulated(tmp_path, shm, name):
-    sets = _overrides(tmp_path, shm, name)
+def test_a_shipped_design_runs_at_its_closed_forms_and_as_simulated(tmp_path, shm, name, request):
+    sets = _overrides(tmp_path, shm, name, request)
     flags = [x for s in sets for x in ("--set", s)]
     proc = ckpt_emu("run", name, "--quiet", *flags, timeout=800)
     assert proc.returncode == 0, proc.stderr[-3000:]
