@@ -2,6 +2,7 @@
 under a guard (support/quickguard.py) that fails it if it starts torchrun or a server; every test under
 tests/system/ is marked ``system``. The shared helpers are in tests/support/."""
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,9 @@ from rgwserver import rgw_server  # noqa: E402,F401 - one RGW for the whole sess
 
 #: the first folder under tests/ -> the marker of every test in it
 TIERS = {"unit": "quick", "system": "system"}
+#: files an xdist worker hands out first: the longest (three whole runs of the default, 4 min) was
+#: the parallel part's tail when xdist handed it out last (one test: files with more went first)
+FIRST = ("tests/system/run/test_scale.py",)
 
 
 def tier(path: Path) -> str:
@@ -25,7 +29,18 @@ def tier(path: Path) -> str:
     return TIERS[top]
 
 
-def pytest_collection_modifyitems(items):
+def _hand_out_order(items) -> None:
+    """xdist's own order of files (the most tests first, its --loadscope-reorder), but FIRST before
+    them all: .ci/test turns xdist's reorder off, so it hands the files out in this order."""
+    tests = Counter(item.path for item in items)
+    root = TESTS.resolve().parent
+    items.sort(key=lambda item: (Path(item.path).resolve().relative_to(root).as_posix() not in FIRST,
+                                 -tests[item.path]))
+
+
+def pytest_collection_modifyitems(config, items):
+    if hasattr(config, "workerinput"):  # an xdist worker's collection: the order files are handed out in
+        _hand_out_order(items)
     for item in items:
         item.add_marker(tier(item.path))
         # an S3 test marked rgw_xfail is expected to fail against RGW, and must still pass against moto
