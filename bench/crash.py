@@ -36,6 +36,9 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))  # the crash invariants live
 VICTIMS = ("cli", "torchrun", "rank")
 ORPHAN_WAIT_S = 5.0  # a run's processes die within seconds of their launcher
 KILLED_RUN = "20s"   # the killed run trains this long, so an orphan would still be running when checked
+#: set in every campaign run's environment, which each of its processes inherits (ranks forked from
+#: torchrun's fork server have the server's command line, which names no config)
+CAMPAIGN_ENV = "CKPT_EMU_CRASH_CAMPAIGN"
 
 
 def write_config(folder: Path) -> Path:
@@ -53,18 +56,22 @@ def write_config(folder: Path) -> Path:
     return path
 
 
+def run_environment(folder: Path) -> dict:
+    """The environment of the campaign's runs in ``folder``: marked, so ``_orphans`` finds them."""
+    return {**os.environ, CAMPAIGN_ENV: str(Path(folder).resolve())}
+
+
 def _cli(cfg: Path, *extra: str) -> subprocess.Popen:
     # --force: every trial and rerun writes its results into the same folder
     return subprocess.Popen([sys.executable, "-m", "emulator.cli", "run", str(cfg), "--quiet", "--force", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env=run_environment(cfg.parent))
 
 
 def _victim(kind: str, cli: subprocess.Popen, rng: random.Random) -> int | None:
-    from crashcheck import descendants
-    tree = descendants(cli.pid)
-    cmd = {p: _cmdline(p) for p in tree}
-    torchrun = [p for p in tree if "emulator.rank.agent" in cmd[p] or "torch.distributed.run" in cmd[p]]
-    ranks = [p for p in tree if "emulator.rank" in cmd[p] and p not in torchrun]
+    from crashcheck import descendants, rank_pids
+    torchrun = [p for p in descendants(cli.pid) if "emulator.rank.agent" in _cmdline(p)]
+    ranks = rank_pids(cli.pid)  # by name: a forked rank's command line is its fork server's
     if kind == "cli":
         return cli.pid
     pool = torchrun if kind == "torchrun" else ranks
@@ -79,17 +86,27 @@ def _cmdline(pid: int) -> str:
 
 
 def _orphans(folder: Path) -> list[int]:
-    """Live processes of a campaign run (their command line names its config; zombies excluded)."""
-    needles, out = (str(folder / "campaign.yaml"), str(folder / "out" / "config.json")), []
+    """Live processes of the campaign's runs in ``folder`` (marked in their environment, which no
+    process can drop from ``/proc/PID/environ``; zombies excluded)."""
+    mark, out = f"{CAMPAIGN_ENV}={Path(folder).resolve()}".encode(), []
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and any(n in _cmdline(int(entry)) for n in needles):
-            try:
-                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state != "Z":
-                out.append(int(entry))
+        if entry.isdigit() and mark in _environ(int(entry)) and _state(int(entry)) not in ("", "Z"):
+            out.append(int(entry))
     return out
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
 
 
 def _verify(folder: Path, cfg) -> list[int]:
