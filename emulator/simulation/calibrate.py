@@ -74,7 +74,8 @@ class RunFigures:
     #: mode -> training time its steps lost to background work beyond the stalls (interference), per
     #: checkpoint, at the run's scale; absent without the no-checkpoint baseline
     interference_s: dict = field(default_factory=dict)
-    #: failure class -> {"seconds_full_size", "served_by"} of its recovery (``recoveries``)
+    #: failure class -> {"seconds_full_size", "served_by", "fetch_s", "fetch_failed"} of its recovery
+    #: (``recoveries``; ``fetch_s``: a lost node's fetch of its copy from its peer, slowest rank)
     recoveries: dict = field(default_factory=dict)
     #: tier -> {"seconds": a restore from it alone, slowest rank, "node_bytes"} (``restore_by_tier``)
     tier_restores: dict = field(default_factory=dict)
@@ -91,7 +92,7 @@ def read_results(path: str) -> RunFigures:
     ``rank``, ``node``, ``stall_s``, ``wait_s``, ``snapshot_s``, ``local_write_s``, ``drain_s``,
     ``complete_s``, ``file_bytes``, ``written_to``, ``missed``, ``global_complete``, ``error``,
     ``due`` and ``tiers.<tier>.seconds``; ``recoveries[]`` (``class``, ``seconds_full_size``,
-    ``served_by``); ``restore_by_tier.<tier>`` (``ok``, ``seconds`` or ``seconds_at_run_factor``, ``node_bytes``); ``dilation.factor``;
+    ``served_by``, ``fetch_s``, ``fetch_errors``); ``restore_by_tier.<tier>`` (``ok``, ``seconds`` or ``seconds_at_run_factor``, ``node_bytes``); ``dilation.factor``;
     whether it has
     ``step_seconds`` (its step time followed the scale); with a baseline, ``baseline.step_wall_s``
     and ``modes.<mode>.interference_ratio``. Durations are at the run's scale, as its bytes are: the
@@ -116,7 +117,9 @@ def read_results(path: str) -> RunFigures:
         recovery = {str(k): float(v) for k, v in (load.get("recovery_mean_s_by_tier_at_run_factor")
                                                   or load.get("recovery_mean_s_by_tier") or {}).items()}
         recoveries = {str(x["class"]): {"seconds_full_size": float(x["seconds_full_size"]),
-                                        "served_by": dict(x["served_by"])} for x in raw.get("recoveries") or []}
+                                        "served_by": dict(x["served_by"]), "fetch_s": float(x.get("fetch_s", 0.0)),
+                                        "fetch_failed": bool(x.get("fetch_errors"))}
+                      for x in raw.get("recoveries") or []}
         restores = {str(k): {"seconds": float(v.get("seconds_at_run_factor", v["seconds"])),
                              "node_bytes": int(v["node_bytes"])}
                     for k, v in (raw.get("restore_by_tier") or {}).items() if v.get("ok") and "node_bytes" in v}
@@ -314,6 +317,9 @@ class _Calibrating:
             # mix a lone reader with the others' reads: restore_by_tier alone times a tier then
             if tier in self.design.tiers and tier not in self.cal.read_bps and not self.fig.recoveries:
                 self.rate(tier, "restore", seconds, 2 * self.lat(tier), self.node_bytes, self.cal.read_bps)
+        node = self.fig.recoveries.get("node", {})
+        if node.get("fetch_s") and not node["fetch_failed"]:  # a lost node's fetch from its peer, timed alone
+            self.rate("peer", "fetch", node["fetch_s"], 0.0, self.node_bytes, self.cal.read_bps)
         if "peer" in self.cal.copy_bps and "peer" not in self.cal.read_bps:  # a fetch travels the sends' path
             self.cal.read_bps["peer"] = self.cal.copy_bps["peer"]
             self.cal.notes.append(f"peer fetch: not timed alone; at the rate the run's peer copies reached, "

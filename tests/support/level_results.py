@@ -42,11 +42,13 @@ def level_config(tmp: Path, *, peer=True, modes=("sync", "async"), **tiers) -> P
     return path
 
 
-def level_results(tmp: Path, cfg_path: Path, *, missed_wait: float = 0.0, dilation: float = 1.0) -> Path:
+def level_results(tmp: Path, cfg_path: Path, *, missed_wait: float = 0.0, dilation: float = 1.0,
+                  node_fetch_s: float | None = None) -> Path:
     """The results.json of a one-node run of ``cfg_path`` at scale 0.01, by hand: every checkpoint to
     every tier (memory first), the stages of :data:`STAGES`, a restore from each tier alone, a crash and
     a group loss recovered (their full-size seconds), and in async mode one checkpoint that waited
-    ``missed_wait`` for the previous retention. ``dilation``: the run's run.dilation (its times as written)."""
+    ``missed_wait`` for the previous retention. ``dilation``: the run's run.dilation (its times as written).
+    ``node_fetch_s``: also a node lost and recovered from its peer's copy, fetched in that many seconds."""
     cfg = load_config(str(cfg_path), [f"run.scale={SCALE}"])
     due = ["memory", "peer", "local", "global"]
     work = sum(STAGES.values())
@@ -70,6 +72,9 @@ def level_results(tmp: Path, cfg_path: Path, *, missed_wait: float = 0.0, dilati
            "restore_by_tier": {t: {"ok": True, "seconds": s, "node_bytes": NODE} for t, s in RESTORES.items()},
            "recoveries": [{"class": "process", "seconds": 0.02, "seconds_full_size": 2.0, "served_by": {"memory": 8}},
                           {"class": "group", "seconds": 0.3, "seconds_full_size": 30.0, "served_by": {"global": 8}}]}
+    if node_fetch_s is not None:
+        raw["recoveries"].append({"class": "node", "seconds": node_fetch_s + RESTORES["memory"], "fetch_s": node_fetch_s,
+                                  "seconds_full_size": 9.0, "served_by": {"memory": 8}, "fetch_errors": []})
     path = tmp / "results.json"
     path.write_text(json.dumps(raw))
     return path

@@ -251,17 +251,17 @@ def _slow_design(tmp: Path, shm: Path, peer: bool = True) -> Path:
     return cfg_path
 
 
-# the calibration's rates are the run's, and a peer copy competing with another worker's load reached
-# 71 % of its paced rate where the recovery's fetch, later, ran at the NIC's: the prediction 23 % slow
+# the calibration's rates are the run's: under another worker's load they are not those of its recovery
 @pytest.mark.alone
 @pytest.mark.parametrize("lose, failure_class, peer", [("4:1", "node", True), ("4:0,1", "group", True),
                                                       ("4:1", "node", False)])
 def test_simulate_as_run_reproduces_the_recovery_and_the_tiers_lags_and_overlaps(tmp_path, shm, lose,
                                                                                 failure_class, peer):
     """The issue's check: calibrated by a real run (its rates: each tier's stage and each tier's
-    restore alone, and the memory tier's lag), `simulate --nodes 2 --as-run` predicts the other
-    tiers' lags and overlaps and the failure class's recovery within 15 %. Without peers a lost
-    node restores from global alone, at the NIC, while a group loss reads it in a storm."""
+    restore alone, a lost node's fetch from its peer, and the memory tier's lag), `simulate --nodes 2
+    --as-run` predicts the other tiers' lags and overlaps and the failure class's recovery within
+    15 %. Without peers a lost node restores from global alone, at the NIC, while a group loss reads
+    it in a storm. The fetch itself ran at the design's NIC (a lower bound pacing guarantees)."""
     cfg_path = _slow_design(tmp_path, shm, peer)
     outs = [tmp_path / "out", tmp_path / "out1"]
     run_two_agents(cfg_path, outs, "asrun", nproc=2, args=("--lose-nodes", lose), timeout=500)
@@ -278,5 +278,10 @@ def test_simulate_as_run_reproduces_the_recovery_and_the_tiers_lags_and_overlaps
         assert simulated["overlap"] == pytest.approx(measured["overlap"], rel=0.15), tier
     (rec,) = res["recoveries"]
     assert rec["class"] == failure_class and rec["ok"]
+    if failure_class == "node" and peer:  # the fetch from the peer ran at the design's NIC (200 Mb/s) / D
+        nic_fetch_s = res["restore_by_tier"]["memory"]["node_bytes"] / (200e6 / 8 / res["dilation"]["factor"])
+        assert nic_fetch_s <= rec["fetch_s"] <= 1.15 * nic_fetch_s, (rec["fetch_s"], nic_fetch_s)
     (classes,) = out["design"]["classes"].values()  # the restore the design predicts for the run
-    assert classes[failure_class]["restore_s"] == pytest.approx(rec["seconds"], rel=0.15)
+    print(f"{failure_class}: restore predicted {classes[failure_class]['restore_s']:.3f} s, "
+          f"measured {rec['seconds']:.3f} s (fetch {rec.get('fetch_s', 0):.3f} s)")
+    assert classes[failure_class]["restore_s"] == pytest.approx(rec["seconds"], rel=0.15), (classes, rec)
