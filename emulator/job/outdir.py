@@ -10,7 +10,7 @@ without files), ``.shared/<tier>`` (emulated bandwidth and capacity shared by
 the processes of a node or job), ``.metrics/node<N>`` (Prometheus multiprocess
 files), ``.records`` (each
 rank's checkpoint records, appended as they finish, one file per torchrun
-attempt, so results.json covers attempts that were killed).
+attempt, so results.json covers attempts that were killed), ``.torchrun`` (torchrun's logs).
 
 The results folder must be this user's and not writable by others without the
 sticky bit; every name in it is opened without following a link and the
@@ -43,10 +43,13 @@ FINISHED = (RESULTS, REPORT, TIMELINE)
 #: an MLPerf write phase's results, kept under these names when its read phase takes the folder
 WRITE_PHASE = {RESULTS: "results-write.json", REPORT: "report-write.txt"}
 SPOOL, SHARED, METRICS, RECORDS = ".spool", ".shared", ".metrics", ".records"
+#: torchrun's log folder (``--log-dir``; a folder per rank, empty unless a rank failed), which it
+#: would otherwise make anew in the system's temporary folder at every run and never remove
+AGENT_LOGS = ".torchrun"
 #: the working folders, made by the CLI before the ranks start (never through a link, see docs/security.md)
-WORKING = (SPOOL, SHARED, METRICS, RECORDS)
+WORKING = (SPOOL, SHARED, METRICS, RECORDS, AGENT_LOGS)
 #: the working folders a new run starts empty (the others are emptied per node by the ranks)
-EMPTIED = (SHARED, RECORDS)
+EMPTIED = (SHARED, RECORDS, AGENT_LOGS)
 
 
 def finished_outputs(out: Path) -> list[str]:

@@ -34,13 +34,16 @@ LOOPBACK = "127.0.0.1"
 
 def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, nnodes: int = 1,
                      rdzv_endpoint: str | None = None, rdzv_id: str | None = None,
-                     node_rank: int | None = None) -> list[str]:
+                     node_rank: int | None = None, log_dir: Path | None = None) -> list[str]:
     """torchrun for this node, through ``emulator.rank.agent`` (its loopback stores listen on
     loopback only): alone, a c10d rendezvous on 127.0.0.1 with the ranks' address 127.0.0.1, so
     nothing of the run listens beyond loopback; with a node rank, the static rendezvous at node
     0's address (node ranks never change, so a replacement node takes a lost node's place); else
-    the c10d rendezvous (torchrun numbers the nodes)."""
+    the c10d rendezvous (torchrun numbers the nodes). ``log_dir``: torchrun's log folder (its default
+    is a new folder in the system's temporary folder, left there)."""
     cmd = [sys.executable, "-m", "emulator.rank.agent", "--nproc-per-node", str(nproc)]
+    if log_dir is not None:
+        cmd += ["--log-dir", str(log_dir)]
     if nnodes == 1 and not rdzv_endpoint:
         cmd += ["--nnodes", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{LOOPBACK}:0",
                 "--rdzv-id", rdzv_id or "ckpt-emu", "--rdzv-conf", "is_host=1", "--local-addr", LOOPBACK]

@@ -236,7 +236,7 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
         config_path = prepare_out(out, cfg.to_dict(), keep_write_phase=write_phase)
         cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
                                rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id if rdzv_endpoint else job,
-                               node_rank=node_rank)
+                               node_rank=node_rank, log_dir=out / outdir.AGENT_LOGS)
         progress = None if quiet else RunProgress(nproc * nnodes, label=progress_label)
         env = {FIXED_NODE_RANKS_ENV: "1"} if node_rank is not None else {}
         env.update(loopback_env(nnodes, rdzv_endpoint))

@@ -45,10 +45,14 @@ def _listening(pids: set[int]) -> set[str]:
 
 
 @pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
-def test_a_single_node_run_listens_on_loopback_only(tmp_path):
-    """5: the rendezvous store, the ranks' shared store and gloo: nothing on another address."""
+def test_a_single_node_run_listens_on_loopback_only_and_leaves_no_temporary_files(tmp_path):
+    """5: the rendezvous store, the ranks' shared store and gloo: nothing on another address. And
+    nothing of the run stays in the machine's temporary folder (torchrun's log folders used to: one
+    per run, in /tmp, never removed)."""
     cfg = small_config(tmp_path, training={"step_seconds": 0.05})
-    run = _start(cfg, "--duration", "20s")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    run = _start(cfg, "--duration", "20s", env={**os.environ, "TMPDIR": str(tmp)})
     seen = set()
     while run.poll() is None:
         seen |= _listening(_process_tree(run.pid))
@@ -56,6 +60,7 @@ def test_a_single_node_run_listens_on_loopback_only(tmp_path):
     assert run.returncode == 0, run.stderr.read()
     assert seen, "no listener of the run was seen"
     assert all(re.match(r"^(127\.\d+\.\d+\.\d+|\[::1\]):\d+$", addr) for addr in seen), seen
+    assert not list(tmp.iterdir())
 
 
 def test_a_stray_eight_digit_step_leaves_retention_and_loads_working(tmp_path):
