@@ -59,11 +59,13 @@ def test_shared_nvme_a_drain_slows_the_next_write_unless_duplex(tmp_path, duplex
 def test_two_ranks_overlap_drains_with_the_next_writes(tmp_path):
     """Two ranks, a slow global tier: every drain overlaps the next checkpoint's write, the
     pipeline's two stages run collectives at once (each on its own group), and every checkpoint
-    still reaches the global tier, in order, with retention keeping `keep` there."""
+    still reaches the global tier, in order, with retention keeping `keep` there. A drain (13.4 MiB
+    at 0.01 GiB/s: 1.3 s) is 13 intervals: a loop that waited for it would stall at least 1.2 s
+    a checkpoint, where a loaded host's own stall (its snapshot and local write) reached 0.31 s."""
     path = small_config(tmp_path, ranks=2, training={"step_seconds": 0.05},
                         checkpoint={"modes": ["async"], "saves": 4, "loads": 1, "interval_steps": 2, "keep": 2,
                                     "async_waits_for": "local_write"},
-                        tiers={"global": {"emulate": {"write_gib_s": 0.05, "shared_by": "job"}}})
+                        tiers={"global": {"emulate": {"write_gib_s": 0.01, "shared_by": "job"}}})
     ckpt_emu("run", path, "--quiet", check=True)
     res = results(tmp_path / "out")
     m = res["modes"]["async"]
