@@ -5,7 +5,9 @@ tiers at this run's real sizes, all ranks of a node at once as in a checkpoint: 
 the nearest tier, the node's drain to global storage, a restore read from each, the snapshot. A
 phase whose design rate is R for a node that here moved its B bytes at H, after F seconds of
 software that do not grow with the bytes, does W = F + B / H of work; its paced window B x D / R must
-leave the host twice that: D >= HEADROOM x R x W / B. D is the largest over the phases and the
+leave the host twice that: D >= HEADROOM x R x W / B. Software that, counted once at full size, is a
+small part of the phase's design time gets no room (W = B / H): it would only lengthen the run. D is
+the largest over the phases and the
 nodes (one all-reduce, so every node agrees), and the phase that set it is said in the report.
 The probe's files are step 0's, deleted before training (a crash leaves an incomplete step that
 the next run's clean-up removes).
@@ -24,6 +26,7 @@ from emulator.checkpoint.drainer import Drainer
 from emulator.checkpoint.layout import FileEntry
 from emulator.config.schema import Dilation
 from emulator.design import run_emulation
+from emulator.results.design_time import SOFTWARE_SHARE
 from emulator.units import GIB
 
 #: the host must manage this many times the paced rate: pacing, not the host, then sets each phase
@@ -36,7 +39,7 @@ _NICE = (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
 @dataclass(frozen=True)
 class PhaseProbe:
     """One phase on this host: the design's rate for the node, the node's byte rate here, and its
-    software's seconds that do not grow with the bytes (``fixed_s``, for ``node_bytes``)."""
+    software's seconds that do not grow with the bytes (``fixed_s``, for ``node_bytes`` at ``scale``)."""
 
     phase: str
     tier: str
@@ -44,12 +47,20 @@ class PhaseProbe:
     host_bps: float
     fixed_s: float = 0.0
     node_bytes: int = 0
+    scale: float = 0.0  # the run's bytes factor; 0: unknown, the software always gets room
+
+    @property
+    def software_share(self) -> float:
+        """The software's seconds, counted once, over the phase's full-size design time."""
+        if not self.scale or self.node_bytes <= 0:
+            return math.inf if self.fixed_s else 0.0
+        return self.fixed_s / (self.node_bytes / self.scale / self.design_bps)
 
     @property
     def needs(self) -> float:
         if self.host_bps <= 0:
             return math.inf
-        if self.node_bytes <= 0:
+        if self.node_bytes <= 0 or self.software_share <= SOFTWARE_SHARE:
             return HEADROOM * self.design_bps / self.host_bps
         work = self.node_bytes / self.host_bps + self.fixed_s
         return HEADROOM * self.design_bps * work / self.node_bytes
@@ -130,7 +141,7 @@ class Probe:
         if skeleton is not None:
             node_bytes, fixed_s = self._node(*skeleton)
         if design:
-            self.phases.append(PhaseProbe(phase, tier, design, host, fixed_s, node_bytes))
+            self.phases.append(PhaseProbe(phase, tier, design, host, fixed_s, node_bytes, self.cfg.run.scale))
 
     def run(self) -> list[PhaseProbe]:
         cfg, comm = self.cfg, self.comm
@@ -275,5 +286,5 @@ def describe(phases: list[PhaseProbe], factor: float) -> dict:
             "set_by": None if worst is None or factor <= 1 else {"phase": worst.phase, "tier": worst.tier},
             "phases": [{"phase": p.phase, "tier": p.tier, "design_bytes_per_s": p.design_bps,
                         "host_bytes_per_s": p.host_bps, "fixed_s": p.fixed_s, "node_bytes": p.node_bytes,
-                        "needs": p.needs} for p in phases]}
+                        "software_share": p.software_share if math.isfinite(p.software_share) else None, "needs": p.needs} for p in phases]}
 

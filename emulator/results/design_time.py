@@ -15,6 +15,9 @@ from __future__ import annotations
 
 #: a phase whose own (unpaced) time is above this share of it is said to be this host's in part
 HOST_SHARE = 0.10
+#: a phase's software (F) at most this share of its full-size design time, counted once, gets no room
+#: in the paced window (emulator/rank/dilation.py): half the share above which a phase is flagged
+SOFTWARE_SHARE = HOST_SHARE / 2
 #: the paced phases a checkpoint record holds: (record field, its paced key)
 PHASES = (("snapshot_s", "snapshot"), ("local_write_s", "local_write"), ("drain_s", "drain"))
 

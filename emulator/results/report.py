@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 from emulator.job import outdir
+from emulator.results.design_time import SOFTWARE_SHARE
 from emulator.results.levels import level_lines
 from emulator.results.requests import s3_lines
 from emulator.results.summary import build_results
@@ -116,8 +117,7 @@ def _time_lines(results: dict) -> list[str]:
         probe = next(p for p in d["phases"] if (p["phase"], p["tier"]) == (d["set_by"]["phase"], d["set_by"]["tier"]))
         why = (f"; auto: set by the {probe['phase']} ({probe['tier']}): this host moved "
                f"{probe['host_bytes_per_s'] / GIB:.3g} GiB/s of the {probe['design_bytes_per_s'] / GIB:.3g} GiB/s "
-               "the design's node needs" + (f", after {probe['fixed_s'] * 1000:.0f} ms of its software"
-                                            if probe.get("fixed_s") else ""))
+               "the design's node needs" + _software_words(probe))
     elif d.get("auto"):
         why = "; auto: this host keeps every phase at its design rate undilated"
     return [f"  time: dilation x{d['factor']:g}{why}",
@@ -125,6 +125,17 @@ def _time_lines(results: dict) -> list[str]:
             f"{k * 1000:.4g} ms here (a step of {results['step_seconds']['full_size']:g} s, "
             f"{results['step_seconds']['here'] * 1000:.4g} ms here); durations below are measured (in brackets "
             "the full-size design's: paced time / the factor, this host's own once)"] + _load_time_lines(d)
+
+
+def _software_words(probe: dict) -> str:
+    """The probed phase's software: given room in the paced window, or a small part of the design's
+    time, counted once (emulator/rank/dilation.py ``SOFTWARE_SHARE``)."""
+    if not probe.get("fixed_s"):
+        return ""
+    ms, share = probe["fixed_s"] * 1000, probe.get("software_share")
+    if share is not None and share <= SOFTWARE_SHARE:
+        return f" (its {ms:.0f} ms of software, {share:.1%} of the design's time, counted once)"
+    return f", after {ms:.0f} ms of its software"
 
 
 def _load_time_lines(d: dict) -> list[str]:

@@ -81,6 +81,22 @@ def test_the_paced_window_leaves_the_host_twice_its_software_and_its_bytes():
     assert 60_000_000 * software_bound.needs / 6e9 == pytest.approx(2 * (0.06 + 0.2))
 
 
+def test_software_that_is_a_small_part_of_the_design_time_once_gets_no_room():
+    """The embedded default's write, measured on the 2-core machine: 105 MiB for the node at 1.29 GiB/s
+    after 116 ms of software, against 6.52 GiB/s at scale 0.001. Counted once at full size the software
+    is 0.7 % of the design's 16.1 s write, so the bytes alone set D (about 10, not 25: a run 2.5 times
+    shorter). The 70B design's 0.23 s of software against its 1.27 s write (18 %) still gets room."""
+    gib = 2**30
+    default = PhaseProbe("write", "local", design_bps=6.52 * gib, host_bps=1.29 * gib, fixed_s=0.116,
+                         node_bytes=int(0.1047 * gib), scale=0.001)
+    assert default.software_share == pytest.approx(0.116 / (104.7 / 6.52), rel=0.01)
+    assert default.needs == pytest.approx(2 * 6.52 / 1.29, rel=1e-6)
+    llama70 = PhaseProbe("write", "local", design_bps=6e9 * 1.0, host_bps=1e9, fixed_s=0.23,
+                         node_bytes=int(7.1 * gib * 0.005), scale=0.005)
+    assert llama70.software_share > 0.05
+    assert llama70.needs == pytest.approx(2 * 6e9 * (llama70.node_bytes / 1e9 + 0.23) / llama70.node_bytes)
+
+
 def test_paced_spans_are_counted_once_where_they_overlap():
     spans.clear()
     t = time.time()
