@@ -88,9 +88,10 @@ def _cmdline(pid: int) -> str:
 def _orphans(folder: Path) -> list[int]:
     """Live processes of the campaign's runs in ``folder`` (marked in their environment, which no
     process can drop from ``/proc/PID/environ``; zombies excluded)."""
+    from crashcheck import is_alive
     mark, out = f"{CAMPAIGN_ENV}={Path(folder).resolve()}".encode(), []
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and mark in _environ(int(entry)) and _state(int(entry)) not in ("", "Z"):
+        if entry.isdigit() and mark in _environ(int(entry)) and is_alive(int(entry)):
             out.append(int(entry))
     return out
 
@@ -100,13 +101,6 @@ def _environ(pid: int) -> list[bytes]:
         return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return []
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return ""
 
 
 def _verify(folder: Path, cfg) -> list[int]:

@@ -158,17 +158,16 @@ def kill_tree(pid: int) -> int:
         except ProcessLookupError:
             pass
     for _ in range(100):  # reap-independent wait: they are gone when /proc says so
-        if not any(Path(f"/proc/{p}").exists() and "zombie" not in _state(p) for p in victims):
+        if not any(is_alive(p) for p in victims):
             break
         time.sleep(0.05)
     return len(victims)
 
 
-def _state(pid: int) -> str:
+def is_alive(pid: int) -> bool:
+    """Whether ``pid`` still runs: neither gone nor a zombie (nor dead, awaiting its reaper)."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("State:"):
-                return line
-    except OSError:
-        pass
-    return "zombie"
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
