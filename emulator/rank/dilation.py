@@ -133,13 +133,17 @@ class Probe:
         tensor (never below a tenth of the full time: timing noise must not make the host look infinite)."""
         return max(full - skeleton, full / 10)
 
-    def _add(self, phase: str, tier: str, design: float | None, host: float,
-             skeleton: tuple[float, int] | None = None) -> None:
-        """One phase's probe; ``skeleton``: this rank's seconds for its files with one element per
-        tensor (the software's part) and the full files' bytes (collective: every rank gives one)."""
-        fixed_s, node_bytes = 0.0, 0
-        if skeleton is not None:
-            node_bytes, fixed_s = self._node(*skeleton)
+    def _add(self, phase: str, tier: str, design: float | None, full: tuple[float, int],
+             skeleton: tuple[float, int]) -> None:
+        """One phase's probe from this rank's (seconds, bytes) for its full files and for the same
+        files with one element per tensor (the software's part); collective: one gather for the node's
+        byte rate (its bytes over the slowest rank's byte seconds), software and bytes."""
+        byte_s = self._byte_seconds(full[0], skeleton[0]) if full[1] else 0.0
+        rows = [r for n, *r in self.comm.all_gather((self.comm.node, byte_s, full[1] - skeleton[1], *skeleton, full[1]))
+                if n == self.comm.node]
+        slowest, moved = max(r[0] for r in rows), sum(r[1] for r in rows)
+        host = moved / slowest if slowest > 0 else math.inf
+        fixed_s, node_bytes = max(r[2] for r in rows), sum(r[4] for r in rows)
         if design:
             self.phases.append(PhaseProbe(phase, tier, design, host, fixed_s, node_bytes, self.cfg.run.scale))
 
@@ -175,24 +179,19 @@ class Probe:
                 state, self.tiers[name], key, PROBE_STEP)))))
             entries.append(FileEntry(key, self.comm.rank, out["size"], out["crc"]))
         self._add("write", name, design_rate(self.cfg, self.comm, name, "write"),
-                  self._node_rate(self._byte_seconds(times[1], times[0]), entries[1].size - entries[0].size),
-                  (times[0], entries[1].size))
+                  (times[1], entries[1].size), (times[0], entries[0].size))
         return tuple(entries)
 
     def _drain(self, source: str, mine: tuple) -> None:
         gathered = self.comm.all_gather((self.comm.node, mine))
-        times, nbytes = [0.0, 0.0], 0
+        done = [(0.0, 0), (0.0, 0)]  # the leader's (seconds, bytes) for the skeletons, then the whole files
         if self.comm.is_node_leader:
             drainer = Drainer(self.tiers[source], self.tiers["global"], concurrency=self.cfg.drain.concurrency,
                               verify=self.cfg.drain.verify, node=self.comm.node)
             for i in (0, 1):
                 result = self.loop.run(drainer.drain([e[i] for node, e in gathered if node == self.comm.node]))
-                times[i] = result.seconds
-                nbytes += result.bytes if i else -result.bytes
-        full_bytes = sum(e[1].size for node, e in gathered if node == self.comm.node) if self.comm.is_node_leader else 0
-        self._add("drain", "global", design_rate(self.cfg, self.comm, "global", "write"),  # the leader's copies
-                  self._node_rate(self._byte_seconds(times[1], times[0]) if self.comm.is_node_leader else 0.0, nbytes),
-                  (times[0], full_bytes))
+                done[i] = (result.seconds, result.bytes)
+        self._add("drain", "global", design_rate(self.cfg, self.comm, "global", "write"), done[1], done[0])
 
     def _read(self, name: str, entries: tuple) -> None:
         def read(entry):
@@ -202,8 +201,7 @@ class Probe:
                     pass
         skeleton, whole = (self._timed(lambda e=e: read(e)) for e in entries)
         self._add("restore", name, design_rate(self.cfg, self.comm, name, "read"),
-                  self._node_rate(self._byte_seconds(whole, skeleton), entries[1].size - entries[0].size),
-                  (skeleton, entries[1].size))
+                  (whole, entries[1].size), (skeleton, entries[0].size))
 
     def _clean(self, names: list[str]) -> None:
         self.comm.barrier()

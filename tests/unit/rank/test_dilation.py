@@ -12,7 +12,7 @@ from emulator.config import load_config
 from emulator.design import run_emulation
 from emulator.errors import ConfigError
 from emulator.job.rank_tiers import paced
-from emulator.rank.dilation import PhaseProbe, nice
+from emulator.rank.dilation import PhaseProbe, Probe, nice
 from emulator.results.design_time import full, full_record, host_shares, tier_lag
 from tiers import paced as spans
 
@@ -95,6 +95,27 @@ def test_software_that_is_a_small_part_of_the_design_time_once_gets_no_room():
                          node_bytes=int(7.1 * gib * 0.005), scale=0.005)
     assert llama70.software_share > 0.05
     assert llama70.needs == pytest.approx(2 * 6e9 * (llama70.node_bytes / 1e9 + 0.23) / llama70.node_bytes)
+
+
+class _NodeOfTwo:
+    """A comm whose node 0 has this rank and one other (and node 1 a third rank); counts its gathers."""
+    node, gathers = 0, 0
+
+    def all_gather(self, mine):
+        self.gathers += 1
+        other = (0, 0.5, 1000, 0.2, 10, 1010)  # node, byte seconds, bytes, skeleton seconds and bytes, whole bytes
+        return [mine, other, (1, 9.0, 1, 9.0, 1, 2)]
+
+
+def test_a_phase_probe_is_its_nodes_bytes_over_its_slowest_rank_after_one_gather():
+    cfg = load_config(None, [])
+    comm = _NodeOfTwo()
+    probe = Probe(cfg, comm, state=None, tiers={}, loop=None)
+    probe._add("write", "local", 6e9, full=(0.35, 2010), skeleton=(0.1, 10))  # 0.25 s for 2000 bytes
+    (phase,) = probe.phases
+    assert comm.gathers == 1
+    assert phase.host_bps == pytest.approx((2000 + 1000) / 0.5)  # node 1's rank is not this node's
+    assert (phase.fixed_s, phase.node_bytes, phase.scale) == (0.2, 2010 + 1010, cfg.run.scale)
 
 
 def test_paced_spans_are_counted_once_where_they_overlap():
