@@ -180,11 +180,16 @@ def _confirm(cfg, out: Path, p: planner.Plan, checks: int, confirm_seconds: floa
     return {
         "interval_s": run_interval, "interval_steps": steps, "compression": compression, "every": best.every,
         "checkpoints": got["checkpoints"],
-        "predicted_overhead": overhead, "measured_overhead": got["overhead_ratio"],
-        "predicted_overlap": overlap, "measured_overlap": got["drain_overlap_ratio"],
+        "predicted_overhead": overhead, "measured_overhead": _design_clock(got, "overhead_ratio"),
+        "predicted_overlap": overlap, "measured_overlap": _design_clock(got, "drain_overlap_ratio"),
         "deadline_misses": got["deadline_misses"], "incomplete": got["incomplete"],
         "drains_beat_next_checkpoint": got["deadline_misses"] == 0 and got["incomplete"] == 0,
     }
+
+
+def _design_clock(mode: dict, key: str) -> float:
+    """A mode's ratio at full size (its stalls and drains as the design's), as the prediction is."""
+    return (mode.get("full_size") or {}).get(key, mode[key])
 
 
 def _x(ratio: float) -> str:

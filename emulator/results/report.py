@@ -31,6 +31,14 @@ def _pct(key: str):
     return lambda m: f"{m[key] * 100:.1f} %" if key in m else "-"
 
 
+def _pct_dual(key: str):
+    """A ratio as measured here, then (in brackets) on the design's clock where it differs."""
+    def show(m: dict) -> str:
+        here, full = _pct(key)(m), m.get("full_size", {}).get(key)
+        return here if full is None or here == "-" or f"{full * 100:.1f} %" == here else f"{here} ({full * 100:.1f} %)"
+    return show
+
+
 #: the summary table's rows: label and how to show it from a mode's summary (durations as
 #: "measured (full size)")
 TABLE_ROWS = [
@@ -45,14 +53,14 @@ TABLE_ROWS = [
     ("durability lag mean", lambda m: _dual(m, "lag_mean_s")),
     ("durability lag p99", lambda m: _dual(m, "lag_p99_s")),
     ("save throughput", lambda m: f"{m['save_gib_s']:.2f} GiB/s ({fmt_rate(m['full_size'].get('save_bytes_per_s', 0), m['_family'])})"),
-    ("drain overlap", _pct("drain_overlap_ratio")),
+    ("drain overlap", _pct_dual("drain_overlap_ratio")),
     ("deadline misses", lambda m: str(m["deadline_misses"])),
     ("incomplete checkpoints", lambda m: str(m["incomplete"])),
     ("at risk when training stopped", lambda m: str(m.get("at_risk", 0))),
-    ("overhead (stall/train)", _pct("overhead_ratio")),
-    ("slowdown vs no checkpoints", _pct("slowdown_ratio")),
-    ("  of which interference", _pct("interference_ratio")),
-    ("goodput", _pct("goodput_ratio")),
+    ("overhead (stall/train)", _pct_dual("overhead_ratio")),
+    ("slowdown vs no checkpoints", _pct_dual("slowdown_ratio")),
+    ("  of which interference", _pct_dual("interference_ratio")),
+    ("goodput", _pct_dual("goodput_ratio")),
     ("step time p50 / p99", lambda m: f"{_fmt_s(m['step_p50_s'])} / {_fmt_s(m['step_p99_s'])}"),
     ("steps slower than baseline", _pct("slowed_steps_ratio")),
 ]

@@ -386,9 +386,27 @@ def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, t
     full = _checkpoint_figures(mode, design)
     out["full_size"] = {k: full[k] if k in full else out[k] / time_factor for k in DURATIONS if k in out}
     out["full_size"]["save_bytes_per_s"] = full["save_gib_s"] * GIB / scale  # the full-size bytes
+    out["full_size"].update(_ratios_at_full_size(out, full, baseline, time_factor))
     records = [x for r in ranks for x in r["records"] if x["mode"] == mode]
     out["host_share"] = host_shares(records, time_factor, bytes_factor=scale)
     out["software_s"] = software_seconds(records)
+    return out
+
+
+def _ratios_at_full_size(m: dict, full: dict, baseline: dict | None, k: float) -> dict:
+    """The mode's loop and ratios on the design's clock: its time here less its stall is paced (the
+    steps: / ``k``), plus the full-size stall; drains at their full-size figures. Ratios of the wall
+    here would weigh this host's own time, counted once in each figure, 1/k times."""
+    if not m["training_wall_s"]:
+        return {}
+    train = (m["training_wall_s"] - m["stall_total_s"]) / k + full["stall_total_s"]
+    wall = (m["mode_wall_s"] - m["stall_total_s"]) / k + full["stall_total_s"]
+    out = {"training_wall_s": train, "step_wall_s": train / m["steps"] if m["steps"] else 0.0,
+           "overhead_ratio": full["stall_total_s"] / train,
+           "drain_overlap_ratio": full["node_drain_s"] / wall if wall > 0 else 0.0}
+    if baseline is not None:
+        base = {"step_wall_s": baseline["step_wall_s"] / k}
+        out.update(_against_baseline({**out, "steps": m["steps"], "stall_total_s": full["stall_total_s"]}, base))
     return out
 
 
@@ -417,6 +435,7 @@ def _checkpoint_figures(mode: str, ranks: list[dict]) -> dict:
         "errors": sorted({x["error"] for s in steps for x in by_step[s] if x["error"]})[:5],
         "stall_total_s": sum(job_stall),  # not the largest per-rank sum: the slowest rank changes
         "drain_overlap_ratio": _drain_overlap(mode, ranks, by_step),
+        "node_drain_s": _node_drain(by_step), "mode_wall_s": _mode_wall(mode, ranks),
     }
 
 
@@ -430,13 +449,21 @@ def _d2h_figures(by_step: dict, steps: list) -> dict:
 
 def _drain_overlap(mode: str, ranks: list[dict], by_step: dict) -> float:
     """Drain time of the worst node over the mode's wall time (not capped: above 1, drains lag)."""
-    walls = _walls(mode, ranks)
-    mode_wall = max((w["end"] - w["start"] for w in walls), default=0.0)
+    mode_wall = _mode_wall(mode, ranks)
+    return _node_drain(by_step) / mode_wall if mode_wall else 0.0
+
+
+def _mode_wall(mode: str, ranks: list[dict]) -> float:
+    return max((w["end"] - w["start"] for w in _walls(mode, ranks)), default=0.0)
+
+
+def _node_drain(by_step: dict) -> float:
+    """The worst node's drain seconds, summed over the mode's checkpoints."""
     node_drain = defaultdict(float)
     for recs in by_step.values():
         for node in {x["node"] for x in recs}:
             node_drain[node] += max(x["drain_s"] for x in recs if x["node"] == node)
-    return max(node_drain.values(), default=0.0) / mode_wall if mode_wall else 0.0
+    return max(node_drain.values(), default=0.0)
 
 
 def _loop_figures(mode: str, ranks: list[dict], baseline: dict | None) -> dict:

@@ -166,8 +166,8 @@ def _title(mode: str, summary: dict | None, checkpoints: int, aggregate: bool) -
         parts.append(f"mean stall {fmt_duration(full['stall_mean_s'])}")
     for key, word in (("overhead_ratio", "overhead"), ("drain_overlap_ratio", "drain overlap"),
                       ("slowdown_ratio", "slowdown")):
-        if key in (summary or {}):
-            parts.append(f"{word} {summary[key]:.1%}")
+        if key in full or key in (summary or {}):  # on the design's clock, as the axes
+            parts.append(f"{word} {full.get(key, (summary or {}).get(key)):.1%}")
     if (summary or {}).get("deadline_misses"):
         parts.append(f"{summary['deadline_misses']} deadline misses")
     if checkpoints > MAX_CHECKPOINT_BARS:
