@@ -114,14 +114,6 @@ class Probe:
         self.cfg, self.comm, self.state, self.tiers, self.loop = cfg, comm, state, tiers, loop
         self.phases: list[PhaseProbe] = []
 
-    def _node_rate(self, seconds: float, nbytes: int) -> float:
-        """The node's rate: its ranks' bytes over the slowest of them (every rank calls this)."""
-        nbytes, slowest = self._node(seconds, nbytes)
-        return nbytes / slowest if slowest > 0 else math.inf
-
-    def _node(self, seconds: float, nbytes: int) -> tuple[int, float]:
-        return node_totals(self.comm, seconds, nbytes)
-
     def _timed(self, fn) -> float:
         self.comm.barrier()
         t = time.perf_counter()
@@ -148,9 +140,9 @@ class Probe:
             self.phases.append(PhaseProbe(phase, tier, design, host, fixed_s, node_bytes, self.cfg.run.scale))
 
     def run(self) -> list[PhaseProbe]:
-        cfg, comm = self.cfg, self.comm
+        cfg = self.cfg
         if snapshot_rate(cfg) is not None:
-            self._add("snapshot", "host memory", snapshot_rate(cfg) * comm.local_world_size, self._copy_rate())
+            self._snapshot()
         names = [n for n in ("memory", "local", "global") if n in self.tiers]
         first = names[0]
         entries = self._write(first)
@@ -161,13 +153,18 @@ class Probe:
         self._clean(names)
         return self.phases
 
-    def _copy_rate(self) -> float:
-        """The node's memcpy rate into warm buffers as large as each rank's state, every rank at once."""
+    def _snapshot(self) -> None:
+        """Each rank's copy of its state into host memory: one copy, no software to set apart."""
+        design = snapshot_rate(self.cfg) * self.comm.local_world_size
+        self._add("snapshot", "host memory", design, self._copy(), (0.0, 0))
+
+    def _copy(self) -> tuple[float, int]:
+        """(seconds, bytes) of this rank's memcpy into a warm buffer as large as its state, every rank at once."""
         n = max(self.state.nbytes, 1 << 20)
         src, dst = torch.empty(n, dtype=torch.uint8), torch.empty(n, dtype=torch.uint8)
         src.fill_(1)
         dst.copy_(src)  # warm both
-        return self._node_rate(self._timed(lambda: dst.copy_(src)), n)
+        return self._timed(lambda: dst.copy_(src)), n
 
     def _write(self, name: str) -> tuple[FileEntry, FileEntry]:
         """(the skeleton's entry, the full file's): the state saved with one element per tensor, then whole."""

@@ -98,13 +98,18 @@ def test_software_that_is_a_small_part_of_the_design_time_once_gets_no_room():
 
 
 class _NodeOfTwo:
-    """A comm whose node 0 has this rank and one other (and node 1 a third rank); counts its gathers."""
-    node, gathers = 0, 0
+    """A comm whose node 0 has this rank and ``other`` (and node 1 a third rank); counts its gathers."""
+    node, gathers, local_world_size = 0, 0, 2
+
+    def __init__(self, other=(0, 0.5, 1000, 0.2, 10, 1010)):  # node, byte seconds and bytes, skeleton's, whole bytes
+        self.other = other
 
     def all_gather(self, mine):
         self.gathers += 1
-        other = (0, 0.5, 1000, 0.2, 10, 1010)  # node, byte seconds, bytes, skeleton seconds and bytes, whole bytes
-        return [mine, other, (1, 9.0, 1, 9.0, 1, 2)]
+        return [mine, self.other, (1, 9.0, 1, 9.0, 1, 2)]
+
+    def barrier(self):
+        pass
 
 
 def test_a_phase_probe_is_its_nodes_bytes_over_its_slowest_rank_after_one_gather():
@@ -116,6 +121,22 @@ def test_a_phase_probe_is_its_nodes_bytes_over_its_slowest_rank_after_one_gather
     assert comm.gathers == 1
     assert phase.host_bps == pytest.approx((2000 + 1000) / 0.5)  # node 1's rank is not this node's
     assert (phase.fixed_s, phase.node_bytes, phase.scale) == (0.2, 2010 + 1010, cfg.run.scale)
+
+
+def test_a_stated_snapshot_rate_is_probed_as_the_nodes_copy_rate():
+    """The snapshot has no software part to set apart (one copy): its probe is the node's bytes over
+    its slowest rank, against the design's rate per accelerator times the node's ranks."""
+    cfg = load_config(None, ["design.node.snapshot={rate: 48GiB/s}"])
+    n = 2 << 20
+    comm = _NodeOfTwo(other=(0, 10.0, n, 0.0, 0, n))  # the other rank copied its 2 MiB in 10 s
+
+    class State:
+        nbytes = n
+    probe = Probe(cfg, comm, state=State(), tiers={}, loop=None)
+    probe._snapshot()
+    (phase,) = probe.phases
+    assert (phase.phase, phase.design_bps, phase.fixed_s, phase.node_bytes) == ("snapshot", 2 * 48 * 2**30, 0.0, 2 * n)
+    assert comm.gathers == 1 and phase.host_bps == pytest.approx(2 * n / 10.0)
 
 
 def test_paced_spans_are_counted_once_where_they_overlap():
