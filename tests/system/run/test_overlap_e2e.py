@@ -62,8 +62,12 @@ def test_two_ranks_overlap_drains_with_the_next_writes(tmp_path):
     """Two ranks, a slow global tier: every drain overlaps the next checkpoint's write, the
     pipeline's two stages run collectives at once (each on its own group), and every checkpoint
     still reaches the global tier, in order, with retention keeping `keep` there. A drain (13.4 MiB
-    at 0.01 GiB/s: 1.3 s) is 13 intervals: a loop that waited for it would stall at least 1.2 s
-    a checkpoint, where a loaded host's own stall (its snapshot and local write) reached 0.31 s."""
+    at 0.01 GiB/s: 1.3 s) is 13 intervals. With ``async_waits_for: local_write`` the loop waits for
+    the previous checkpoint's write and keeps at most one drain behind it: the second checkpoint
+    finds the first one's drain in flight and goes on (its stall, the snapshot and the first one's
+    write, reached 0.31 s on a loaded host); from the third on, each waits for the drain two
+    checkpoints back, so the mean stall nears a drain's on a loaded host (1.88 s against 1.66 s
+    once): the second checkpoint is the one that shows the overlap."""
     path = small_config(tmp_path, ranks=2, training={"step_seconds": 0.05},
                         checkpoint={"modes": ["async"], "saves": 4, "loads": 1, "interval_steps": 2, "keep": 2,
                                     "async_waits_for": "local_write"},
@@ -72,7 +76,9 @@ def test_two_ranks_overlap_drains_with_the_next_writes(tmp_path):
     res = results(tmp_path / "out")
     m = res["modes"]["async"]
     assert m["checkpoints"] == 4 and m["incomplete"] == 0 and m["deadline_misses"] >= 1
-    assert m["stall_mean_s"] < 0.5 * m["drain_mean_s"], m  # the loop did not wait for the drains
+    for r in res["per_rank"]:  # the loop did not wait for the drain in flight
+        second = sorted((x for x in r["records"] if x["mode"] == "async"), key=lambda x: x["step"])[1]
+        assert second["stall_s"] < 0.5 * m["drain_mean_s"], (second["stall_s"], m["drain_mean_s"])
     assert res["load"]["ok"]
     for r in res["per_rank"]:
         durable = [x["durable_at"] for x in r["records"]]
