@@ -140,6 +140,30 @@ def host_shares(records: list[dict], k: float = 1.0, *, bytes_factor: float | No
             / whole(rows) or 0.0 for key, rows in _stage_walls(records).items() if whole(rows) > 0}
 
 
+#: the probe's phases by the record phase they time (emulator/rank/dilation.py)
+PROBED = {"snapshot": "snapshot", "write": "local_write", "drain": "drain"}
+
+
+def probed_software(dilation: dict | None) -> dict:
+    """Per record phase, the software seconds the run's probe measured for it (the node's slowest
+    rank's, on files of one element per tensor); none for a run without a probe (a fixed factor)."""
+    return {PROBED[p["phase"]]: p.get("fixed_s", 0.0) for p in (dilation or {}).get("phases", ())
+            if p["phase"] in PROBED}
+
+
+def host_lags(records: list[dict], software: dict) -> dict:
+    """Per paced phase of the records (the snapshot, the nearest tier's write, the drain), how far
+    this host ran past the phase's paced time here, beyond the software its probe measured
+    (``software``: :func:`probed_software`), over the paced time. Counted once, that time may be
+    a small share at full size while the run's own timing (overlaps, waits) was this host's."""
+    out = {}
+    for key, rows in _stage_walls(records).items():
+        paced = sum(p for _, p, _ in rows)
+        if key in PROBED.values() and paced > 0:
+            out[key] = sum(max(0.0, w - p - software.get(key, 0.0)) for w, p, _ in rows) / paced
+    return out
+
+
 def software_seconds(records: list[dict]) -> dict:
     """Per phase with a stream (peer sends), the mean seconds a record spent around its stream: the
     exchange's set-up, every rank's receipts, the holders' manifest. Per checkpoint, not per byte:

@@ -40,6 +40,14 @@ def rate_notes(cfg, results: dict) -> list[str]:
                 notes.append(f"{phase.replace('_', ' ')} ({mode}): {share:.0%} of its full-size time is this host's "
                              "own (software, or the host slower than the paced rate), not the design's; a higher "
                              "run.dilation leaves the host more room")
+        for phase, lag in (s.get("host_lag") or {}).items():
+            seen.add(phase)
+            if lag > HOST_SHARE and phase not in flagged:
+                flagged.add(phase)
+                notes.append(f"{phase.replace('_', ' ')} ({mode}): this host ran {lag:.0%} past its paced time here "
+                             "(less the software the probe measured, where one ran): its full-size figures count that once, but "
+                             "the run's own timing (what overlapped, the waits, the ratios as measured) was this "
+                             "host's; a higher run.dilation leaves the host more room")
     load = results.get("load") or {}
     if load.get("loads") and load.get("load_paced"):  # the loads' own note says where they were the host's
         seen.add("restore")

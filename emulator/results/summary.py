@@ -21,8 +21,8 @@ import math
 from collections import Counter, defaultdict
 
 from emulator.checkpoint.audit import summarize_audits
-from emulator.results.design_time import (at_run_factor, full_load, full_record, host_seconds, host_shares,
-                                           load_time_factor, software_seconds)
+from emulator.results.design_time import (at_run_factor, full_load, full_record, host_lags, host_seconds,
+                                           host_shares, load_time_factor, probed_software, software_seconds)
 from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
                                      tier_load_summary)
 from emulator.results.requests import s3_summary
@@ -282,7 +282,8 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "baseline": baseline,
         "time_factor": cfg.time_factor,
         "dilation": ranks[0].get("dilation") or {"factor": cfg.run.dilation.factor or 1.0, "auto": False},
-        "modes": {m: summarize_mode(m, ranks, baseline, cfg.time_factor, cfg.run.scale) for m in cfg.checkpoint.modes},
+        "modes": {m: summarize_mode(m, ranks, baseline, cfg.time_factor, cfg.run.scale,
+                                    software=probed_software(ranks[0].get("dilation"))) for m in cfg.checkpoint.modes},
         "units": {name: t.family for name, t in node_links(cfg, files=1).tiers.items()},
         "load": {**summarize_loads(ranks, cfg.time_factor, cfg.run.scale), "page_cache_scope": cfg.checkpoint.page_cache_scope},
         "stopped_early": any(r["stopped_early"] for r in ranks),
@@ -375,7 +376,7 @@ def at_full_size(measured_s: float, time_factor: float) -> float:
 
 
 def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, time_factor: float = 1.0,
-                   scale: float = 1.0) -> dict:
+                   scale: float = 1.0, software: dict | None = None) -> dict:
     """A mode's figures as measured, and ``full_size``: as the full-size design's
     (emulator/results/design_time.py: paced time / the time factor, this host's own once)."""
     out = {**_checkpoint_figures(mode, ranks), **_loop_figures(mode, ranks, baseline)}
@@ -390,6 +391,7 @@ def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, t
     records = [x for r in ranks for x in r["records"] if x["mode"] == mode]
     out["host_share"] = host_shares(records, time_factor, bytes_factor=scale)
     out["software_s"] = software_seconds(records)
+    out["host_lag"] = host_lags(records, software or {})
     return out
 
 
