@@ -27,27 +27,30 @@ def _modes(results: dict):
     return [(m, s) for m, s in results["modes"].items() if s.get("checkpoints")]
 
 
+#: what a mode's summary says of a paced phase past HOST_SHARE: its key there, and the note's words
+_HOST_FIGURES = (
+    ("host_share", lambda v: f"{v:.0%} of its full-size time is this host's own (software, or the host slower "
+                             "than the paced rate), not the design's; a higher run.dilation leaves the host more room"),
+    ("host_lag", lambda v: f"this host ran {v:.0%} past its paced time here (less the software the probe "
+                           "measured, where one ran): its full-size figures count that once, but the run's own "
+                           "timing (what overlapped, the waits, the ratios as measured) was this host's; a higher "
+                           "run.dilation leaves the host more room"),
+)
+
+
 def rate_notes(cfg, results: dict) -> list[str]:
-    """Each paced phase whose own (unpaced) time was a large share of it (emulator/results/design_time.py
-    ``host_shares``): there the host, not the paced design, set part of the figure; and one line saying
-    so where every phase kept to its design rate."""
+    """Each paced phase whose own (unpaced) time was a large share of its full-size figure, or that
+    the host ran well past its paced time here (emulator/results/design_time.py ``host_shares``,
+    ``host_lags``): there the host, not the paced design, set part of the figure or of the run's
+    timing; and one line saying so where every phase kept to its design rate."""
     notes, flagged, seen = [], set(), set()
     for mode, s in _modes(results):
-        for phase, share in (s.get("host_share") or {}).items():
-            seen.add(phase)
-            if share > HOST_SHARE and phase not in flagged:
-                flagged.add(phase)
-                notes.append(f"{phase.replace('_', ' ')} ({mode}): {share:.0%} of its full-size time is this host's "
-                             "own (software, or the host slower than the paced rate), not the design's; a higher "
-                             "run.dilation leaves the host more room")
-        for phase, lag in (s.get("host_lag") or {}).items():
-            seen.add(phase)
-            if lag > HOST_SHARE and phase not in flagged:
-                flagged.add(phase)
-                notes.append(f"{phase.replace('_', ' ')} ({mode}): this host ran {lag:.0%} past its paced time here "
-                             "(less the software the probe measured, where one ran): its full-size figures count that once, but "
-                             "the run's own timing (what overlapped, the waits, the ratios as measured) was this "
-                             "host's; a higher run.dilation leaves the host more room")
+        for key, says in _HOST_FIGURES:
+            for phase, value in (s.get(key) or {}).items():
+                seen.add(phase)
+                if value > HOST_SHARE and phase not in flagged:
+                    flagged.add(phase)
+                    notes.append(f"{phase.replace('_', ' ')} ({mode}): {says(value)}")
     load = results.get("load") or {}
     if load.get("loads") and load.get("load_paced"):  # the loads' own note says where they were the host's
         seen.add("restore")
