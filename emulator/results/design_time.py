@@ -159,7 +159,7 @@ def host_lags(records: list[dict], software: dict) -> dict:
     out = {}
     for key, rows in _stage_walls(records).items():
         paced = sum(p for _, p, _ in rows)
-        if key in PROBED.values() and paced > 0:
+        if key in dict(PHASES).values() and paced > 0:  # a record's own phases, not its tiers' stages
             out[key] = sum(max(0.0, w - p - software.get(key, 0.0)) for w, p, _ in rows) / paced
     return out
 

@@ -27,15 +27,19 @@ def _fmt_s(v: float) -> str:
     return f"{v * 1000:.1f} ms" if v < 1 else f"{v:.2f} s"
 
 
+def _fmt_pct(ratio: float) -> str:
+    return f"{ratio * 100:.1f} %"
+
+
 def _pct(key: str):
-    return lambda m: f"{m[key] * 100:.1f} %" if key in m else "-"
+    return lambda m: _fmt_pct(m[key]) if key in m else "-"
 
 
 def _pct_dual(key: str):
     """A ratio as measured here, then (in brackets) on the design's clock where it differs."""
     def show(m: dict) -> str:
         here, full = _pct(key)(m), m.get("full_size", {}).get(key)
-        return here if full is None or here == "-" or f"{full * 100:.1f} %" == here else f"{here} ({full * 100:.1f} %)"
+        return here if full is None or here == "-" or _fmt_pct(full) == here else f"{here} ({_fmt_pct(full)})"
     return show
 
 

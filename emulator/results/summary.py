@@ -405,7 +405,7 @@ def _ratios_at_full_size(m: dict, full: dict, baseline: dict | None, k: float) -
     wall = (m["mode_wall_s"] - m["stall_total_s"]) / k + full["stall_total_s"]
     out = {"training_wall_s": train, "step_wall_s": train / m["steps"] if m["steps"] else 0.0,
            "overhead_ratio": full["stall_total_s"] / train,
-           "drain_overlap_ratio": full["node_drain_s"] / wall if wall > 0 else 0.0}
+           "drain_overlap_ratio": _overlap(full["node_drain_s"], wall)}
     if baseline is not None:
         base = {"step_wall_s": baseline["step_wall_s"] / k}
         out.update(_against_baseline({**out, "steps": m["steps"], "stall_total_s": full["stall_total_s"]}, base))
@@ -424,6 +424,7 @@ def _checkpoint_figures(mode: str, ranks: list[dict]) -> dict:
                for s in steps]
     per_rank_stall = {r["rank"]: [x["stall_s"] for x in r["records"] if x["mode"] == mode] for r in ranks}
     worst_rank = max(per_rank_stall, key=lambda k: _mean(per_rank_stall[k])) if steps else 0
+    node_drain, mode_wall = _node_drain(by_step), _mode_wall(mode, ranks)
     return {
         "checkpoints": len(steps),
         "stall_mean_s": _mean(job_stall), "stall_p99_s": _p(job_stall, 99), "stall_max_s": max(job_stall, default=0.0),
@@ -436,8 +437,7 @@ def _checkpoint_figures(mode: str, ranks: list[dict]) -> dict:
         "incomplete": sum(not all(x["global_complete"] for x in by_step[s]) for s in drained),
         "errors": sorted({x["error"] for s in steps for x in by_step[s] if x["error"]})[:5],
         "stall_total_s": sum(job_stall),  # not the largest per-rank sum: the slowest rank changes
-        "drain_overlap_ratio": _drain_overlap(mode, ranks, by_step),
-        "node_drain_s": _node_drain(by_step), "mode_wall_s": _mode_wall(mode, ranks),
+        "drain_overlap_ratio": _overlap(node_drain, mode_wall), "node_drain_s": node_drain, "mode_wall_s": mode_wall,
     }
 
 
@@ -449,10 +449,9 @@ def _d2h_figures(by_step: dict, steps: list) -> dict:
     return {"d2h_mean_s": _mean(x.get("d2h_s", 0.0) for x in worst), "d2h_gib_s": _mean(rates) / GIB}
 
 
-def _drain_overlap(mode: str, ranks: list[dict], by_step: dict) -> float:
+def _overlap(node_drain: float, mode_wall: float) -> float:
     """Drain time of the worst node over the mode's wall time (not capped: above 1, drains lag)."""
-    mode_wall = _mode_wall(mode, ranks)
-    return _node_drain(by_step) / mode_wall if mode_wall else 0.0
+    return node_drain / mode_wall if mode_wall > 0 else 0.0
 
 
 def _mode_wall(mode: str, ranks: list[dict]) -> float:
