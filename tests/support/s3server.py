@@ -1,4 +1,5 @@
-"""Real S3 servers on 127.0.0.1 for the tests: every S3 test runs against moto and against Ceph RGW.
+"""Real S3 servers on 127.0.0.1 for the tests: every S3 test runs against moto and against Ceph RGW,
+but whole runs (``ON_RGW``), which go to RGW alone.
 
 Import the fixtures into a test module, ``s3_server`` included (``from s3server
 import s3_bucket, s3_endpoint, s3_server  # noqa: F401``). ``s3_server`` is parametrized over ``SERVERS``, so
@@ -20,6 +21,12 @@ from dataclasses import dataclass
 import pytest
 
 SERVERS = ("moto", "rgw")
+
+#: A whole run (the CLI, torchrun, the drain) against S3 goes to RGW alone: what the S3 tier asks of a
+#: server is checked on both servers by the contract suite (test_tiers_s3.py, test_retries.py) and the
+#: in-process tests beside it, and a run adds nothing that depends on which server answers
+#: (docs/testing.md). ``@ON_RGW`` on a test, or in a module's ``pytestmark``.
+ON_RGW = pytest.mark.parametrize("s3_server", ["rgw"], indirect=True)
 
 TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",

@@ -27,7 +27,7 @@ from faulting import (  # noqa: F401 - helpers and fixtures shared with tests/un
     tmpfs,
 )
 from faultproxy import CutProxy
-from s3server import aws_env, make_bucket, raw_client, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
+from s3server import ON_RGW, aws_env, make_bucket, raw_client, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from emulator.checkpoint.layout import Manifest, manifest_key
 from emulator.checkpoint.retry import RetryPolicy
@@ -166,6 +166,7 @@ def test_cli_sync_outage_ends_with_one_line(tmp_path):
     assert verify_dir_tier(tmp_path / "global") == [] and verify_dir_tier(tmp_path / "local" / "node0") == [2]
 
 
+@ON_RGW
 def test_cli_s3_server_cut_mid_drain(s3_endpoint, tmp_path):
     """The S3 endpoint dies for 2 s in the middle of a multipart drain, then comes back."""
     bucket = make_bucket(s3_endpoint)

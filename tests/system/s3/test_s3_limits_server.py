@@ -10,7 +10,7 @@ import time
 import crc32c
 import pytest
 from httpfaults import Rule, S3FaultProxy
-from s3server import s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
+from s3server import ON_RGW, s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from emulator.checkpoint import layout
 from emulator.checkpoint.drainer import Drainer
@@ -198,6 +198,7 @@ def test_a_restore_of_64_ranks_lists_the_global_tier_once(proxy, s3_bucket, tmp_
     assert manifest_gets == RANKS
 
 
+@ON_RGW
 def test_a_run_under_a_low_limit_completes_and_reports_its_slowdowns(s3_bucket, s3_endpoint, tmp_path):
     """``ckpt-emu run`` with the global tier at 5 PUT/s per prefix (in the run's time): every checkpoint still completes,
     and results.json's fault counts and the report say how often S3 said SlowDown and what was retried."""

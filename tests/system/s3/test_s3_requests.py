@@ -1,4 +1,4 @@
-"""S3 request accounting (tiers/s3_requests.py) and its cost (emulator/simulation/s3cost.py), on both servers.
+"""S3 request accounting (tiers/s3_requests.py) and its cost (emulator/simulation/s3cost.py), on both servers (whole runs on RGW).
 
 A real run with a known layout (2 ranks, files of ~7 MiB in 5 MiB parts) must count, per
 checkpoint and per restore, exactly the requests a hand count gives; the tier's hook must
@@ -16,7 +16,7 @@ import pytest
 from emu import ckpt_emu, results, small_config
 from httpfaults import Rule, S3FaultProxy
 from paths import ROOT
-from s3server import make_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
+from s3server import ON_RGW, make_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from emulator.config.schema import CostConfig
 from emulator.simulation import s3cost
@@ -54,6 +54,7 @@ def drained(s3_endpoint, tmp_path_factory):
                   drain={"verify": "size"})
 
 
+@ON_RGW
 def test_checkpoint_requests_equal_a_hand_count(drained):
     parts = parts_of(drained)
     assert parts == 2  # ~7 MiB files in 5 MiB parts: multipart uploads
@@ -78,12 +79,14 @@ def test_checkpoint_requests_equal_a_hand_count(drained):
     assert model == measured[-1]["requests"]
 
 
+@ON_RGW
 def test_restore_from_the_local_tier_lists_s3_once(drained):
     """Rank 0 alone lists the global tier (no LIST storm), even when every rank reads its local copy."""
     assert drained["load"]["served_by"] == {"local": RANKS}
     assert drained["s3"]["measured"]["restores"] == [{"LIST": 1}]
 
 
+@ON_RGW
 def test_report_and_results_carry_requests_and_cost(drained):
     report = (Path(drained["config"]["run"]["out"]) / "report.txt").read_text()
     assert "S3 requests per checkpoint (all ranks, retention included): " in report
@@ -98,6 +101,7 @@ def test_report_and_results_carry_requests_and_cost(drained):
 
 # ------------------------------------------------------------------ straight to S3, restored from S3
 
+@ON_RGW
 def test_restore_from_s3_equals_a_hand_count(s3_endpoint, tmp_path):
     res = run_s3(tmp_path, s3_endpoint, local=False,
                  checkpoint={"saves": 1, "loads": 1, "keep": 2, "modes": ["sync"]})

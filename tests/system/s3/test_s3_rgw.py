@@ -15,7 +15,7 @@ import crc32c
 import pytest
 from corrupting_s3 import corrupt_object
 from emu import results, small_config
-from s3server import MotoServer, make_bucket, raw_client, s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
+from s3server import ON_RGW, MotoServer, make_bucket, raw_client, s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from emulator.checkpoint import layout
 
@@ -51,6 +51,7 @@ def manifest(endpoint, bucket, step) -> layout.Manifest:
 
 # ------------------------------------------------------------------ corruption behind the tier's back
 
+@ON_RGW
 def test_drain_verification_catches_an_object_corrupted_on_the_server(s3_endpoint, tmp_path):
     """Right after each rank file's first upload, another client PUTs a same-size copy with one byte
     flipped over it. The drain's read-back CRC must catch it and upload again; no server-side
@@ -67,6 +68,7 @@ def test_drain_verification_catches_an_object_corrupted_on_the_server(s3_endpoin
         assert f"{crc32c.crc32c(body(s3_endpoint, bucket, f'{PREFIX}/{f.key}')):08x}" == f.crc32c
 
 
+@ON_RGW
 def test_restore_rejects_an_object_corrupted_on_the_server(s3_endpoint, tmp_path):
     """A run leaves steps 2 and 4 on S3; another client corrupts rank 0's file of step 4 (same size,
     one byte flipped); a second run restoring from S3 must refuse step 4 on its CRC32C and load step 2."""
@@ -135,6 +137,7 @@ def complete_steps(endpoint, bucket) -> set[int]:
     return {int(k[len(PREFIX) + 6:][:8]) for k in objects_in(endpoint, bucket) if k.endswith("/manifest.json")}
 
 
+@ON_RGW
 def test_a_lost_lease_stops_writes_and_retention(s3_endpoint, tmp_path):
     """Another run's lease PUT over ours while we checkpoint: the run must stop with one line and a
     failure status, writing no checkpoint and deleting nothing after it noticed. Notice comes before
