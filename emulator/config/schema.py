@@ -454,6 +454,9 @@ class RunConfig:
     #: keep the checkpoints in tiers that live in host memory (tmpfs, ramfs: the default's /dev/shm
     #: tiers, a memory tier) after a run that finished; false: emptied, their memory given back
     keep_tiers: bool = False
+    #: draw timeline.png when the run ends (about a second of one core); false: results.json and
+    #: report.txt alone, for sweeps and scripts that read results.json
+    timeline: bool = True
 
     def __post_init__(self):
         _check(0 < self.scale <= 1, "scale", f"must be in (0, 1], got {self.scale}")

@@ -315,12 +315,14 @@ def _content_lines(results: dict) -> list[str]:
 
 
 def write_outputs(cfg, ranks: list[dict], out: Path) -> dict:
-    """results.json, report.txt and the timeline, each written beside its name and renamed over it
-    (never through a link planted at the name, docs/security.md)."""
+    """results.json, report.txt and the timeline (unless ``run.timeline`` is false), each written beside
+    its name and renamed over it (never through a link planted at the name, docs/security.md)."""
     out = Path(out)
     results = build_results(cfg, ranks)
     write_replacing(out / outdir.RESULTS, json.dumps(results, indent=1))
     write_replacing(out / outdir.REPORT, format_table(results))
+    if not cfg.run.timeline:
+        return results
     tmp = out / f".{uuid.uuid4().hex[:12]}.{outdir.TIMELINE}"
     try:
         write_timeline(results, tmp)

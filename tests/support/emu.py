@@ -54,12 +54,13 @@ def small_config(tmp: Path, *, ranks: int = 2, local: bool = True, **sections) -
     per step; the config holds the full-size time (wall / run.scale), as a user's would.
     The no-checkpoint baseline mode is off unless asked for (``checkpoint={"baseline": True}``),
     so step numbers stay those of the checkpointing modes. Tiers in host memory keep their
-    checkpoints after the run (``run.keep_tiers``), so a test can look at them."""
+    checkpoints after the run (``run.keep_tiers``), so a test can look at them. No timeline.png
+    (``run.timeline``: a second of CPU a run) unless asked for (``run={"timeline": True}``)."""
     from emulator.config.mapping import deep_merge
     data = {
         "extends": "llama3-8b",
         "parallelism": {"ranks": ranks},
-        "run": {"scale": 0.0005, "out": str(tmp / "out"), "keep_tiers": True},
+        "run": {"scale": 0.0005, "out": str(tmp / "out"), "keep_tiers": True, "timeline": False},
         "training": {"step_seconds": 0.05},
         "checkpoint": {"interval_steps": 2, "saves": 3, "loads": 2, "keep": 2, "baseline": False},
         "tiers": {"local": {"backend": "dir", "path": str(tmp / "local" / "node{node}")} if local else None,

@@ -28,7 +28,7 @@ def test_live_run_feeds_every_panel_and_rule(tmp_path, prometheus):
     """A real 2-rank run (sync then async, a checkpoint every ~1 s) scraped every second:
     every panel query and every recording rule returns data while it runs."""
     port = free_port()
-    cfg = small_config(tmp_path, ranks=2, training={"step_seconds": 0.25},
+    cfg = small_config(tmp_path, ranks=2, training={"step_seconds": 0.25}, run={"timeline": True},
                        checkpoint={"interval_steps": 4, "modes": ["sync", "async"], "loads": 1, "keep": 2,
                                    "baseline": True})
     out = tmp_path / "out"

@@ -6,7 +6,7 @@ from emu import ckpt_emu, small_config
 
 
 def test_a_second_run_into_the_same_out_keeps_the_first_runs_results(tmp_path):
-    cfg = small_config(tmp_path, checkpoint={"saves": 1, "loads": 0, "modes": ["sync"]})
+    cfg = small_config(tmp_path, run={"timeline": True}, checkpoint={"saves": 1, "loads": 0, "modes": ["sync"]})
     ckpt_emu("run", cfg, "--quiet", check=True)
     out = tmp_path / "out"
     first = {name: (out / name).read_bytes() for name in ("results.json", "report.txt", "timeline.png", "torchrun.log")}

@@ -12,7 +12,7 @@ from emulator.results.timeline import timeline_figure
 
 
 def test_the_default_shape_of_run_shows_all_its_checkpoints(tmp_path):
-    cfg = small_config(tmp_path, ranks=4, training={"step_seconds": 0.1},
+    cfg = small_config(tmp_path, ranks=4, training={"step_seconds": 0.1}, run={"timeline": True},
                        checkpoint={"saves": 5, "interval_steps": 4, "loads": 1, "baseline": True})
     ckpt_emu("run", cfg, "--quiet", check=True)
     res = results(tmp_path / "out")
