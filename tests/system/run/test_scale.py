@@ -1,6 +1,7 @@
 """One config, one design, at any ``--scale``: time follows the bytes, so the embedded default at
-two scales gives the same ratios (within run-to-run spread, measured here), where before the
-fixed wall-clock interval made overhead and overlap grow with the scale.
+two scales gives the same ratios at full size (within run-to-run spread, measured here), where
+before the fixed wall-clock interval made overhead and overlap grow with the scale. The ratios of
+wall time here are not compared: they weigh this host's own time (counted once at full size) by 1/k.
 
 Tiers on this host's disk (the test's paths) measure the host, whose throughput is not
 proportional to the bytes (here a drain ran at 1.2 GiB/s for 105 MiB and 0.5 GiB/s for
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from emu import ckpt_emu
 
-pytestmark = [pytest.mark.large, pytest.mark.timeout(1200)]  # three runs, the last at 0.86 GiB
+pytestmark = [pytest.mark.large, pytest.mark.timeout(1200)]  # three runs, the last at 0.43 GiB
 
 RATIOS = ("drain_overlap_ratio", "overhead_ratio")
 
@@ -35,18 +36,18 @@ def _default_at(tmp: Path, scale: float) -> dict:
 
 
 def test_the_default_gives_the_same_ratios_at_two_scales(tmp_path):
-    small = [_default_at(tmp_path / f"small{i}", 0.002) for i in range(2)]
-    large = _default_at(tmp_path / "large", 0.008)
+    small = [_default_at(tmp_path / f"small{i}", 0.001) for i in range(2)]
+    large = _default_at(tmp_path / "large", 0.004)
     assert large["step_seconds"]["full_size"] == small[0]["step_seconds"]["full_size"] == 62.5
     # a step here is the full-size step x scale x D, and the probe chose each run's D (1.25 and 1.5 on
     # a loaded host): per unit of D, 4x the bytes take 4x the time
     here = [r["step_seconds"]["here"] / r["dilation"]["factor"] for r in (small[0], large)]
     assert here[1] == pytest.approx(4 * here[0])
     for mode in ("sync", "async"):
-        for key in RATIOS:
-            runs = [r["modes"][mode][key] for r in small]
+        for key in RATIOS:  # the design's, as the report's brackets give them (this host's time once)
+            runs = [r["modes"][mode]["full_size"][key] for r in small]
             spread = abs(runs[0] - runs[1])
-            got = large["modes"][mode][key]
+            got = large["modes"][mode]["full_size"][key]
             # within three run-to-run spreads of the small runs, or 2 points for ratios near 0
             assert abs(got - statistics.mean(runs)) <= max(3 * spread, 0.02 + 0.25 * statistics.mean(runs)), \
                 (mode, key, runs, got)
