@@ -66,6 +66,7 @@ def _small_checkpoint(folder, step: int, files: int = FILES) -> tuple[DirTier, l
     return local, entries
 
 
+@ON_RGW  # the limiter and the restore's listing are ours: the server only answers
 def test_draining_1000_parts_at_100_put_per_s_takes_10_s_counts_retries_and_completes(s3_bucket, s3_endpoint,
                                                                                        tmp_path):
     """The issue's check: with a limit of 100 PUT/s per prefix, a checkpoint of 1,000 one-part files
@@ -143,6 +144,7 @@ class ThreadComm:
 RANKS, GET_PER_S = 64, 100
 
 
+@ON_RGW  # the limiter and the restore's listing are ours: the server only answers
 def test_a_restore_of_64_ranks_lists_the_global_tier_once(proxy, s3_bucket, tmp_path):
     """DLIO issue 347: every rank LISTing the bucket on restart. 64 ranks (threads, each with its own
     S3 client, as processes would have) restore from S3 under a low GET limit shared by all of them,
