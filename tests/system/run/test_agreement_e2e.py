@@ -60,14 +60,25 @@ def _overrides(tmp_path, shm, name: str, request) -> list:
     return sets
 
 
+def _unflagged_run(tmp_path, shm, name: str, request) -> tuple:
+    """The design's run and its overrides: run again once, in fresh folders, if the run itself says
+    this host overran a paced phase (then no figure of it is the design's to check; the first run of
+    the alone part once ran a phase past its pace, as memory the parallel part had freed was handed
+    back); a second flagged run fails."""
+    for attempt in ("first", "again"):
+        sets = _overrides(tmp_path / attempt, shm / attempt, name, request)
+        proc = ckpt_emu("run", name, "--quiet", *[x for s in sets for x in ("--set", s)], timeout=800)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        res = results(tmp_path / attempt / "out")
+        if any(n.startswith("every paced phase") for n in res["notes"]):  # none flagged
+            return sets, res, tmp_path / attempt
+    raise AssertionError("flagged twice:\n" + "\n".join(res["notes"]))
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_a_shipped_design_runs_at_its_closed_forms_and_as_simulated(tmp_path, shm, name, request):
-    sets = _overrides(tmp_path, shm, name, request)
+    sets, res, where = _unflagged_run(tmp_path, shm, name, request)
     flags = [x for s in sets for x in ("--set", s)]
-    proc = ckpt_emu("run", name, "--quiet", *flags, timeout=800)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = results(tmp_path / "out")
-    assert any(n.startswith("every paced phase") for n in res["notes"]), res["notes"]  # none flagged
     design = resolve(load_config(name, sets))
     first = design.tiers[0]
     full, run = res["modes"]["sync"]["full_size"], res["modes"]["sync"]
@@ -80,7 +91,7 @@ def test_a_shipped_design_runs_at_its_closed_forms_and_as_simulated(tmp_path, sh
     paced_part, closed = load["load_worst_full_size_s"] - load["load_software_s"], restore_seconds(design, first)
     assert paced_part == pytest.approx(closed, rel=0.10), (paced_part, closed, load)
     # as run, with the run's own fixed costs (barriers, manifests: the software's) and dilation
-    sim = json.loads(ckpt_emu("simulate", name, "--as-run", *flags, "--calibrate", tmp_path / "out" / "results.json",
-                              "--json", "--out", tmp_path / "sim", check=True).stdout)["modes"]["sync"]
+    sim = json.loads(ckpt_emu("simulate", name, "--as-run", *flags, "--calibrate", where / "out" / "results.json",
+                              "--json", "--out", where / "sim", check=True).stdout)["modes"]["sync"]
     for key in ("stall_mean_s", "local_write_mean_s", "drain_mean_s"):
         assert sim[key] == pytest.approx(run[key], rel=0.15, abs=1e-3), (key, sim[key], run[key])
