@@ -61,24 +61,24 @@ def _overrides(tmp_path, shm, name: str, request) -> list:
 
 
 def _unflagged_run(tmp_path, shm, name: str, request) -> tuple:
-    """The design's run and its overrides: run again once, in fresh folders, if the run itself says
+    """The design's run, its overrides and their flags: run again once, in fresh folders, if the run itself says
     this host overran a paced phase (then no figure of it is the design's to check; the first run of
     the alone part once ran a phase past its pace, as memory the parallel part had freed was handed
     back); a second flagged run fails."""
     for attempt in ("first", "again"):
         sets = _overrides(tmp_path / attempt, shm / attempt, name, request)
-        proc = ckpt_emu("run", name, "--quiet", *[x for s in sets for x in ("--set", s)], timeout=800)
+        flags = [x for s in sets for x in ("--set", s)]
+        proc = ckpt_emu("run", name, "--quiet", *flags, timeout=800)
         assert proc.returncode == 0, proc.stderr[-3000:]
         res = results(tmp_path / attempt / "out")
         if any(n.startswith("every paced phase") for n in res["notes"]):  # none flagged
-            return sets, res, tmp_path / attempt
+            return sets, flags, res, tmp_path / attempt
     raise AssertionError("flagged twice:\n" + "\n".join(res["notes"]))
 
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_a_shipped_design_runs_at_its_closed_forms_and_as_simulated(tmp_path, shm, name, request):
-    sets, res, where = _unflagged_run(tmp_path, shm, name, request)
-    flags = [x for s in sets for x in ("--set", s)]
+    sets, flags, res, where = _unflagged_run(tmp_path, shm, name, request)
     design = resolve(load_config(name, sets))
     first = design.tiers[0]
     full, run = res["modes"]["sync"]["full_size"], res["modes"]["sync"]
