@@ -11,7 +11,10 @@ from emu import ckpt_emu, results, small_config
 def test_tune_end_to_end(tmp_path):
     """About 60 s here; no absolute time is asserted (shared, noisy machines). 8 accelerators: the 8B
     config's own job, one node, of which the run starts 2 ranks."""
-    cfg = small_config(tmp_path, ranks=2)
+    # 4 steps (200 ms here) between the measuring run's checkpoints, more than one takes end to end
+    # (about 140 ms): at 2 they queued, and a snapshot taken beside the previous drain on 2 cores took
+    # 3x as long (8 ms, not 2.5): the plan's stall came out twice the confirming run's (CI: 0.54)
+    cfg = small_config(tmp_path, ranks=2, checkpoint={"interval_steps": 4})
     proc = ckpt_emu("tune", cfg, "--accelerators", "8", "--confirm-seconds", "6", "--json", check=True)
     r = json.loads(proc.stdout)
     m, rec, c = r["measured"], r["recommended"], r["confirmation"]
