@@ -281,8 +281,15 @@ def _fault_lines(results: dict) -> list[str]:
     if failure and failure.get("kind") == "lose_local":
         lines.append(f"emulated failure: node {failure['node']} lost its local tier after checkpoint "
                      f"{failure['after_checkpoint']}; recovery per tier: "
-                     + ", ".join(f"{k} {_fmt_s(v)}" for k, v in sorted(results["load"]["recovery_mean_s_by_tier"].items())))
+                     + ", ".join(_recovery(results["load"], k) for k in sorted(results["load"]["recovery_mean_s_by_tier"])))
     return lines
+
+
+def _recovery(load: dict, tier: str) -> str:
+    """A tier's recovery as measured and, where the results have it, at full size."""
+    full = (load.get("recovery_full_size_s_by_tier") or {}).get(tier)
+    return f"{tier} {_fmt_s(load['recovery_mean_s_by_tier'][tier])}" + \
+        (f" ({_fmt_s(full)} at full size)" if full is not None else "")
 
 
 def _content_lines(results: dict) -> list[str]:

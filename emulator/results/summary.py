@@ -56,7 +56,7 @@ def _mean(values) -> float:
 def summarize_loads(ranks: list[dict], time_factor: float = 1.0, scale: float | None = None) -> dict:
     n = min((len(r["loads"]) for r in ranks), default=0)
     per_load, tiers, fallbacks = [], Counter(), []
-    secs_by_tier, run_secs_by_tier = defaultdict(list), defaultdict(list)
+    secs_by_tier, run_secs_by_tier, full_by_tier = defaultdict(list), defaultdict(list), defaultdict(list)
     for i in range(n):
         recs = [r["loads"][i] for r in ranks]
         worst = max(x["seconds"] for x in recs)
@@ -68,6 +68,8 @@ def summarize_loads(ranks: list[dict], time_factor: float = 1.0, scale: float | 
             secs_by_tier[tier].append(max(x["seconds"] for x in recs if (x["tier"] or "none") == tier))
             run_secs_by_tier[tier].append(max(at_run_factor(x, time_factor) for x in recs
                                               if (x["tier"] or "none") == tier))
+            full_by_tier[tier].append(max(full_load(x, time_factor, bytes_factor=scale)["seconds"] for x in recs
+                                          if (x["tier"] or "none") == tier))
     return {
         "loads": n,
         "load_gib_s": _mean(per_load) / GIB,
@@ -82,6 +84,7 @@ def summarize_loads(ranks: list[dict], time_factor: float = 1.0, scale: float | 
         "recovery_mean_s_by_tier": {k: _mean(v) for k, v in secs_by_tier.items()},
         # the same at the run's time factor, where the loads had one of their own (simulate --as-run)
         "recovery_mean_s_by_tier_at_run_factor": {k: _mean(v) for k, v in run_secs_by_tier.items()},
+        "recovery_full_size_s_by_tier": {k: _mean(v) for k, v in full_by_tier.items()},
         **_h2d_figures([r["loads"][i] for r in ranks for i in range(n)]),
         "fallbacks": fallbacks[:20],
         "fallback_count": len(fallbacks),

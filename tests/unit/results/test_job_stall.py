@@ -76,3 +76,21 @@ def test_recovery_per_tier_is_the_slowest_ranks():
              {"loads": [load(0.2), load(0.6)], "page_cache_dropped": True}]
     got = summarize_loads(ranks)["recovery_mean_s_by_tier"]
     assert got == {"local": pytest.approx((1.0 + 0.6) / 2)}
+
+
+def test_recovery_per_tier_is_also_given_at_full_size():
+    """A dilated run's recovery line read 1.49 s (wall time here) beside a load line giving 52.8 s at
+    full size: the recovery is given on the design's clock too, the slowest rank's at full size."""
+    from emulator.results.report import _fault_lines
+    from emulator.results.summary import summarize_loads
+
+    def load(seconds, paced):  # paced at a time factor of 0.04 (scale 0.001 x dilation 40)
+        return {"seconds": seconds, "paced_s": paced, "bytes": 1 << 20, "tier": "global", "fallbacks": [], "ok": True}
+    ranks = [{"loads": [load(1.5, 1.4)], "page_cache_dropped": True},
+             {"loads": [load(1.0, 0.9)], "page_cache_dropped": True}]
+    ld = summarize_loads(ranks, time_factor=0.04, scale=0.001)
+    assert ld["recovery_mean_s_by_tier"] == {"global": pytest.approx(1.5)}
+    assert ld["recovery_full_size_s_by_tier"] == {"global": pytest.approx(1.4 / 0.04 + 0.1)}
+    results = {"load": ld, "failure": {"kind": "lose_local", "node": 0, "after_checkpoint": 7}}
+    line = _fault_lines(results)[-1]
+    assert line.endswith("recovery per tier: global 1.50 s (35.10 s at full size)"), line
