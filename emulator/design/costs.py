@@ -76,10 +76,15 @@ def copy_seconds(design: Design, name: str, *, first: bool | None = None) -> flo
         return _slowest(t.write, _loads(design))
     waves = -(-design.job.heaviest.files // design.drain_concurrency)
     side = 2 * waves * t.latency_s  # uploads start, size checks end, one wave at a time
-    verify = 0.0
-    if verifies(design):  # the last file's read-back, after its copy
-        verify = _slowest(t.read, _loads(design, "file_bytes"))
+    verify = _slowest(t.read, read_back_loads(design)) if verifies(design) else 0.0
     return side + _slowest(t.drain, _loads(design)) + verify
+
+
+def read_back_loads(design: Design) -> list:
+    """(nodes, bytes) a drain reads back for their checksums after its copies: where global storage's
+    reads and writes share one device (not duplex, as the emulator books it), every file's read-back
+    takes its turn on it; otherwise the earlier ones overlap later copies and the last file's is left."""
+    return _loads(design, "file_bytes" if design.link("global").duplex else "node_bytes")
 
 
 def verifies(design: Design) -> bool:

@@ -16,7 +16,7 @@ training with a checkpoint, as the emulator's loop does (emulator/checkpoint/che
   taking it (its commit, then a node tier's manifest); then, after the previous checkpoint's
   pipeline (copies run in checkpoint order) and its retention, the copies to each farther tier in
   ladder order: a peer's over the NIC, the NVMe's, the drain to global storage (waves of requests,
-  every node's bytes sharing the aggregate, the checksum read-back of the last file), the fixed cost
+  every node's bytes sharing the aggregate, the checksum read-back), the fixed cost
   after it and the global manifest. Each transfer is every node group's flow on the tier's link.
   Then the retention, which the next pipeline waits for.
 - **failures** of each class (emulator/design/failures.py) interrupt the job: the copies in flight
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import simpy
 
-from emulator.design.costs import (class_restore_seconds, first_tier, retention_seconds, snapshot_seconds,
-                                   verifies)
+from emulator.design.costs import (class_restore_seconds, first_tier, read_back_loads, retention_seconds,
+                                   snapshot_seconds, verifies)
 from emulator.design.failures import CLASSES
 from emulator.simulation.link import SharedLink
 from emulator.simulation.outcome import Outcome, Totals
@@ -91,7 +91,7 @@ class JobModel:
         self.links = {n: self._links(n) for n in design.tiers}
         # what every checkpoint moves, worked out once: each group's (nodes, bytes per node)
         self.node_loads = [(g.nodes, g.node_bytes) for g in self.groups]
-        self.file_loads = [(g.nodes, g.file_bytes) for g in self.groups]
+        self.read_back_loads = read_back_loads(design) if self.verify else []
         self.copies = {n: design.replicas if n == "peer" else 1 for n in design.tiers}
         self.checkpoint_bytes = design.job.checkpoint_bytes
         self.write_latency_s = {n: design.link(n).latency_s * (1 if n == "global" else 2) for n in design.tiers}
@@ -294,7 +294,8 @@ class JobModel:
     def _drain(self, ck: _Ckpt, epoch: int):
         """Every node copies its files to global storage, ``drain_concurrency`` at a time (a wave of
         requests before and after), reading them from the nearest tier holding them; then the
-        read-back of the last file copied (the earlier ones' overlap later copies)."""
+        read-back (costs.read_back_loads: the last file's, or every file's where reads and writes share
+        global storage's device)."""
         env, side = self.env, self.drain_side_s
         start = self.drain_open = env.now
         if side > 0:
@@ -308,7 +309,7 @@ class JobModel:
         if epoch != self.epoch:
             return
         if self.verify:
-            yield links["read"].transfer_all(self.file_loads)
+            yield links["read"].transfer_all(self.read_back_loads)
             if epoch != self.epoch:
                 return
         if side > 0:
