@@ -88,7 +88,8 @@ def read_back_loads(design: Design) -> list:
 
 
 def verifies(design: Design) -> bool:
-    """Whether a drain reads its last file back at the global read rate (``drain.verify: checksum``):
+    """Whether a drain reads its files back at the global read rate (``drain.verify: checksum``;
+    which bytes: :func:`read_back_loads`):
     not where the drain's rate is a run's measurement, which holds its read-back already."""
     t = design.link("global")
     return (design.verify == "checksum" and t is not None and t.read is not None

@@ -65,11 +65,10 @@ def summarize_loads(ranks: list[dict], time_factor: float = 1.0, scale: float | 
             tiers[x["tier"] or "none"] += 1
             fallbacks += x["fallbacks"]
         for tier in {x["tier"] or "none" for x in recs}:  # a restart waits for its slowest rank
-            secs_by_tier[tier].append(max(x["seconds"] for x in recs if (x["tier"] or "none") == tier))
-            run_secs_by_tier[tier].append(max(at_run_factor(x, time_factor) for x in recs
-                                              if (x["tier"] or "none") == tier))
-            full_by_tier[tier].append(max(full_load(x, time_factor, bytes_factor=scale)["seconds"] for x in recs
-                                          if (x["tier"] or "none") == tier))
+            mine = [x for x in recs if (x["tier"] or "none") == tier]
+            secs_by_tier[tier].append(max(x["seconds"] for x in mine))
+            run_secs_by_tier[tier].append(max(at_run_factor(x, time_factor) for x in mine))
+            full_by_tier[tier].append(max(full_load(x, time_factor, bytes_factor=scale)["seconds"] for x in mine))
     return {
         "loads": n,
         "load_gib_s": _mean(per_load) / GIB,

@@ -161,7 +161,7 @@ def test_a_drain_reads_every_file_back_where_globals_reads_and_writes_share_it(t
     """Global storage paced by ``emulate:`` knobs is one bucket for reads and writes unless duplex, as
     the emulator books it: a drain's checksum read-back of every file then takes its turn on it (the
     doc's 405B run: 13.3 s of copy, 6.7 s of read-back). The closed form counted the last file's alone
-    (14.1 s), and a calibration took the difference for the host. Duplex, the earlier read-backs
+    (0.84 s of read-back), and a calibration took the difference for the host. Duplex, the earlier read-backs
     overlap later copies and the last file's is left."""
     knobs = {"write_gib_s": 4.0, "read_gib_s": 8.0, "shared_by": "node", "duplex": duplex}
     data = {"extends": "llama3-8b", "drain": {"verify": "checksum", "concurrency": 2},
