@@ -37,7 +37,7 @@ VICTIMS = ("cli", "torchrun", "rank")
 ORPHAN_WAIT_S = 5.0  # a run's processes die within seconds of their launcher
 KILLED_RUN = "20s"   # the killed run trains this long, so an orphan would still be running when checked
 #: set in every campaign run's environment, which each of its processes inherits (ranks forked from
-#: torchrun's fork server have the server's command line, which names no config)
+#: torchrun's agent have the agent's command line, which names no config)
 CAMPAIGN_ENV = "CKPT_EMU_CRASH_CAMPAIGN"
 
 
@@ -69,20 +69,13 @@ def _cli(cfg: Path, *extra: str) -> subprocess.Popen:
 
 
 def _victim(kind: str, cli: subprocess.Popen, rng: random.Random) -> int | None:
-    from crashcheck import descendants, rank_pids
-    torchrun = [p for p in descendants(cli.pid) if "emulator.rank.agent" in _cmdline(p)]
-    ranks = rank_pids(cli.pid)  # by name: a forked rank's command line is its fork server's
+    from crashcheck import agent_pids, rank_pids
+    torchrun = agent_pids(cli.pid)
+    ranks = rank_pids(cli.pid)  # by name: a forked rank's command line is its agent's
     if kind == "cli":
         return cli.pid
     pool = torchrun if kind == "torchrun" else ranks
     return rng.choice(pool) if pool else None
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text()
-    except OSError:
-        return ""
 
 
 def _orphans(folder: Path) -> list[int]:

@@ -87,20 +87,19 @@ class ProcSampler:
         self._thread.join()
 
     def _discover(self) -> None:
+        agents = set(_children_map().get(self.root, ()))  # torchrun's agent: the launcher's child
         for pid in [self.root] + _descendants(self.root):
             if pid in self.procs:
                 continue
-            cmd, rank = _cmdline(pid), rank_of_process(pid)
-            if "emulator.rank.agent" in cmd or "torch.distributed.run" in cmd:
-                role, rank = "torchrun", None
-            elif rank is not None:
+            rank = rank_of_process(pid)
+            if rank is not None:
                 role = "rank"
-            elif "emulator.rank" in cmd:
-                continue  # the fork server, or a rank not yet named: next round
             elif pid == self.root:
-                role, rank = "cli", None
+                role = "cli"
+            elif pid in agents and "emulator.rank.agent" in _cmdline(pid):
+                role = "torchrun"
             else:
-                continue
+                continue  # a rank not yet named (forked from the agent, with its command line): next round
             self.procs[pid] = {"role": role, "rank": rank, "cpu": [], "mem": []}
 
     def _run(self) -> None:

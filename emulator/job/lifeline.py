@@ -7,8 +7,7 @@ rerun then shared with them. Two links close that:
 
 * the CLI starts torchrun with ``PR_SET_PDEATHSIG(SIGKILL)`` set between fork
   and exec (``die_with_parent`` as ``preexec_fn``): torchrun dies with the CLI;
-* torchrun's fork server (emulator/rank/forkserver.py) sets it too, so it dies with torchrun;
-* each rank sets the same on itself at start, so it dies with its parent.
+* each rank (forked from torchrun's agent) sets the same on itself at start, so it dies with its parent.
 
 ``prctl`` cannot cover a parent that died before it was called, so
 ``watch_parent`` also starts a thread that checks once a second whether the
@@ -32,8 +31,6 @@ from emulator.errors import EXIT_FAILED, say
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
-#: the environment variable that names torchrun's agent to its fork server (emulator/rank/forkserver.py)
-AGENT_PID = "CKPT_EMU_AGENT_PID"
 #: the name (``/proc/PID/comm``, what ``ps -o comm`` and ``top`` show) of a run's rank processes
 RANK_PROCESS_NAME = "ckpt-rank"
 
@@ -52,7 +49,7 @@ def _prctl_pdeathsig(sig: int) -> bool:
 
 def name_rank_process(rank: str) -> None:
     """Name this process ``ckpt-rankN`` (15 bytes at most: a rank up to 999999): a rank forked from
-    torchrun's fork server has the fork server's command line, so ``ps``, the tests and the bench
+    torchrun's agent has the agent's command line, so ``ps``, the tests and the bench
     find it, and its rank, by this name."""
     _prctl(PR_SET_NAME, ctypes.c_char_p(f"{RANK_PROCESS_NAME}{rank}".encode()[:15]))
 

@@ -10,14 +10,12 @@ run with its c10d rendezvous at 127.0.0.1, port 0 (the kernel picks a free one),
 address 127.0.0.1 (``--local-addr``), so nothing of the run listens beyond loopback
 (docs/security.md lists what a multi-node run opens).
 
-The ranks are forked from one fork server that imported torch and the rank's code once
+The ranks are forked from the agent itself, which imported torch and the rank's code once
 (``fork_ranks``), where torchrun would start an interpreter per rank that imports them again.
 """
 from __future__ import annotations
 
 import ipaddress
-import multiprocessing
-import os
 import socket
 import sys
 from datetime import timedelta
@@ -26,7 +24,6 @@ import torch.distributed as dist
 from torch.distributed import run as torchrun
 from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend
 
-from emulator.job.lifeline import AGENT_PID
 from emulator.rank.run import forked_main
 
 _TCPStore = dist.TCPStore
@@ -72,20 +69,17 @@ class LoopbackTCPStore(_TCPStore):
 
 #: the rank's module, as the launcher names it to torchrun (``-m emulator.rank``)
 RANK_MODULE = "emulator.rank"
-#: what the fork server imports once, before it forks any rank
-RANK_PRELOAD = ["emulator.rank.forkserver"]
 
 
 def fork_ranks(config_from_args):
     """torchrun's ``config_from_args``, but a rank of ``emulator.rank`` is started as a function in
-    a process forked from a fork server that imported torch and the rank's code once, not as
-    ``python -u -m emulator.rank`` importing them again per rank (about 2 s of CPU each)."""
+    a process forked from this agent, which imported torch and the rank's code (torchrun's start
+    method ``fork``), not as ``python -u -m emulator.rank`` importing them again per rank (about 2 s
+    of CPU each), nor from a fork server importing them once more."""
     def config(args):
         launch, cmd, cmd_args = config_from_args(args)
         if cmd == sys.executable and cmd_args[:3] == ["-u", "-m", RANK_MODULE]:
-            os.environ[AGENT_PID] = str(os.getpid())
-            multiprocessing.set_forkserver_preload(RANK_PRELOAD)
-            launch.start_method = "forkserver"
+            launch.start_method = "fork"
             return launch, forked_main, cmd_args[3:]
         return launch, cmd, cmd_args
     return config

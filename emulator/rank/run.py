@@ -24,6 +24,7 @@ import asyncio
 import functools
 import json
 import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -557,11 +558,19 @@ def _run_mlperf(cfg, out: Path) -> None:
     comm.barrier()
 
 
+#: the signals torchrun's agent handles (raising an exception), which a rank forked from it inherits
+AGENT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
 def forked_main(*argv: str) -> None:
-    """``main`` in a rank forked from torchrun's fork server (emulator/rank/agent.py), set up as
-    torchrun sets up a rank it executes: a session of its own, unbuffered output (``python -u``),
-    an uncaught exception printed by the interpreter's hook (torch's: ``[rankN]:`` before each
-    line, which the launcher's failure summary reads), its exit status the process's."""
+    """``main`` in a rank forked from torchrun's agent (emulator/rank/agent.py), set up as torchrun
+    sets up a rank it executes: the interpreter's own signal handlers (not the agent's), a session
+    of its own, unbuffered output (``python -u``), an uncaught exception printed by the
+    interpreter's hook (torch's: ``[rankN]:`` before each line, which the launcher's failure
+    summary reads), its exit status the process's."""
+    for sig in AGENT_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.setsid()
     sys.stdout.reconfigure(write_through=True)
     sys.stderr.reconfigure(write_through=True)

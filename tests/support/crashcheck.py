@@ -144,6 +144,25 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def agent_pids(pid: int) -> list[int]:
+    """torchrun's agent among the children of the launcher ``pid`` (the ranks it forks have its command line)."""
+    return [p for p in descendants(pid) if _parent(p) == pid and "emulator.rank.agent" in _cmdline(p)]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def rank_pids(pid: int) -> list[int]:
     """The rank processes among ``pid``'s descendants (named ``ckpt-rankN``)."""
     return sorted(p for p in descendants(pid) if rank_of_process(p) is not None)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from crashcheck import descendants, rank_pids
+from crashcheck import agent_pids, descendants, rank_pids
 from emu import results, small_config
 
 ORPHAN_DEADLINE_S = 10
@@ -51,8 +51,8 @@ def _wait_gone(pids) -> list[int]:
 @pytest.mark.parametrize("victim", ["cli", "torchrun"])
 def test_no_process_outlives_a_killed_launcher(tmp_path, victim):
     proc = _start(tmp_path)
-    tree = descendants(proc.pid)  # torchrun's agent, its fork server, the ranks
-    torchrun = [p for p in tree if "emulator.rank.agent" in Path(f"/proc/{p}/cmdline").read_text()]
+    tree = descendants(proc.pid)  # torchrun's agent and the ranks it forked
+    torchrun = agent_pids(proc.pid)
     ranks = rank_pids(proc.pid)
     assert len(torchrun) == 1 and len(ranks) == 2, tree
     os.kill(proc.pid if victim == "cli" else torchrun[0], signal.SIGKILL)

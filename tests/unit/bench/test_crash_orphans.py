@@ -1,5 +1,5 @@
 """The kill campaign's orphan check (bench/crash.py) sees every process a killed run left, ranks
-forked from torchrun's fork server included: their command line is the fork server's and names
+forked from torchrun's agent included: their command line is the agent's and names
 no config, so the check goes by the environment every process of a campaign run inherits."""
 import subprocess
 import sys
