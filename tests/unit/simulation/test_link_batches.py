@@ -62,3 +62,20 @@ def test_capped_transfers_count_in_the_peak_only_while_in_flight(start, peak):
     env.process(later())
     env.run()
     assert first.triggered and link.peak_bps == pytest.approx(peak)
+
+
+def test_an_exclusive_links_batches_each_take_the_batchs_fair_time():
+    """An exclusive link (one batch at a time) steps a batch once and reuses its seconds: the same
+    loads again, later, take the same 7.5 s; other loads their own (3 nodes' 50 B at 40/3 B/s each)."""
+    env = simpy.Environment()
+    link = SharedLink(env, LinkLimits(aggregate_bps=40, node_bps=20), exclusive=True)
+    done = {}
+
+    def batches():
+        for name, loads in (("first", [(1, 100), (3, 50)]), ("again", [(1, 100), (3, 50)]), ("other", [(3, 50)])):
+            start = env.now
+            yield link.transfer_all(loads)
+            done[name] = env.now - start
+    env.process(batches())
+    env.run()
+    assert done == {"first": pytest.approx(7.5), "again": pytest.approx(7.5), "other": pytest.approx(3.75)}
