@@ -152,15 +152,22 @@ def probed_software(dilation: dict | None) -> dict:
 
 
 def host_lags(records: list[dict], software: dict) -> dict:
-    """Per paced phase of the records (the snapshot, the nearest tier's write, the drain), how far
-    this host ran past the phase's paced time here, beyond the software its probe measured
-    (``software``: :func:`probed_software`), over the paced time. Counted once, that time may be
-    a small share at full size while the run's own timing (overlaps, waits) was this host's."""
+    """Per paced phase of the records (the snapshot, the nearest tier's write, the drain, peer
+    sends), how far this host ran past the phase's paced time here, over the paced time: beyond the
+    software its probe measured (``software``: :func:`probed_software`), or for a phase with a
+    stream (peer sends) the stream's own time past its pace (the software around it is
+    :func:`software_seconds`). Counted once, that time may be a small share at full size while the
+    run's own timing (overlaps, waits) was this host's. A tier's stage without a stream (the copy
+    to the NVMe) is left out: its software and its bytes are not told apart."""
     out = {}
     for key, rows in _stage_walls(records).items():
         paced = sum(p for _, p, _ in rows)
-        if key in dict(PHASES).values() and paced > 0:  # a record's own phases, not its tiers' stages
+        if paced <= 0:
+            continue
+        if key in dict(PHASES).values():
             out[key] = sum(max(0.0, w - p - software.get(key, 0.0)) for w, p, _ in rows) / paced
+        elif all(st is not None for _, _, st in rows):
+            out[key] = sum(max(0.0, min(st, w) - p) for w, p, st in rows) / paced
     return out
 
 

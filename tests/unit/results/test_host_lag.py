@@ -45,3 +45,20 @@ def test_the_software_the_probe_measured_is_not_the_host_falling_behind():
     recs = [_record(0.208, 0.150)]  # the default at x12.5: 58 ms past, its probe measured 62 ms of software
     assert host_lags(recs, {"local_write": 0.062}) == {"local_write": 0.0}
     assert any(n.startswith("every paced phase (local write) kept") for n in _notes(recs, {"local_write": 0.062}))
+
+
+def _replicated(stream: float, paced: float, wall: float) -> dict:
+    """A memory-tier checkpoint whose peer copies' stream took ``stream`` s against ``paced`` s."""
+    return {"mode": "sync", "due": ["memory", "peer", "global"], "snapshot_s": 0.0, "local_write_s": 0.0,
+            "drain_s": 0.0, "paced": {}, "tiers": {"peer": {"seconds": wall, "paced": paced, "stream_s": stream}}}
+
+
+def test_peer_sends_past_their_paced_time_are_flagged():
+    """Peer sends over loopback gloo (0.35 GiB/s here) behind their NIC's pace: the stream ran 60 %
+    past its paced time. Counted once at full size that is 1 % of the copy, so only the lag flags it;
+    the software around the stream (set-up, receipts, the manifest) is not the host falling behind."""
+    recs = [_replicated(stream=0.080, paced=0.050, wall=0.200)]
+    assert host_shares(recs, K)["replicate"] < 0.10
+    assert host_lags(recs, {}) == {"replicate": pytest.approx(0.6)}
+    assert any(n.startswith("replicate (sync): this host ran 60% past its paced time") for n in _notes(recs, {}))
+    assert host_lags([_replicated(stream=0.052, paced=0.050, wall=0.200)], {}) == {"replicate": pytest.approx(0.04)}
