@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import os
 
+import pytest
+from fakeclock import FakeClock
+
 from tiers.emulated import EmulatedTier, counted_as, device_waits
 from tiers.faulty import FaultyTier
 from tiers.memory import MemoryTier
@@ -13,9 +16,19 @@ from tiers.memory import MemoryTier
 GIB, MIB = 1 << 30, 1 << 20
 
 
+def _on_a_fake_clock(**kw) -> EmulatedTier:
+    """An emulated memory tier on virtual time: its real I/O takes none, so each transfer waits
+    exactly its paced n / rate (on the real clock, a copy slowed by another worker's load waited less)."""
+    clock = FakeClock()
+
+    async def async_sleep(delay: float) -> None:
+        clock.sleep(delay)
+    return EmulatedTier(MemoryTier(), clock=clock, sleep=clock.sleep, async_sleep=async_sleep, **kw)
+
+
 def test_waits_are_counted_per_phase_and_direction():
     rate, n = 0.05 * GIB, 16 * MIB
-    tier = EmulatedTier(MemoryTier(), write_bps=rate, read_bps=rate, shared_by="rank", duplex=False)
+    tier = _on_a_fake_clock(write_bps=rate, read_bps=rate, shared_by="rank", duplex=False)
     with counted_as("local_write"):
         asyncio.run(tier.put("a/x.pt", os.urandom(n)))
     with counted_as("restore"):
@@ -24,21 +37,20 @@ def test_waits_are_counted_per_phase_and_direction():
                 pass
     waits = device_waits(tier)
     assert waits["shared"] is True
-    # a memory tier's real I/O is next to nothing: each transfer waited most of n / rate
     for phase, direction in (("local_write", "write"), ("restore", "read")):
-        assert 0.6 * n / rate < waits["waits"][phase][direction] < 1.1 * n / rate, waits
+        assert waits["waits"][phase][direction] == pytest.approx(n / rate), waits
     assert set(waits["waits"]) == {"local_write", "restore"}
 
 
 def test_a_sink_counts_its_wait_at_commit_and_wrappers_are_seen_through():
     rate, n = 0.05 * GIB, 8 * MIB
-    tier = EmulatedTier(MemoryTier(), write_bps=rate, duplex=True)
+    tier = _on_a_fake_clock(write_bps=rate, duplex=True)
     with counted_as("drain"):
         with tier.open_write("a/y.pt") as sink:
             sink.write(os.urandom(n))
     waits = device_waits(FaultyTier(tier))  # found behind another wrapper
     assert waits["shared"] is False
-    assert 0.6 * n / rate < waits["waits"]["drain"]["write"] < 1.1 * n / rate, waits
+    assert waits["waits"]["drain"]["write"] == pytest.approx(n / rate), waits
 
 
 def test_a_tier_that_emulates_nothing_has_no_waits():
