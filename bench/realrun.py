@@ -52,8 +52,8 @@ def _children_map() -> dict[int, list[int]]:
     return kids
 
 
-def _descendants(root: int) -> list[int]:
-    kids, out, todo = _children_map(), [], [root]
+def _descendants(root: int, kids: dict[int, list[int]]) -> list[int]:
+    out, todo = [], [root]
     while todo:
         pid = todo.pop()
         for c in kids.get(pid, ()):
@@ -87,8 +87,9 @@ class ProcSampler:
         self._thread.join()
 
     def _discover(self) -> None:
-        agents = set(_children_map().get(self.root, ()))  # torchrun's agent: the launcher's child
-        for pid in [self.root] + _descendants(self.root):
+        kids = _children_map()
+        agents = set(kids.get(self.root, ()))  # torchrun's agent: the launcher's child
+        for pid in [self.root] + _descendants(self.root, kids):
             if pid in self.procs:
                 continue
             rank = rank_of_process(pid)

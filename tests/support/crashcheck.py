@@ -124,8 +124,8 @@ def step_dirs(root: Path) -> list[int]:
 
 # --------------------------------------------------------------------------- killing a whole run
 
-def descendants(pid: int) -> list[int]:
-    """Every live descendant of ``pid`` (torchrun starts each worker in its own session)."""
+def _children() -> dict[int, list[int]]:
+    """Every live process's children, by parent pid (read from /proc)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -136,6 +136,12 @@ def descendants(pid: int) -> list[int]:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (torchrun starts each worker in its own session)."""
+    children = _children()
     out, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -146,14 +152,7 @@ def descendants(pid: int) -> list[int]:
 
 def agent_pids(pid: int) -> list[int]:
     """torchrun's agent among the children of the launcher ``pid`` (the ranks it forks have its command line)."""
-    return [p for p in descendants(pid) if _parent(p) == pid and "emulator.rank.agent" in _cmdline(p)]
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+    return [p for p in _children().get(pid, []) if "emulator.rank.agent" in _cmdline(p)]
 
 
 def _cmdline(pid: int) -> str:
