@@ -132,6 +132,11 @@ class SharedLink:
             self._batch_cache[loads] = seconds
         return seconds
 
+    def idle(self) -> bool:
+        """Whether no transfer is in flight on the link."""
+        now = self.env.now
+        return not self._flows and self._busy_until <= now and all(end <= now for end, _ in self._ends)
+
     def cancel_all(self) -> None:
         """Drop every transfer in flight (a failure stopped the job); their events never fire (an
         exclusive link's: fire, to nobody waiting)."""

@@ -68,6 +68,10 @@ class _Ckpt:
         self.progress, self.start, self.snapped, self.due, self.first = progress, start, snapped, due, first
 
 
+#: quiet checkpoint starts a model keeps to find a repeated one (a cycle of the ladder is a few)
+_QUIET_STARTS = 64
+
+
 def schedule(design) -> list:
     """Per checkpoint number modulo the tiers' common period: (the tiers it goes to, its first tier)."""
     period = math.lcm(*(t.every for t in design.ladder))
@@ -81,8 +85,11 @@ def schedule(design) -> list:
 class JobModel:
     """Build with a design and a spec, then :meth:`run` once; ``arrivals``: (time, class) in time order."""
 
-    def __init__(self, design, spec: RunSpec, arrivals=None):
+    def __init__(self, design, spec: RunSpec, arrivals=None, *, skip_cycles: bool = True):
         self.d, self.s = design, spec
+        #: quiet checkpoint starts seen this epoch, by state (:meth:`_cycles_to_skip`); None: never skip
+        self._quiet_starts = {} if skip_cycles and spec.horizon_s is not None else None
+        self.next_failure_s = math.inf
         self.env = env = simpy.Environment()
         self.groups = design.job.groups
         self.schedule = schedule(design)
@@ -167,6 +174,10 @@ class JobModel:
                     self._switch("interference")
                     slowed, self.slowed = self.slowed, 0.0
                     yield env.timeout(slowed)
+                skip = self._cycles_to_skip()
+                if skip > 0:
+                    yield env.timeout(skip)
+                    self._act_t = env.now  # the skipped cycles' time is in the totals already
                 yield from self._checkpoint()
                 n += 1
             except simpy.Interrupt as intr:
@@ -179,6 +190,48 @@ class JobModel:
         if self.hk_end > env.now:
             yield env.timeout(self.hk_end - env.now)
         self._switch("end")
+
+    def _cycles_to_skip(self) -> float:
+        """At a checkpoint's start with nothing in flight, in a state seen one ladder cycle or more
+        before in this epoch (the same place in the schedule, retention, interference owed and tiers'
+        copies as far behind): every cycle repeats it until the next failure. Add the whole cycles
+        that start before it (or the horizon) to the totals at once; returns their seconds."""
+        if self._quiet_starts is None or not self._quiet():
+            return 0.0
+        now = self.env.now
+        self._switch(self._act)  # the time so far into the totals
+        key = (self.count % len(self.schedule), self._act, round(max(0.0, self.hk_end - now), 7),
+               round(self.slowed, 7), tuple(None if h is None else round(self.t.progress - h, 7)
+                                            for h in self.held.values()))
+        seen = self._quiet_starts.get(key)
+        if len(self._quiet_starts) >= _QUIET_STARTS:
+            self._quiet_starts.clear()
+        self._quiet_starts[key] = (now, self.count, self.t.progress, self.t.mark())
+        if seen is None:
+            return 0.0
+        then, count, progress, mark = seen
+        cycle = now - then
+        times = math.ceil((min(self.next_failure_s, self.s.horizon_s) - now) / cycle) - 1 if cycle > 0 else 0
+        if times < 1:
+            return 0.0
+        gained = times * (self.t.progress - progress)
+        self.t.repeat(mark, times)
+        self.count += times * (self.count - count)
+        self.held = {n: None if h is None else h + gained for n, h in self.held.items()}
+        if self.hk_end > now:
+            self.hk_end += times * cycle
+        self._quiet_starts.clear()
+        return times * cycle
+
+    def _quiet(self) -> bool:
+        """Nothing in flight: no pipeline, drain, transfer or recovery."""
+        if self.owed is not None or self.drain_open is not None:
+            return False
+        if any(p is not None and not p.triggered for p in (self.inflight, self.older)):
+            return False
+        return all(link.idle() for links in self.links.values()
+                   for link in (links["write"], links["drain"], links.get("read"), *links.get("device", ()))
+                   if link is not None)
 
     def _checkpoint(self):
         env = self.env
@@ -352,11 +405,13 @@ class JobModel:
         env, horizon = self.env, self.s.horizon_s
         for t, cls in arrivals:
             if horizon is not None and t >= horizon:
-                return
+                break
+            self.next_failure_s = t
             if t > env.now:
                 yield env.timeout(t - env.now)
             if not self.proc.triggered:
                 self.proc.interrupt(cls)
+        self.next_failure_s = math.inf
 
     def _fail(self, cls: str) -> None:
         """A failure of ``cls``: abandon what is in flight, lose the tiers it destroys, roll back to the
@@ -369,6 +424,8 @@ class JobModel:
             self.t.drain_busy += env.now - self.drain_open
             self.drain_open = None
         self.epoch += 1
+        if self._quiet_starts is not None:
+            self._quiet_starts.clear()
         for links in self.links.values():
             for link in (links["write"], links["drain"], links.get("read"), *links.get("device", ())):
                 if link is not None:
@@ -420,5 +477,5 @@ class JobModel:
         return Outcome.from_totals(self.t, self.d, self.s, self.env.now, peak_global_bps=peak)
 
 
-def simulate(design, spec: RunSpec, arrivals=None) -> Outcome:
-    return JobModel(design, spec, arrivals).run()
+def simulate(design, spec: RunSpec, arrivals=None, *, skip_cycles: bool = True) -> Outcome:
+    return JobModel(design, spec, arrivals, skip_cycles=skip_cycles).run()

@@ -83,6 +83,31 @@ class Totals:
         self.global_lag_sum += since_start_s
         self.global_lag_max = max(self.global_lag_max, since_start_s)
 
+    def mark(self) -> tuple:
+        """The running sums as of now, for :meth:`repeat`."""
+        return (dict(self.time), self.progress, len(self.stalls), len(self.writes), len(self.drains),
+                (self.drain_busy, self.missed, self.started, self.complete, self.global_lag_sum),
+                {n: (len(x.copies), x.busy, x.lag_sum, x.bytes) for n, x in self.tiers.items()})
+
+    def repeat(self, mark: tuple, times: int) -> None:
+        """Add ``times`` more of everything since ``mark``: a cycle without failures that repeats
+        exactly (maxima and failure counts stay as they are)."""
+        time, progress, stalls, writes, drains, sums, tiers = mark
+        for k, v in self.time.items():
+            self.time[k] = v + times * (v - time.get(k, 0.0))
+        self.progress += times * (self.progress - progress)
+        for values, since in ((self.stalls, stalls), (self.writes, writes), (self.drains, drains)):
+            values.extend(values[since:] * times)
+        now = (self.drain_busy, self.missed, self.started, self.complete, self.global_lag_sum)
+        (self.drain_busy, self.missed, self.started, self.complete, self.global_lag_sum) = (
+            v + times * (v - was) for v, was in zip(now, sums))
+        for name, (copies, busy, lag_sum, nbytes) in tiers.items():
+            x = self.tiers[name]
+            x.copies.extend(x.copies[copies:] * times)
+            x.busy += times * (x.busy - busy)
+            x.lag_sum += times * (x.lag_sum - lag_sum)
+            x.bytes += times * (x.bytes - nbytes)
+
 
 @dataclass
 class Outcome:
