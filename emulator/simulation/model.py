@@ -229,9 +229,13 @@ class JobModel:
             return False
         if any(p is not None and not p.triggered for p in (self.inflight, self.older)):
             return False
-        return all(link.idle() for links in self.links.values()
-                   for link in (links["write"], links["drain"], links.get("read"), *links.get("device", ()))
-                   if link is not None)
+        return all(link.idle() for link in self._every_link())
+
+    def _every_link(self):
+        for links in self.links.values():
+            for link in (links["write"], links["drain"], links.get("read"), *links.get("device", ())):
+                if link is not None:
+                    yield link
 
     def _checkpoint(self):
         env = self.env
@@ -426,10 +430,8 @@ class JobModel:
         self.epoch += 1
         if self._quiet_starts is not None:
             self._quiet_starts.clear()
-        for links in self.links.values():
-            for link in (links["write"], links["drain"], links.get("read"), *links.get("device", ())):
-                if link is not None:
-                    link.cancel_all()
+        for link in self._every_link():
+            link.cancel_all()
         self.t.in_flight(-self.t.inflight_now)
         self.inflight = self.written = self.older = None
         self.hk_end = 0.0

@@ -83,10 +83,13 @@ class Totals:
         self.global_lag_sum += since_start_s
         self.global_lag_max = max(self.global_lag_max, since_start_s)
 
+    #: the counters :meth:`repeat` adds to as a cycle did
+    _CYCLE_SUMS = ("drain_busy", "missed", "started", "complete", "global_lag_sum")
+
     def mark(self) -> tuple:
         """The running sums as of now, for :meth:`repeat`."""
         return (dict(self.time), self.progress, len(self.stalls), len(self.writes), len(self.drains),
-                (self.drain_busy, self.missed, self.started, self.complete, self.global_lag_sum),
+                [getattr(self, k) for k in self._CYCLE_SUMS],
                 {n: (len(x.copies), x.busy, x.lag_sum, x.bytes) for n, x in self.tiers.items()})
 
     def repeat(self, mark: tuple, times: int) -> None:
@@ -98,9 +101,9 @@ class Totals:
         self.progress += times * (self.progress - progress)
         for values, since in ((self.stalls, stalls), (self.writes, writes), (self.drains, drains)):
             values.extend(values[since:] * times)
-        now = (self.drain_busy, self.missed, self.started, self.complete, self.global_lag_sum)
-        (self.drain_busy, self.missed, self.started, self.complete, self.global_lag_sum) = (
-            v + times * (v - was) for v, was in zip(now, sums))
+        for key, was in zip(self._CYCLE_SUMS, sums):
+            v = getattr(self, key)
+            setattr(self, key, v + times * (v - was))
         for name, (copies, busy, lag_sum, nbytes) in tiers.items():
             x = self.tiers[name]
             x.copies.extend(x.copies[copies:] * times)
