@@ -251,8 +251,8 @@ def _slow_design(tmp: Path, shm: Path, peer: bool = True) -> Path:
     return cfg_path
 
 
-# the calibration's rates are the run's: under another worker's load they are not those of its recovery
-@pytest.mark.alone
+# the calibration's rates are the run's: under the parallel part's load they are not those of its recovery
+@pytest.mark.calm
 @pytest.mark.parametrize("lose, failure_class, peer", [("4:1", "node", True), ("4:0,1", "group", True),
                                                       ("4:1", "node", False)])
 def test_simulate_as_run_reproduces_the_recovery_and_the_tiers_lags_and_overlaps(tmp_path, shm, lose,
