@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,6 +35,16 @@ def big() -> np.ndarray:
     or repeated range shows up as a mismatch. Allocated once: on this VM, memory freed
     and allocated again is slow to touch (MEASURED.md)."""
     return np.arange(BIG // 8, dtype=np.int64).view(np.uint8)
+
+
+@pytest.fixture(scope="module")
+def big_file(big, tmp_path_factory) -> Iterator[Path]:
+    """``big`` in a file, written once for every backend's file door (put_file only reads it)."""
+    path = tmp_path_factory.mktemp("big") / "src.bin"
+    with open(path, "wb") as fh:
+        fh.write(memoryview(big))
+    yield path
+    path.unlink()
 
 
 def _equal(data, want: np.ndarray) -> bool:
@@ -96,7 +108,7 @@ def _same_as_stream(fh, want: np.ndarray) -> int:
 
 
 @pytest.mark.parametrize("kind", ["dir", "emulated-dir", "memory", "s3"])
-def test_object_over_2gib_is_byte_exact_through_every_door(kind, big, tmp_path, request):
+def test_object_over_2gib_is_byte_exact_through_every_door(kind, big, big_file, tmp_path, request):
     tier = _tier(kind, tmp_path, request.getfixturevalue("s3_tier_factory") if kind == "s3" else None)
     run = asyncio.run
     try:
@@ -112,11 +124,7 @@ def test_object_over_2gib_is_byte_exact_through_every_door(kind, big, tmp_path, 
             assert _same_as_stream(fh, big) == BIG
         run(tier.delete("stream/obj"))
 
-        src = tmp_path / "src.bin"
-        with open(src, "wb") as fh:
-            fh.write(memoryview(big))
-        run(tier.put_file("file/obj", src))  # the drain's door
-        src.unlink()
+        run(tier.put_file("file/obj", big_file))  # the drain's door
         dest = tmp_path / "out" / "dest.bin"
         run(tier.get_file("file/obj", dest))  # a drain's door from a tier without files
         assert dest.stat().st_size == BIG
