@@ -24,7 +24,7 @@ from emulator.job.lifeline import die_with_parent
 from emulator.job.ownership import JOB_ENV
 from emulator.launch import failure
 from tiers.base import TierError
-from tiers.fileops import open_checked, write_replacing
+from tiers.fileops import is_partial, open_checked, write_replacing
 from tiers.safepath import is_own_file, reach
 
 
@@ -82,6 +82,7 @@ def prepare_out(out: Path, cfg_dict: dict, *, keep_write_phase: bool = False) ->
                 _keep_write_phase(folder, what)
             for stale in outdir.OUTPUTS:
                 folder.remove_own_file(stale, what=what)
+            _remove_partial_outputs(folder, what)
             for working in outdir.EMPTIED:  # a link of the user's own is left alone (outdir.py)
                 folder.remove_own_tree(working, what=what, own_links=True)
             for working in outdir.WORKING:
@@ -93,6 +94,18 @@ def prepare_out(out: Path, cfg_dict: dict, *, keep_write_phase: bool = False) ->
     except OSError as exc:  # e.g. a full disk
         raise UserError(f"{what}: cannot write there ({exc.strerror})") from None
     return path
+
+
+def _remove_partial_outputs(folder, what: str) -> None:
+    """What a killed run left half-written of its outputs or config (``.progress.json.<12 hex>.partial``,
+    as ``write_replacing`` names them): removed where it is a regular file of this user's; anything
+    else, at such a name or another, is left alone."""
+    outputs = (*outdir.OUTPUTS, outdir.CONFIG)
+    for name in folder.listdir():
+        if is_partial(name) and name[1:].rsplit(".", 2)[0] in outputs:
+            st = folder.lstat(name)
+            if st is not None and is_own_file(st):
+                folder.remove_own_file(name, what=what)
 
 
 def _create(path: Path) -> int:

@@ -39,6 +39,25 @@ def test_a_new_folder_or_one_a_failed_run_left_is_used(tmp_path):
     assert check_results_folder(_cfg(failed), force=False) is False
 
 
+def test_a_killed_runs_partial_outputs_are_removed_and_nothing_else(tmp_path):
+    """A run killed while rank 0 replaced progress.json left ``.progress.json.<12 hex>.partial`` in
+    the results folder; the next run there removes such partials of the tool's outputs, and leaves
+    another name, a partial of a file that is not one of its outputs, and a link at a partial's name."""
+    out = tmp_path / "out"
+    out.mkdir()
+    ours = [f".{name}.0123456789ab.partial" for name in (outdir.PROGRESS, outdir.STATUS, outdir.CONFIG)]
+    theirs = [".notes.txt.0123456789ab.partial", ".progress.json.partial", "progress.json.0123456789ab.partial"]
+    for name in ours + theirs:
+        (out / name).write_text("{")
+    (tmp_path / "target").write_text("kept")
+    (out / f".{outdir.RESULTS}.ba9876543210.partial").symlink_to(tmp_path / "target")
+    prepare_out(out, _cfg(out).to_dict())
+    left = {p.name for p in out.iterdir()}
+    assert not left & set(ours), left
+    assert set(theirs) | {f".{outdir.RESULTS}.ba9876543210.partial"} <= left, left
+    assert (tmp_path / "target").read_text() == "kept"
+
+
 def test_the_cli_refuses_before_writing_anything(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
