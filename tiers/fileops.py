@@ -51,6 +51,12 @@ def is_partial(name: str) -> bool:
     return bool(_PARTIAL.match(name))
 
 
+def partial_of(name: str) -> str | None:
+    """The final name a partial named ``name`` was being written for (``partial_path``'s inverse);
+    None for any other name."""
+    return name[1:].rsplit(".", 2)[0] if is_partial(name) else None
+
+
 def as_bytes(data) -> memoryview:
     """A flat byte view of any buffer (bytes, bytearray, memoryview of any format)."""
     view = memoryview(data)

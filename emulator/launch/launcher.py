@@ -24,7 +24,7 @@ from emulator.job.lifeline import die_with_parent
 from emulator.job.ownership import JOB_ENV
 from emulator.launch import failure
 from tiers.base import TierError
-from tiers.fileops import is_partial, open_checked, write_replacing
+from tiers.fileops import open_checked, partial_of, write_replacing
 from tiers.safepath import is_own_file, reach
 
 
@@ -102,7 +102,7 @@ def _remove_partial_outputs(folder, what: str) -> None:
     else, at such a name or another, is left alone."""
     outputs = (*outdir.OUTPUTS, outdir.CONFIG)
     for name in folder.listdir():
-        if is_partial(name) and name[1:].rsplit(".", 2)[0] in outputs:
+        if partial_of(name) in outputs:
             st = folder.lstat(name)
             if st is not None and is_own_file(st):
                 folder.remove_own_file(name, what=what)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +60,10 @@ def test_copy_avoids_copy_file_range_where_the_filesystem_can_clone(tmp_path, mo
 def test_fs_type_reads_mountinfo(tmp_path):
     import os
     assert fileops.fs_type(os.stat("/proc").st_dev) == "proc"
+
+
+def test_a_partial_names_the_file_it_was_written_for_and_no_other_name_does():
+    assert fileops.partial_of(fileops.partial_path(Path("out") / "progress.json").name) == "progress.json"
+    assert fileops.partial_of(fileops.partial_path(Path("step_00000002") / "a.b.pt").name) == "a.b.pt"
+    for name in ("progress.json", ".progress.json.partial", "progress.json.0123456789ab.partial"):
+        assert fileops.partial_of(name) is None
