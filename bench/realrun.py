@@ -100,7 +100,7 @@ class ProcSampler:
             elif pid in agents and "emulator.rank.agent" in _cmdline(pid):
                 role = "torchrun"
             else:
-                continue  # a rank not yet named (forked from the agent, with its command line): next round
+                continue  # the fork server, or a rank not yet named (both have the agent's command line): next round
             self.procs[pid] = {"role": role, "rank": rank, "cpu": [], "mem": []}
 
     def _run(self) -> None:

@@ -7,7 +7,8 @@ rerun then shared with them. Two links close that:
 
 * the CLI starts torchrun with ``PR_SET_PDEATHSIG(SIGKILL)`` set between fork
   and exec (``die_with_parent`` as ``preexec_fn``): torchrun dies with the CLI;
-* each rank (forked from torchrun's agent) sets the same on itself at start, so it dies with its parent.
+* the fork server that forks the ranks (emulator/rank/agent.py) sets it too, so it dies with torchrun;
+* each rank sets the same on itself at start, so it dies with its parent.
 
 ``prctl`` cannot cover a parent that died before it was called, so
 ``watch_parent`` also starts a thread that checks once a second whether the
@@ -33,6 +34,8 @@ PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
 #: the name (``/proc/PID/comm``, what ``ps -o comm`` and ``top`` show) of a run's rank processes
 RANK_PROCESS_NAME = "ckpt-rank"
+#: the name of the process that forks them (emulator/rank/agent.py)
+FORK_SERVER_PROCESS_NAME = "ckpt-forkserver"
 
 
 def _prctl(option: int, arg) -> bool:
@@ -47,11 +50,15 @@ def _prctl_pdeathsig(sig: int) -> bool:
     return _prctl(PR_SET_PDEATHSIG, sig)
 
 
+def name_process(name: str) -> None:
+    """Name this process (15 bytes at most): a process forked from torchrun's agent (its fork server,
+    a rank) has the agent's command line, so ``ps``, the tests and the bench tell it by this name."""
+    _prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]))
+
+
 def name_rank_process(rank: str) -> None:
-    """Name this process ``ckpt-rankN`` (15 bytes at most: a rank up to 999999): a rank forked from
-    torchrun's agent has the agent's command line, so ``ps``, the tests and the bench
-    find it, and its rank, by this name."""
-    _prctl(PR_SET_NAME, ctypes.c_char_p(f"{RANK_PROCESS_NAME}{rank}".encode()[:15]))
+    """Name this process ``ckpt-rankN`` (a rank up to 999999), by which its rank is found."""
+    name_process(f"{RANK_PROCESS_NAME}{rank}")
 
 
 def rank_of_process(pid: int) -> int | None:

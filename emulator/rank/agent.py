@@ -10,8 +10,10 @@ run with its c10d rendezvous at 127.0.0.1, port 0 (the kernel picks a free one),
 address 127.0.0.1 (``--local-addr``), so nothing of the run listens beyond loopback
 (docs/security.md lists what a multi-node run opens).
 
-The ranks are forked from the agent itself, which imported torch and the rank's code once
-(``fork_ranks``), where torchrun would start an interpreter per rank that imports them again.
+The ranks are forked from a fork server that is itself a fork of the agent, taken before torchrun
+starts a thread, with torch and the rank's code imported once (``fork_ranks``): torchrun would
+start an interpreter per rank that imports them again, multiprocessing's fork server one more, and
+a rank forked from the agent itself inherits the locks its store threads hold.
 """
 from __future__ import annotations
 
@@ -20,12 +22,15 @@ import logging
 import os
 import socket
 import sys
+import traceback
 from datetime import timedelta
+from multiprocessing import forkserver, resource_tracker, util
 
 import torch.distributed as dist
 from torch.distributed import run as torchrun
 from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend
 
+from emulator.job.lifeline import FORK_SERVER_PROCESS_NAME, die_with_parent, name_process
 from emulator.rank.run import forked_main
 
 _TCPStore = dist.TCPStore
@@ -75,16 +80,64 @@ RANK_MODULE = "emulator.rank"
 
 def fork_ranks(config_from_args):
     """torchrun's ``config_from_args``, but a rank of ``emulator.rank`` is started as a function in
-    a process forked from this agent, which imported torch and the rank's code (torchrun's start
-    method ``fork``), not as ``python -u -m emulator.rank`` importing them again per rank (about 2 s
-    of CPU each), nor from a fork server importing them once more."""
+    a process forked from this agent's fork server (torchrun's start method ``forkserver``), not as
+    ``python -u -m emulator.rank`` importing torch and the rank's code again (about 2 s of CPU a rank).
+    torchrun calls it before its rendezvous: this process has no store thread yet."""
     def config(args):
         launch, cmd, cmd_args = config_from_args(args)
         if cmd == sys.executable and cmd_args[:3] == ["-u", "-m", RANK_MODULE]:
-            launch.start_method = "fork"
+            start_fork_server()
+            launch.start_method = "forkserver"
             return launch, forked_main, cmd_args[3:]
         return launch, cmd, cmd_args
     return config
+
+
+def start_fork_server() -> None:
+    """multiprocessing's fork server, started as a fork of this process where multiprocessing starts
+    a fresh interpreter: it has torch and the rank's code imported, and none of the threads torchrun
+    starts later, whose locks a rank forked from this process could inherit held. Its resource
+    tracker is started as multiprocessing starts it."""
+    resource_tracker.ensure_running()
+    spawn = util.spawnv_passfds
+    util.spawnv_passfds = fork_running
+    try:
+        forkserver.ensure_running()
+    finally:
+        util.spawnv_passfds = spawn
+
+
+def fork_running(path: str, args: list[str], passfds) -> int:
+    """What ``util.spawnv_passfds`` starts (``python [flags] -c CODE`` with ``passfds`` open), as a
+    fork of this process that runs CODE and keeps only those descriptors; its pid. It dies with
+    this process, as a rank does with its parent."""
+    code = args[args.index("-c") + 1]
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    status = 1
+    try:
+        die_with_parent(parent)
+        _close_fds_except(passfds)
+        name_process(FORK_SERVER_PROCESS_NAME)
+        exec(code, {"__name__": "__fork_server__"})
+        status = 0
+    except SystemExit as exc:  # the fork server's end: its clients closed their end of its pipe
+        status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(status)
+
+
+def _close_fds_except(keep) -> None:
+    """Close every descriptor from 3 up, but ``keep``."""
+    low = 3
+    for fd in sorted(set(keep)) + [os.sysconf("SC_OPEN_MAX")]:
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -563,8 +563,8 @@ AGENT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 def forked_main(*argv: str) -> None:
-    """``main`` in a rank forked from torchrun's agent (emulator/rank/agent.py), set up as torchrun
-    sets up a rank it executes: the interpreter's own signal handlers (not the agent's), a session
+    """``main`` in a rank forked from torchrun's agent's fork server (emulator/rank/agent.py), set up
+    as torchrun sets up a rank it executes: the interpreter's own signal handlers (not the agent's), a session
     of its own, unbuffered output (``python -u``), an uncaught exception printed by the
     interpreter's hook (torch's: ``[rankN]:`` before each line, which the launcher's failure
     summary reads), its exit status the process's."""

@@ -1,11 +1,16 @@
-"""torchrun's agent forks the ranks from itself, where it imported their code once
-(emulator/rank/agent.py), and a forked rank behaves as a rank torchrun executes (``forked_main``)."""
+"""torchrun's agent forks the ranks from a fork server forked from itself, where it imported their
+code once and had no thread of torchrun's yet (emulator/rank/agent.py), and a forked rank behaves as
+a rank torchrun executes (``forked_main``)."""
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 from emulator.rank import agent, run
@@ -17,10 +22,62 @@ def _torchrun_config(cmd, cmd_args):
     return config_from_args
 
 
-def test_the_ranks_are_forked_from_the_agent_that_imported_their_code():
+def test_the_ranks_are_forked_from_the_agents_fork_server(monkeypatch):
+    started = []
+    monkeypatch.setattr(agent, "start_fork_server", lambda: started.append(True))
     config = agent.fork_ranks(_torchrun_config(sys.executable, ["-u", "-m", "emulator.rank", "--config", "c.json"]))
     launch, entrypoint, args = config(None)
-    assert (launch.start_method, entrypoint, args) == ("fork", run.forked_main, ["--config", "c.json"])
+    assert (launch.start_method, entrypoint, args) == ("forkserver", run.forked_main, ["--config", "c.json"])
+    assert started == [True]
+
+
+#: in a fresh interpreter (this one has pytest's threads): start the fork server, say what it is
+_FORK_SERVER = """
+import json, os, sys
+from multiprocessing import forkserver
+from emulator.rank import agent
+import tempfile
+held = tempfile.NamedTemporaryFile()  # one of the agent's own descriptors
+agent.start_fork_server()
+print(json.dumps({"me": os.getpid(), "server": forkserver._forkserver._forkserver_pid, "held": held.name}), flush=True)
+sys.stdin.read()
+"""
+
+
+def _stat(pid: int) -> tuple[str, int]:
+    """A process's state and parent."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return fields[0], int(fields[1])
+
+
+def _name(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def test_the_fork_server_is_a_fork_of_the_agent_with_one_thread_and_dies_with_it():
+    proc = subprocess.Popen([sys.executable, "-c", _FORK_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        pids = json.loads(proc.stdout.readline())
+        server = pids["server"]
+        deadline = time.time() + 10  # it names itself once it closed the agent's descriptors
+        while _name(server) != "ckpt-forkserver" and time.time() < deadline:
+            time.sleep(0.05)
+        assert _name(server) == "ckpt-forkserver" and _stat(server)[1] == pids["me"]
+        # a fork: the agent's program, its modules loaded (no new interpreter), and one thread
+        assert Path(f"/proc/{server}/cmdline").read_bytes() == Path(f"/proc/{pids['me']}/cmdline").read_bytes()
+        assert "libtorch" in Path(f"/proc/{server}/maps").read_text()
+        assert os.listdir(f"/proc/{server}/task") == [str(server)]
+        fds = Path(f"/proc/{server}/fd")
+        assert pids["held"] not in {os.readlink(fd) for fd in fds.iterdir()}
+        assert pids["held"] in {os.readlink(fd) for fd in Path(f"/proc/{pids['me']}/fd").iterdir()}
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and Path(f"/proc/{server}").exists() and _stat(server)[0] != "Z":
+        time.sleep(0.1)
+    assert not Path(f"/proc/{server}").exists() or _stat(server)[0] == "Z"
 
 
 def test_any_other_program_is_started_as_torchrun_starts_it():
