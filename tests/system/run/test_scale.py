@@ -24,6 +24,21 @@ RATIOS = ("drain_overlap_ratio", "overhead_ratio")
 
 
 def _default_at(tmp: Path, scale: float) -> dict:
+    """The run at ``scale``; run again once, in fresh folders, if the run itself says this host
+    overran a paced phase (then no figure of it is the design's: once in four runs here under the
+    parallel part's load); a second flagged run fails."""
+    for attempt in ("first", "again"):
+        res = _run_default(tmp / attempt, scale)
+        if unflagged(res):
+            return res
+    raise AssertionError("flagged twice:\n" + "\n".join(res["notes"]))
+
+
+def unflagged(res: dict) -> bool:
+    return any(n.startswith("every paced phase") for n in res["notes"])  # no phase the host's
+
+
+def _run_default(tmp: Path, scale: float) -> dict:
     tmp.mkdir(parents=True)
     design = ["design.node.local={write: 0.25GiB/s, read: 0.25GiB/s, duplex: true}",
               "design.global={write: 0.125GiB/s, read: 0.25GiB/s}", "checkpoint.interval_steps=24"]
@@ -53,8 +68,7 @@ def test_the_default_gives_the_same_ratios_at_two_scales(tmp_path):
                 (mode, key, runs, got)
         misses = [r["modes"][mode]["deadline_misses"] for r in small]
         assert large["modes"][mode]["deadline_misses"] <= max(misses) + 1, (mode, misses)
-    for r in (*small, large):
-        assert any(n.startswith("every paced phase") for n in r["notes"]), r["notes"]  # no phase the host's
+    assert all(unflagged(r) for r in (*small, large))
     for r in (*small, large):  # the full-size figures are the measured ones over the scale
         m = r["modes"]["sync"]
         assert m["full_size"]["stall_mean_s"] >= m["stall_mean_s"]  # the design's: paced / time factor, software once
