@@ -7,7 +7,8 @@ rerun then shared with them. Two links close that:
 
 * the CLI starts torchrun with ``PR_SET_PDEATHSIG(SIGKILL)`` set between fork
   and exec (``die_with_parent`` as ``preexec_fn``): torchrun dies with the CLI;
-* the fork server that forks the ranks (emulator/rank/agent.py) sets it too, so it dies with torchrun;
+* the fork server that forks the ranks (emulator/rank/agent.py) asks for SIGTERM, on which it
+  removes its socket and exits, so it dies with torchrun;
 * each rank sets the same on itself at start, so it dies with its parent.
 
 ``prctl`` cannot cover a parent that died before it was called, so
@@ -72,10 +73,10 @@ def rank_of_process(pid: int) -> int | None:
     return int(suffix) if name.startswith(RANK_PROCESS_NAME) and suffix.isdigit() else None
 
 
-def die_with_parent(parent_pid: int | None = None) -> None:
-    """Ask the kernel to SIGKILL this process when its parent dies; if the parent is already
-    gone (``parent_pid`` given and no longer the parent), die now. Safe as a ``preexec_fn``."""
-    _prctl_pdeathsig(signal.SIGKILL)
+def die_with_parent(parent_pid: int | None = None, sig: int = signal.SIGKILL) -> None:
+    """Ask the kernel to send this process ``sig`` (SIGKILL) when its parent dies; if the parent is
+    already gone (``parent_pid`` given and no longer the parent), die now. Safe as a ``preexec_fn``."""
+    _prctl_pdeathsig(sig)
     if parent_pid is not None and os.getppid() != parent_pid:
         os._exit(1)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import signal
 import socket
 import sys
 import traceback
@@ -109,8 +110,9 @@ def start_fork_server() -> None:
 
 def fork_running(path: str, args: list[str], passfds) -> int:
     """What ``util.spawnv_passfds`` starts (``python [flags] -c CODE`` with ``passfds`` open), as a
-    fork of this process that runs CODE and keeps only those descriptors; its pid. It dies with
-    this process, as a rank does with its parent."""
+    fork of this process that runs CODE and keeps only those descriptors; its pid. The fork server
+    ends when this process does, however it ends (SIGTERM from the kernel), and then removes its
+    socket; the ranks it forked die with it."""
     code = args[args.index("-c") + 1]
     parent = os.getpid()
     pid = os.fork()
@@ -118,17 +120,35 @@ def fork_running(path: str, args: list[str], passfds) -> int:
         return pid
     status = 1
     try:
-        die_with_parent(parent)
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+        die_with_parent(parent, sig=signal.SIGTERM)
         _close_fds_except(passfds)
         name_process(FORK_SERVER_PROCESS_NAME)
         exec(code, {"__name__": "__fork_server__"})
         status = 0
-    except SystemExit as exc:  # the fork server's end: its clients closed their end of its pipe
+    except SystemExit as exc:  # the fork server's end: SIGTERM, or every client closed its pipe
         status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
     except BaseException:
         traceback.print_exc()
     finally:
+        _remove_socket(forkserver._forkserver._forkserver_address)
         os._exit(status)
+
+
+def _exit_on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _remove_socket(address) -> None:
+    """The fork server's socket and its folder (multiprocessing's own in ``$TMPDIR``, made by the
+    agent), unless something else is in it; gone already after a clean exit of the agent."""
+    if not isinstance(address, str) or address.startswith("\0"):
+        return
+    for remove, path in ((os.unlink, address), (os.rmdir, os.path.dirname(address))):
+        try:
+            remove(path)
+        except OSError:
+            return
 
 
 def _close_fds_except(keep) -> None:
@@ -148,10 +168,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def exit_without_teardown(status: int = 0) -> None:
-    """End the agent as ``os._exit`` does, after flushing what it printed and logged: the
-    interpreter's teardown of torch costs about a second of CPU per run and leaves nothing behind
-    (the ranks have ended, the stores are closed). Only after torchrun returned: its errors take the
-    usual way out, with their traceback and status."""
+    """End the agent as ``os._exit`` does, after flushing what it printed and logged and removing
+    what multiprocessing made (the fork server's socket folder in ``$TMPDIR``): the interpreter's
+    teardown of torch costs about a second of CPU per run and leaves nothing behind (the ranks have
+    ended, the stores are closed). Only after torchrun returned: its errors take the usual way out,
+    with their traceback and status."""
+    util._exit_function()  # what multiprocessing runs at exit: its finalizers
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()

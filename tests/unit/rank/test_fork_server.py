@@ -39,7 +39,8 @@ from emulator.rank import agent
 import tempfile
 held = tempfile.NamedTemporaryFile()  # one of the agent's own descriptors
 agent.start_fork_server()
-print(json.dumps({"me": os.getpid(), "server": forkserver._forkserver._forkserver_pid, "held": held.name}), flush=True)
+print(json.dumps({"me": os.getpid(), "server": forkserver._forkserver._forkserver_pid, "held": held.name,
+                  "socket": forkserver._forkserver._forkserver_address}), flush=True)
 sys.stdin.read()
 """
 
@@ -54,7 +55,7 @@ def _name(pid: int) -> str:
     return Path(f"/proc/{pid}/comm").read_text().strip()
 
 
-def test_the_fork_server_is_a_fork_of_the_agent_with_one_thread_and_dies_with_it():
+def test_the_fork_server_is_a_fork_of_the_agent_with_one_thread_and_dies_with_it_leaving_nothing():
     proc = subprocess.Popen([sys.executable, "-c", _FORK_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
     try:
@@ -71,13 +72,15 @@ def test_the_fork_server_is_a_fork_of_the_agent_with_one_thread_and_dies_with_it
         fds = Path(f"/proc/{server}/fd")
         assert pids["held"] not in {os.readlink(fd) for fd in fds.iterdir()}
         assert pids["held"] in {os.readlink(fd) for fd in Path(f"/proc/{pids['me']}/fd").iterdir()}
+        assert Path(pids["socket"]).is_socket()
     finally:
-        proc.kill()
+        proc.kill()  # as kill -9 ends an agent: no exit code of its own runs
         proc.wait()
     deadline = time.time() + 10
     while time.time() < deadline and Path(f"/proc/{server}").exists() and _stat(server)[0] != "Z":
         time.sleep(0.1)
     assert not Path(f"/proc/{server}").exists() or _stat(server)[0] == "Z"
+    assert not Path(pids["socket"]).parent.exists()  # its folder in $TMPDIR, removed by the server
 
 
 def test_any_other_program_is_started_as_torchrun_starts_it():
