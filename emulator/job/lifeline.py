@@ -3,13 +3,13 @@
 torchrun starts every rank in a session of its own, so killing the ``ckpt-emu``
 process or the torchrun agent (``kill -9``, an OOM kill, a closed terminal)
 used to leave the ranks running as orphans, still checkpointing into tiers a
-rerun then shared with them. Two links close that:
+rerun then shared with them. Three links close that:
 
 * the CLI starts torchrun with ``PR_SET_PDEATHSIG(SIGKILL)`` set between fork
   and exec (``die_with_parent`` as ``preexec_fn``): torchrun dies with the CLI;
 * the fork server that forks the ranks (emulator/rank/agent.py) asks for SIGTERM, on which it
   removes its socket and exits, so it dies with torchrun;
-* each rank sets the same on itself at start, so it dies with its parent.
+* each rank sets ``PR_SET_PDEATHSIG(SIGKILL)`` on itself at start, so it dies with its parent.
 
 ``prctl`` cannot cover a parent that died before it was called, so
 ``watch_parent`` also starts a thread that checks once a second whether the
