@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from crashcheck import agent_pids, descendants, rank_pids
+from crashcheck import agent_pids, descendants, is_alive, parent_of, rank_pids
 from emu import results, small_config
 
 ORPHAN_DEADLINE_S = 10
@@ -30,15 +30,7 @@ def _start(tmp_path, duration="120s"):
 
 
 def _alive(pids) -> list[int]:
-    out = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            out.append(pid)
-    return out
+    return [pid for pid in pids if is_alive(pid)]
 
 
 def _wait_gone(pids) -> list[int]:
@@ -64,10 +56,6 @@ def test_no_process_outlives_a_killed_launcher(tmp_path, victim):
     assert sorted((tmp_path / "global").glob("step_*")) == steps  # nothing writes any more
 
 
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
 def test_the_ranks_are_forked_from_a_process_with_one_thread(tmp_path):
     """A process forked from one with other threads inherits the locks they held: torchrun's agent
     serves its stores from threads that take the resolver's lock, and a rank forked while one
@@ -75,10 +63,10 @@ def test_the_ranks_are_forked_from_a_process_with_one_thread(tmp_path):
     proc = _start(tmp_path)
     try:
         ranks = rank_pids(proc.pid)
-        (forker,) = {_parent(rank) for rank in ranks}
+        (forker,) = {parent_of(rank) for rank in ranks}
         assert len(ranks) == 2 and len(os.listdir(f"/proc/{forker}/task")) == 1
         (agent,) = agent_pids(proc.pid)
-        assert _parent(forker) == agent  # forked from the agent, which imported the ranks' code
+        assert parent_of(forker) == agent  # forked from the agent, which imported the ranks' code
         assert Path(f"/proc/{forker}/cmdline").read_bytes() == Path(f"/proc/{agent}/cmdline").read_bytes()
     finally:
         proc.send_signal(signal.SIGTERM)

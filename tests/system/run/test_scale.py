@@ -16,7 +16,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from emu import ckpt_emu
+from emu import ckpt_emu, run_unflagged, unflagged
 
 pytestmark = [pytest.mark.large, pytest.mark.timeout(1200)]  # three runs, the last at 0.43 GiB
 
@@ -24,18 +24,9 @@ RATIOS = ("drain_overlap_ratio", "overhead_ratio")
 
 
 def _default_at(tmp: Path, scale: float) -> dict:
-    """The run at ``scale``; run again once, in fresh folders, if the run itself says this host
-    overran a paced phase (then no figure of it is the design's: once in four runs here under the
-    parallel part's load); a second flagged run fails."""
-    for attempt in ("first", "again"):
-        res = _run_default(tmp / attempt, scale)
-        if unflagged(res):
-            return res
-    raise AssertionError("flagged twice:\n" + "\n".join(res["notes"]))
-
-
-def unflagged(res: dict) -> bool:
-    return any(n.startswith("every paced phase") for n in res["notes"])  # no phase the host's
+    """The run at ``scale``, again once if it flagged a paced phase as this host's (once in four
+    fresh-clone runs here, under the parallel part's load)."""
+    return run_unflagged(lambda folder: _run_default(folder, scale), tmp)[0]
 
 
 def _run_default(tmp: Path, scale: float) -> dict:

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from crashcheck import is_alive, parent_of
+
 from emulator.rank import agent, run
 
 
@@ -45,12 +47,6 @@ sys.stdin.read()
 """
 
 
-def _stat(pid: int) -> tuple[str, int]:
-    """A process's state and parent."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return fields[0], int(fields[1])
-
-
 def _name(pid: int) -> str:
     return Path(f"/proc/{pid}/comm").read_text().strip()
 
@@ -64,7 +60,7 @@ def test_the_fork_server_is_a_fork_of_the_agent_with_one_thread_and_dies_with_it
         deadline = time.time() + 10  # it names itself once it closed the agent's descriptors
         while _name(server) != "ckpt-forkserver" and time.time() < deadline:
             time.sleep(0.05)
-        assert _name(server) == "ckpt-forkserver" and _stat(server)[1] == pids["me"]
+        assert _name(server) == "ckpt-forkserver" and parent_of(server) == pids["me"]
         # a fork: the agent's program, its modules loaded (no new interpreter), and one thread
         assert Path(f"/proc/{server}/cmdline").read_bytes() == Path(f"/proc/{pids['me']}/cmdline").read_bytes()
         assert "libtorch" in Path(f"/proc/{server}/maps").read_text()
@@ -77,9 +73,9 @@ def test_the_fork_server_is_a_fork_of_the_agent_with_one_thread_and_dies_with_it
         proc.kill()  # as kill -9 ends an agent: no exit code of its own runs
         proc.wait()
     deadline = time.time() + 10
-    while time.time() < deadline and Path(f"/proc/{server}").exists() and _stat(server)[0] != "Z":
+    while time.time() < deadline and is_alive(server):
         time.sleep(0.1)
-    assert not Path(f"/proc/{server}").exists() or _stat(server)[0] == "Z"
+    assert not is_alive(server)
     assert not Path(pids["socket"]).parent.exists()  # its folder in $TMPDIR, removed by the server
 
 
