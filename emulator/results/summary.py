@@ -76,6 +76,7 @@ def summarize_loads(ranks: list[dict], time_factor: float = 1.0, scale: float | 
         "load_worst_full_size_s": max((max(full_load(r["loads"][i], time_factor, bytes_factor=scale)["seconds"] for r in ranks)
                                        for i in range(n)), default=0.0),
         "load_host_share": _load_host_share([r["loads"][i] for r in ranks for i in range(n)], time_factor, scale),
+        "load_host_lag": _load_host_lag([r["loads"][i] for r in ranks for i in range(n)], time_factor, scale),
         "load_software_s": _load_software([r["loads"][i] for r in ranks for i in range(n)], time_factor, scale),
         "load_paced": any(r["loads"][i].get("paced_s", 0.0) > 0 for r in ranks for i in range(n)),
         "ok": all(r["loads"][i]["ok"] for r in ranks for i in range(n)),
@@ -112,6 +113,17 @@ def _load_host_share(loads: list[dict], k: float, scale: float | None) -> float:
     else:
         own = host_seconds(worst["seconds"], worst.get("paced_s"), load_time_factor(worst, k), bytes_factor=scale)
     return own / whole if whole > 0 else 0.0
+
+
+def _load_host_lag(loads: list[dict], k: float, scale: float | None) -> float:
+    """How far the slowest rank-load's stream ran past its paced time here, over the paced time (a
+    copy's host lag, emulator/results/design_time.py ``host_lags``): counted once, it may be a small
+    share of the full-size figure while its reads were this host's, not the paced design's."""
+    if not loads:
+        return 0.0
+    _, worst = _worst_load(loads, k, scale)
+    paced_s = worst.get("paced_s", 0.0)
+    return worst.get("lag_s", 0.0) / paced_s if paced_s > 0 else 0.0
 
 
 def _load_software(loads: list[dict], k: float, scale: float | None) -> float:
