@@ -4,10 +4,10 @@ With ``run.dilation: auto`` every rank, before training, runs each phase once on
 tiers at this run's real sizes, all ranks of a node at once as in a checkpoint: the write into
 the nearest tier, the node's drain to global storage, a restore read from each, the snapshot. A
 phase whose design rate is R for a node that here moved its B bytes at H, after F seconds of
-software that do not grow with the bytes, does W = F + B / H of work; its paced window B x D / R must
-leave the host twice that: D >= HEADROOM x R x W / B. Software that, counted once at full size, is a
-small part of the phase's design time gets no room (W = B / H): it would only lengthen the run. D is
-the largest over the phases and the
+software that do not grow with the bytes (the node's, first rank's start to last rank's end), gets
+a paced window B x D / R that leaves the host twice its bytes' time and its software once,
+D >= R x (HEADROOM x B / H + F) / B; twice both where F, counted once at full size, is a large
+part of the phase's design time. D is the largest over the phases and the
 nodes (one all-reduce, so every node agrees), and the phase that set it is said in the report.
 The probe's files are step 0's, deleted before training (a crash leaves an incomplete step that
 the next run's clean-up removes).
@@ -60,10 +60,14 @@ class PhaseProbe:
     def needs(self) -> float:
         if self.host_bps <= 0:
             return math.inf
-        if self.node_bytes <= 0 or self.software_share <= SOFTWARE_SHARE:
+        if self.node_bytes <= 0:
             return HEADROOM * self.design_bps / self.host_bps
-        work = self.node_bytes / self.host_bps + self.fixed_s
-        return HEADROOM * self.design_bps * work / self.node_bytes
+        byte_s = self.node_bytes / self.host_bps
+        if self.software_share <= SOFTWARE_SHARE:  # counted once at full size: room for it once
+            window = HEADROOM * byte_s + self.fixed_s
+        else:
+            window = HEADROOM * (byte_s + self.fixed_s)
+        return self.design_bps * window / self.node_bytes
 
 
 def nice(factor: float) -> float:
@@ -114,28 +118,30 @@ class Probe:
         self.cfg, self.comm, self.state, self.tiers, self.loop = cfg, comm, state, tiers, loop
         self.phases: list[PhaseProbe] = []
 
-    def _timed(self, fn) -> float:
+    def _timed(self, fn) -> tuple[float, float]:
+        """(seconds, wall-clock start) of ``fn`` on this rank, after a barrier."""
         self.comm.barrier()
-        t = time.perf_counter()
+        wall, t = time.time(), time.perf_counter()
         fn()
-        return time.perf_counter() - t
+        return time.perf_counter() - t, wall
 
     def _byte_seconds(self, full: float, skeleton: float) -> float:
         """A phase's time for its bytes: the full files' less the same files' with one element per
         tensor (never below a tenth of the full time: timing noise must not make the host look infinite)."""
         return max(full - skeleton, full / 10)
 
-    def _add(self, phase: str, tier: str, design: float | None, full: tuple[float, int],
-             skeleton: tuple[float, int]) -> None:
-        """One phase's probe from this rank's (seconds, bytes) for its full files and for the same
-        files with one element per tensor (the software's part); collective: one gather for the node's
-        byte rate (its bytes over the slowest rank's byte seconds), software and bytes."""
-        byte_s = self._byte_seconds(full[0], skeleton[0]) if full[1] else 0.0
-        rows = [r for n, *r in self.comm.all_gather((self.comm.node, byte_s, full[1] - skeleton[1], *skeleton, full[1]))
-                if n == self.comm.node]
-        slowest, moved = max(r[0] for r in rows), sum(r[1] for r in rows)
-        host = moved / slowest if slowest > 0 else math.inf
-        fixed_s, node_bytes = max(r[2] for r in rows), sum(r[4] for r in rows)
+    def _add(self, phase: str, tier: str, design: float | None, full: tuple[float, int, float],
+             skeleton: tuple[float, int, float]) -> None:
+        """One phase's probe from this rank's (seconds, bytes, wall-clock start) for its full files and
+        for the same files with one element per tensor (the software's part); collective: one gather
+        for the node's byte rate (its bytes over the node's byte seconds), software and bytes. The node's
+        seconds run from its first rank's start to its last rank's end: ranks sharing a few cores take
+        turns, and each rank's own time (the slowest's too) is then a part of the node's."""
+        rows = [(f, s) for n, f, s in self.comm.all_gather((self.comm.node, full, skeleton)) if n == self.comm.node]
+        moved, node_bytes = sum(f[1] - s[1] for f, s in rows), sum(f[1] for f, _ in rows)
+        fixed_s = node_seconds([s for _, s in rows])
+        byte_s = self._byte_seconds(node_seconds([f for f, _ in rows]), fixed_s) if moved else 0.0
+        host = moved / byte_s if byte_s > 0 else math.inf
         if design:
             self.phases.append(PhaseProbe(phase, tier, design, host, fixed_s, node_bytes, self.cfg.run.scale))
 
@@ -156,15 +162,17 @@ class Probe:
     def _snapshot(self) -> None:
         """Each rank's copy of its state into host memory: one copy, no software to set apart."""
         design = snapshot_rate(self.cfg) * self.comm.local_world_size
-        self._add("snapshot", "host memory", design, self._copy(), (0.0, 0))
+        self._add("snapshot", "host memory", design, self._copy(), (0.0, 0, 0.0))
 
-    def _copy(self) -> tuple[float, int]:
-        """(seconds, bytes) of this rank's memcpy into a warm buffer as large as its state, every rank at once."""
+    def _copy(self) -> tuple[float, int, float]:
+        """(seconds, bytes, start) of this rank's memcpy into a warm buffer as large as its state, every
+        rank at once."""
         n = max(self.state.nbytes, 1 << 20)
         src, dst = torch.empty(n, dtype=torch.uint8), torch.empty(n, dtype=torch.uint8)
         src.fill_(1)
         dst.copy_(src)  # warm both
-        return self._timed(lambda: dst.copy_(src)), n
+        seconds, start = self._timed(lambda: dst.copy_(src))
+        return seconds, n, start
 
     def _write(self, name: str) -> tuple[FileEntry, FileEntry]:
         """(the skeleton's entry, the full file's): the state saved whole, then with one element per
@@ -179,18 +187,18 @@ class Probe:
                 state, self.tiers[name], key, PROBE_STEP))))
             entries[mp] = FileEntry(key, self.comm.rank, out["size"], out["crc"])
         self._add("write", name, design_rate(self.cfg, self.comm, name, "write"),
-                  (times[0], entries[0].size), (times[1], entries[1].size))
+                  (times[0][0], entries[0].size, times[0][1]), (times[1][0], entries[1].size, times[1][1]))
         return entries[1], entries[0]
 
     def _drain(self, source: str, mine: tuple) -> None:
         gathered = self.comm.all_gather((self.comm.node, mine))
-        done = [(0.0, 0), (0.0, 0)]  # the leader's (seconds, bytes) for the skeletons, then the whole files
+        done = [(0.0, 0, 0.0), (0.0, 0, 0.0)]  # the leader's (seconds, bytes, start): skeletons, whole files
         if self.comm.is_node_leader:
             drainer = Drainer(self.tiers[source], self.tiers["global"], concurrency=self.cfg.drain.concurrency,
                               verify=self.cfg.drain.verify, node=self.comm.node)
             for i in (1, 0):  # whole files first, as the write
                 result = self.loop.run(drainer.drain([e[i] for node, e in gathered if node == self.comm.node]))
-                done[i] = (result.seconds, result.bytes)
+                done[i] = (result.seconds, result.bytes, result.start)
         self._add("drain", "global", design_rate(self.cfg, self.comm, "global", "write"), done[1], done[0])
 
     def _read(self, name: str, entries: tuple) -> None:
@@ -202,7 +210,7 @@ class Probe:
         whole = self._timed(lambda: read(entries[1]))  # whole first, as the write
         skeleton = self._timed(lambda: read(entries[0]))
         self._add("restore", name, design_rate(self.cfg, self.comm, name, "read"),
-                  (whole, entries[1].size), (skeleton, entries[0].size))
+                  (whole[0], entries[1].size, whole[1]), (skeleton[0], entries[0].size, skeleton[1]))
 
     def _clean(self, names: list[str]) -> None:
         self.comm.barrier()
@@ -252,6 +260,13 @@ def load_factor(cfg, comm, restore, sources: list) -> tuple[float, list[PhasePro
     phases = [p for p in (restore_probe(cfg, comm, restore(tiers)) for tiers in sources) if p is not None]
     factor, _ = choose(phases, comm)
     return max(factor, cfg.run.dilation.factor or 1.0), phases
+
+
+def node_seconds(parts: list[tuple[float, int, float]]) -> float:
+    """The node's seconds for its ranks' (seconds, bytes, wall-clock start): its first start to its last
+    end, of the ranks that did something (a drain is its leader's)."""
+    timed = [(s, start) for s, b, start in parts if s > 0 or b > 0]
+    return max(start + s for s, start in timed) - min(start for _, start in timed) if timed else 0.0
 
 
 def node_totals(comm, seconds: float, nbytes: int) -> tuple[int, float]:
