@@ -2,13 +2,13 @@
 
 With ``run.dilation: auto`` every rank, before training, runs each phase once on its bare (unpaced)
 tiers at this run's real sizes, all ranks of a node at once as in a checkpoint: the write into
-the nearest tier, the node's drain to global storage, a restore read from each, the snapshot. A
-phase whose design rate is R for a node that here moved its B bytes at H, after F seconds of
-software that do not grow with the bytes (the node's, first rank's start to last rank's end), gets
-a paced window B x D / R that leaves the host twice its bytes' time and its software once,
-D >= R x (HEADROOM x B / H + F) / B; twice both where F, counted once at full size, is a large
-part of the phase's design time. D is the largest over the phases and the
-nodes (one all-reduce, so every node agrees), and the phase that set it is said in the report.
+the nearest tier, its peer sends, the node's drain to global storage, a restore read from each,
+the snapshot. A phase whose design rate is R for a node that here moved its B bytes at H, after F
+seconds of software that do not grow with the bytes (the node's, first rank's start to last rank's
+end), gets a paced window B x D / R that leaves the host twice its bytes' time and its software
+once, D >= R x (HEADROOM x B / H + F) / B; twice both where F, counted once at full size, is a large
+part of the phase's design time. D is the largest over the phases and the nodes (one all-reduce,
+so every node agrees), and the phase that set it is said in the report.
 The probe's files are step 0's, deleted before training (a crash leaves an incomplete step that
 the next run's clean-up removes).
 """
@@ -114,8 +114,8 @@ def paces_anything(cfg) -> bool:
 class Probe:
     """Runs every phase once on the bare tiers (collective); ``phases`` what it found."""
 
-    def __init__(self, cfg, comm, state, tiers: dict, loop):
-        self.cfg, self.comm, self.state, self.tiers, self.loop = cfg, comm, state, tiers, loop
+    def __init__(self, cfg, comm, state, tiers: dict, loop, peer=None):
+        self.cfg, self.comm, self.state, self.tiers, self.loop, self.peer = cfg, comm, state, tiers, loop, peer
         self.phases: list[PhaseProbe] = []
 
     def _timed(self, fn) -> tuple[float, float]:
@@ -152,6 +152,8 @@ class Probe:
         names = [n for n in ("memory", "local", "global") if n in self.tiers]
         first = names[0]
         entries = self._write(first)
+        if first == "memory" and self.peer is not None:
+            self._replicate(entries)
         if first != "global":
             self._drain(first, entries)
         for name in (first, "global") if first != "global" else (first,):
@@ -201,6 +203,19 @@ class Probe:
                 done[i] = (result.seconds, result.bytes, result.start)
         self._add("drain", "global", design_rate(self.cfg, self.comm, "global", "write"), done[1], done[0])
 
+    def _replicate(self, entries: tuple) -> None:
+        """Every rank's file sent from the memory tier to its holders' copies (the peer tier), through
+        the node's NIC where the design states one: the node's sent bytes over the NIC's rate."""
+        design = self.cfg.design
+        nic = design.nic_bps if design is not None and design.nic_stated else None
+        sent = {}
+        for i in (1, 0):  # whole files first, as the write
+            out = {}
+            seconds, start = self._timed(lambda: out.update(result=self.peer.transport.send_replicas(
+                self.peer.layout, [entries[i]], self.tiers["memory"], self.peer.store)))
+            sent[i] = (seconds, out["result"].sent_bytes, start)
+        self._add("replicate", "peer", nic, sent[1], sent[0])
+
     def _read(self, name: str, entries: tuple) -> None:
         def read(entry):
             with self.tiers[name].open_read(entry.key) as fh:
@@ -217,6 +232,8 @@ class Probe:
         for name in names:
             if (name == "global" and self.comm.rank == 0) or (name != "global" and self.comm.is_node_leader):
                 self.loop.run(layout.delete_checkpoint(self.tiers[name], PROBE_STEP))
+        if self.peer is not None and self.comm.is_node_leader:
+            self.loop.run(layout.delete_checkpoint(self.peer.store, PROBE_STEP))
         self.comm.barrier()
 
 
@@ -275,13 +292,14 @@ def node_totals(comm, seconds: float, nbytes: int) -> tuple[int, float]:
     return sum(b for _, b in mine), max(s for s, _ in mine)
 
 
-def resolve(cfg, comm, state, tiers: dict, loop, duration: float | None = None):
-    """``cfg`` with its dilation decided (a probe where it is ``auto``), and what the probe found."""
+def resolve(cfg, comm, state, tiers: dict, loop, duration: float | None = None, peer=None):
+    """``cfg`` with its dilation decided (a probe where it is ``auto``), and what the probe found
+    (``peer``: the peer tier's replicas, whose sends the probe times too)."""
     if cfg.checkpoint.protocol == "mlperf" or not cfg.run.dilation.auto:
         return cfg, []
     if not paces_anything(cfg):
         return with_factor(cfg, 1.0), []
-    phases = Probe(cfg, comm, state, tiers, loop).run()
+    phases = Probe(cfg, comm, state, tiers, loop, peer).run()
     factor, worst = choose(phases, comm)
     why = f" (set by the {worst.phase} on the {worst.tier} tier)" if worst is not None and factor > 1 else ""
     cfg.check_wall(factor, why, duration)

@@ -212,7 +212,8 @@ class RankRun:
         pace every tier at it (docs/time-dilation.md)."""
         loop = LoopThread()
         try:
-            self.cfg, self.probe = dilation.resolve(self.cfg, self.comm, self.state, self.bare, loop, duration)
+            self.cfg, self.probe = dilation.resolve(self.cfg, self.comm, self.state, self.bare, loop, duration,
+                                                    self.peer)
         finally:
             loop.close()
         paced = {name: pace_tier(self.cfg, self.comm, self.out.root, name, bare) for name, bare in self.bare.items()}

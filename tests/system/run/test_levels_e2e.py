@@ -276,6 +276,10 @@ def test_simulate_as_run_reproduces_the_recovery_and_the_tiers_lags_and_overlaps
         measured, simulated = res["levels"][tier], sim[tier]
         assert simulated["lag_mean_s"] == pytest.approx(measured["lag_mean_s"], rel=0.15), tier
         assert simulated["overlap"] == pytest.approx(measured["overlap"], rel=0.15), tier
+    if peer:  # the probe timed the peer sends too, against the design's NIC, with the node's files
+        probe = next(p for p in res["dilation"]["phases"] if p["phase"] == "replicate")
+        assert (probe["tier"], probe["design_bytes_per_s"]) == ("peer", pytest.approx(200e6 / 8))
+        assert probe["node_bytes"] == pytest.approx(res["restore_by_tier"]["memory"]["node_bytes"], rel=0.05)
     (rec,) = res["recoveries"]
     assert rec["class"] == failure_class and rec["ok"]
     if failure_class == "node" and peer:  # the fetch from the peer ran at the design's NIC (200 Mb/s) / D

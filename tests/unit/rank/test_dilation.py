@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from emulator.cli import main
+from emulator.checkpoint.layout import FileEntry
 from emulator.config import load_config
 from emulator.design import run_emulation
 from emulator.errors import ConfigError
@@ -141,6 +143,27 @@ def test_a_phase_probe_times_its_node_from_its_first_start_to_its_last_end():
     (phase,) = probe.phases
     assert phase.fixed_s == pytest.approx(0.2)  # the skeletons too: 0.1 s each, one after the other
     assert phase.host_bps == pytest.approx(4000 / (0.7 - 0.2))
+
+
+def test_the_peer_sends_are_probed_whole_then_skeleton_against_the_nodes_nic():
+    """A memory tier's peer copies leave through the node's NIC (400 Gb/s in the embedded default):
+    the probe sends every rank's whole file, then its skeleton, to its holders, unpaced, and the
+    node's sent bytes are set against the NIC's rate."""
+    cfg = load_config(None, [])
+    now = time.time()
+    comm = _NodeOfTwo(other=(0, (0.7, 1010, now), (0.2, 10, now)))
+    sent = []
+
+    def send_replicas(layout, files, source, store):
+        assert (layout, source, store) == ("layout", "memory tier", "held copies")
+        sent.append(files[0].key)
+        return SimpleNamespace(sent_bytes=files[0].size)
+    peer = SimpleNamespace(layout="layout", store="held copies", transport=SimpleNamespace(send_replicas=send_replicas))
+    probe = Probe(cfg, comm, state=None, tiers={"memory": "memory tier"}, loop=None, peer=peer)
+    probe._replicate((FileEntry("skeleton", 0, 10, 0), FileEntry("whole", 0, 2010, 0)))
+    (phase,) = probe.phases
+    assert sent == ["whole", "skeleton"] and comm.gathers == 1
+    assert (phase.phase, phase.tier, phase.design_bps, phase.node_bytes) == ("replicate", "peer", 400e9 / 8, 2010 + 1010)
 
 
 def test_a_stated_snapshot_rate_is_probed_as_the_nodes_copy_rate():
