@@ -9,6 +9,8 @@ was not paced or the host could not keep up:
 * a tier that is not emulated always measures the host, at this run's size;
 * the snapshot is paced only where the design states its copy rate: otherwise it is this host's
   memory copy;
+* a run node holding fewer ranks than the design's node gets that node's whole devices for its
+  own ranks' bytes;
 * a compressed step may be shorter than the host can schedule (sleep granularity, CPU
   contention): then the step time is the host's.
 """
@@ -127,3 +129,19 @@ def snapshot_notes(cfg, results: dict) -> list[str]:
             "other figure, are this host's copy extrapolated to the full bytes, not the design's; plan and "
             f"simulate assume {DEFAULT_SNAPSHOT} per accelerator. State the rate to pace it (the probe then "
             "dilates the run for it)"]
+
+
+def part_node_notes(cfg, results: dict) -> list[str]:
+    """A run whose nodes hold fewer ranks than the design's node: each is paced at its design node's
+    whole devices (and share of global storage) with only its own ranks' bytes, so its node figures
+    (writes, drains, restores) are those of part of a node's bytes, shorter than the design's node."""
+    d, nodes = cfg.design, results.get("nodes") or 1
+    if d is None or not results.get("ranks"):
+        return []
+    mine, whole = results["ranks"] / nodes, d.accelerators_per_node
+    if mine >= whole:
+        return []
+    return [f"node: each node of this run holds {mine:g} of the design node's {whole} ranks, paced at that "
+            f"node's whole devices and share of global storage: its write, drain and restore figures are for "
+            f"{mine / whole:.0%} of a node's bytes, about {whole / mine:.3g}x shorter than the design's node; "
+            f"run {whole} ranks a node (--nproc-per-node, parallelism.ranks) for the design's node"]

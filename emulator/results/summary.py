@@ -26,7 +26,8 @@ from emulator.results.design_time import (at_run_factor, full_load, full_record,
 from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
                                      tier_load_summary)
 from emulator.results.requests import s3_summary
-from emulator.results.scale_notes import rate_notes, raw_tier_notes, restore_notes, snapshot_notes, step_notes
+from emulator.results.scale_notes import (part_node_notes, rate_notes, raw_tier_notes, restore_notes, snapshot_notes,
+                                          step_notes)
 from emulator.design import run_emulation
 from emulator.design.links import node_links
 from emulator.sizing import checkpoint_size
@@ -347,8 +348,8 @@ def tier_design(cfg) -> dict:
 
 def host_notes(cfg, results: dict) -> list[str]:
     """Where a figure is this host's or the scale's rather than the full-size design's."""
-    return (step_notes(cfg, results) + raw_tier_notes(cfg, results) + snapshot_notes(cfg, results)
-            + rate_notes(cfg, results) + restore_notes(cfg, results))
+    return (step_notes(cfg, results) + part_node_notes(cfg, results) + raw_tier_notes(cfg, results)
+            + snapshot_notes(cfg, results) + rate_notes(cfg, results) + restore_notes(cfg, results))
 
 
 def _by_step(mode: str, ranks: list[dict]) -> dict:
