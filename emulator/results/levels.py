@@ -104,8 +104,15 @@ def recovery_summary(cfg, ranks: list[dict]) -> list[dict]:
                     "fetch_errors": [e for x in recs for e in x.get("fetch_errors", [])][:5],
                     "served_by": dict(Counter(x["tier"] or "none" for x in loads)),
                     "lost_steps": lost, "lost_work_s": lost * cfg.training.step_seconds,
+                    "paced": any(x.get("paced_s", 0.0) > 0 for x in loads), "host_lag": _host_lag(loads),
                     "fallbacks": [f for x in loads for f in x["fallbacks"]][:10]})
     return out
+
+
+def _host_lag(loads: list[dict]) -> float:
+    """How far the recovery's restores streamed past their paced time here, over it (the worst rank's):
+    a recovery restores at the run's factor, not the loads' own, so this host may fall behind."""
+    return max((x.get("lag_s", 0.0) / x["paced_s"] for x in loads if x.get("paced_s", 0.0) > 0), default=0.0)
 
 
 def tier_load_summary(cfg, ranks: list[dict]) -> dict:
