@@ -468,9 +468,9 @@ class Checkpointer:
         entry = mine.entry if written and rec.local_complete and mine.where == "memory" else None
         t0 = time.time()
         with counted_as("replicate"):
-            ok, seconds, stream_s = await self.peer.replicate(self.drain_comm, self.memory, rec.step, entry,
-                                                               self.manifest_meta(rec.step))
-        self._tier_done(rec, "peer", ok, seconds, paced.seconds("replicate", t0, time.time())
+            ok, seconds, stream_s, spans = await self.peer.replicate(self.drain_comm, self.memory, rec.step, entry,
+                                                                      self.manifest_meta(rec.step))
+        self._tier_done(rec, "peer", ok, seconds, paced.covered(spans, t0, time.time())
                         if self.peer.transport.pacer is not None else None, stream_s=stream_s)
         if ok and self.comm.is_node_leader:
             self.metrics.observe_phase("replicate", "peer", seconds, backend="gloo")

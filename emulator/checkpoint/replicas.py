@@ -23,7 +23,7 @@ from emulator.checkpoint import layout
 from emulator.checkpoint.peer import PeerTransport
 from emulator.checkpoint.placement import PeerLayout
 from emulator.job.rank_tiers import memory_tier_config
-from tiers import make_tier
+from tiers import make_tier, paced
 from tiers.directory import DirOptions
 from tiers.emulated import counted_as
 
@@ -57,25 +57,30 @@ class PeerReplicas:
     def holders(self, node: int) -> list[int]:
         return self.layout.holders(node)
 
-    async def replicate(self, comm, memory, step: int, entry, meta: dict) -> tuple[bool, float, float]:
+    async def replicate(self, comm, memory, step: int, entry, meta: dict) -> tuple[bool, float, float, list]:
         """Collective (``comm`` is the pipeline's group, the transport has its own): send this rank's
         file (``entry``; None: it has none to send) to its holders, who index it with the
         checkpoint's ``meta`` (its layout and lineage, the same on every rank). Returns (this node's
-        copies arrived whole at every holder, seconds, of them the streams' seconds)."""
+        copies arrived whole at every holder, seconds, of them the streams' seconds, and the paced
+        sends of this node's ranks and its sources': a stream waits on its node's NIC behind the
+        node's other ranks, and on its source's sends, paced in other processes)."""
         t0 = time.time()
         result = await asyncio.to_thread(self.transport.send_replicas, self.layout,
                                          [entry] if entry is not None else [], memory, self.store)
         got = [(r.node, r.key, r.size, r.crc32c) for r in result.received]
-        everyone = await asyncio.to_thread(comm.all_gather, (comm.node, comm.local_rank, got))
+        mine = paced.spans("replicate", t0, time.time())
+        everyone = await asyncio.to_thread(comm.all_gather, (comm.node, comm.local_rank, got, mine))
         if comm.is_node_leader:
             await self._index(step, comm, everyone, meta)
         arrived = self._arrived(everyone, comm.node)
-        return arrived and entry is not None and result.ok, time.time() - t0, result.stream_s
+        mine_and_sources = {comm.node, *self.layout.sources(comm.node)}  # my NIC's senders, and my sources'
+        spans = [s for node, *_, theirs in everyone if node in mine_and_sources for s in theirs]
+        return arrived and entry is not None and result.ok, time.time() - t0, result.stream_s, spans
 
     def _arrived(self, everyone: list, node: int) -> bool:
         """Whether every holder of ``node`` received a file from each of its ranks."""
         for holder in self.holders(node):
-            files = sum(1 for h, _, got in everyone if h == holder for src, *_ in got if src == node)
+            files = sum(1 for h, _, got, _ in everyone if h == holder for src, *_ in got if src == node)
             if files != self.ranks_per_node:
                 return False
         return True
@@ -83,7 +88,7 @@ class PeerReplicas:
     async def _index(self, step: int, comm, everyone: list, meta: dict) -> None:
         """Leader of a holder: the manifest of every file its node received for ``step``."""
         entries = [layout.FileEntry(key, src * self.ranks_per_node + local, size, crc)
-                   for h, local, got in everyone if h == comm.node for src, key, size, crc in got]
+                   for h, local, got, _ in everyone if h == comm.node for src, key, size, crc in got]
         if not entries:
             return
         manifest = layout.Manifest(step=step, files=sorted(entries, key=lambda e: e.rank), tier="peer",
