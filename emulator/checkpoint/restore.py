@@ -189,10 +189,10 @@ class Restorer:
         rec.time_factor = self.time_factor
         mine = paced.spans(("restore", "fetch"), wall, wall + rec.seconds)
         everyone = self.comm.all_gather((rec.seconds * self.metrics_clock, rec.bytes, self.comm.node, mine))
-        # the node's ranks read through one device: while any of them waits for its paced bytes, the
-        # device is busy, and a rank done early waits for the others' device time, not its host's
+        # its stream is behind when its node's device is idle (the node's ranks read through one);
+        # its load is paced while any node's reads are (device_seconds)
         node_spans = [s for *_, node, spans in everyone if node == self.comm.node for s in spans]
-        rec.paced_s = paced.covered(node_spans, wall, wall + rec.seconds)
+        rec.paced_s = device_seconds(everyone, wall, rec.seconds)
         if rec.ok and self._stream is not None:
             rec.lag_s = self._stream[1] - self._stream[0] - paced.covered(node_spans, *self._stream)
         if rec.ok:
@@ -393,3 +393,11 @@ class _CrcReader:
         for job in self._jobs:
             job.result()
         return format_crc(self._crc), self.pos
+
+
+def device_seconds(everyone: list, wall: float, seconds: float) -> float:
+    """Of a rank's load from ``wall`` for ``seconds``, the time some node's paced reads covered
+    (``everyone``: every rank's (seconds, bytes, node, paced spans)): a node's ranks read through one
+    device, and every node waits for the slowest node's (the restart needs every rank), so a rank
+    done early waits for device time, not for its host or its software."""
+    return paced.covered([s for *_, spans in everyone for s in spans], wall, wall + seconds)
