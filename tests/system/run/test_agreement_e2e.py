@@ -1,6 +1,5 @@
-"""The agreement suite's third engine: each shipped design (but design-memory-peer-pfs, which needs
-two agents: test_levels_e2e.py runs its ladder) run for real (torchrun, real bytes, time
-dilation as the probe picks it), its full-size figures (the checkpoint's copies, and a restore from the
+"""The agreement suite's third engine: each shipped design run for real (torchrun, real bytes, time
+dilation as the probe picks it; design-memory-peer-pfs as two agents of a whole node each), its full-size figures (the checkpoint's copies, and a restore from the
 nearest tier at the loads' own dilation) the closed forms within 10 % with no phase flagged as this host's, and ``simulate --as-run --calibrate`` (the run's dilation, its software's
 fixed costs) reproducing what the run measured within 15 %. Two checkpoints a design, two steps apart, sync
 (the stall holds every copy), no baseline.
@@ -10,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from emu import ckpt_emu, results, run_unflagged
+from emu import ckpt_emu, results, run_two_agents, run_unflagged
 from level_runs import shm  # noqa: F401 - the tiers' folder in host memory, removed after
 from s3server import TEST_ENV, aws_environment, make_bucket, start_moto_server
 
@@ -80,6 +79,31 @@ def _flags(sets: list) -> list:
     return [x for s in sets for x in ("--set", s)]
 
 
+def test_the_peer_design_runs_at_its_closed_forms_on_two_whole_nodes(tmp_path, shm):
+    """design-memory-peer-pfs as two agents of 8 ranks (its node's accelerators: half a node each would
+    read half its times), x250 for its peer sends: no phase flagged, the peer copies and the restore
+    included, and the memory write, the drain and the restore from memory at their closed forms."""
+    sets = ["parallelism.ranks=16", "training.step_seconds=1", "checkpoint.saves=2", "checkpoint.loads=1",
+            "checkpoint.interval_steps=2", "checkpoint.baseline=false", "checkpoint.modes=[sync]"]
+    sets += [f"tiers.{tier}.interval_steps=2" for tier in ("memory", "peer", "global")]
+
+    def run_in(folder):
+        outs, where = [folder / "n0", folder / "n1"], shm / folder.name
+        paths = [f"tiers.global.path={where}/g", f"tiers.memory.path={where}/m/node{{node}}"]
+        run_two_agents("design-memory-peer-pfs", outs, "agree", timeout=800, nproc=8, args=tuple(_flags(sets + paths)))
+        return results(next(o for o in outs if (o / "results.json").exists()))
+    res, _ = run_unflagged(run_in, tmp_path)
+    assert "replicate" in res["modes"]["sync"]["host_share"]  # the peer copies were paced and kept
+    design = resolve(load_config("design-memory-peer-pfs", sets))
+    full = res["modes"]["sync"]["full_size"]
+    assert full["local_write_mean_s"] == pytest.approx(copy_seconds(design, "memory"), rel=0.10), full
+    assert full["drain_mean_s"] == pytest.approx(copy_seconds(design, "global"), rel=0.10), full
+    load = res["load"]
+    assert load["served_by"].keys() == {"memory"}
+    paced_part = load["load_worst_full_size_s"] - load["load_software_s"]
+    assert paced_part == pytest.approx(restore_seconds(design, "memory"), rel=0.10), (paced_part, load)
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_a_shipped_design_runs_at_its_closed_forms_and_as_simulated(tmp_path, shm, name, request):
     sets, flags, res, where = _unflagged_run(tmp_path, shm, name, request)
@@ -99,3 +123,4 @@ def test_a_shipped_design_runs_at_its_closed_forms_and_as_simulated(tmp_path, sh
                               "--json", "--out", where / "sim", check=True).stdout)["modes"]["sync"]
     for key in ("stall_mean_s", "local_write_mean_s", "drain_mean_s"):
         assert sim[key] == pytest.approx(run[key], rel=0.15, abs=1e-3), (key, sim[key], run[key])
+
