@@ -123,8 +123,10 @@ def test_crash_then_rerun_resumes_with_random_whole_run_kills(tmp_path):
     assert local[-1] > glob[-1]  # complete locally, not yet on the global tier
     pending = local[-1]
 
-    # 2. reruns, each SIGKILLed as a whole at a random moment while checkpointing
-    cfg_path = small_config(tmp_path, checkpoint={"saves": 3, "loads": 1, "keep": 2})
+    # 2. reruns, each SIGKILLed as a whole at a random moment while checkpointing: enough checkpoints
+    # that the kill, up to 0.8 s after the first, lands before the run ends (with 3, a run on a fast
+    # host once finished first, and the next one was refused its finished results folder)
+    cfg_path = small_config(tmp_path, checkpoint={"saves": 12, "loads": 1, "keep": 2})
     status = tmp_path / "out" / "status.json"
     for i in range(3):
         status.unlink(missing_ok=True)
@@ -132,6 +134,7 @@ def test_crash_then_rerun_resumes_with_random_whole_run_kills(tmp_path):
         started = _wait_for(status, run)  # rank 0 writes it after each checkpoint
         assert started, f"run {i} ended before its first checkpoint"
         time.sleep(rng.uniform(0.0, 0.8))
+        assert run.poll() is None, f"run {i} ended before its kill"
         kill_tree(run.pid)
         run.wait(timeout=30)
         local, glob = _check_tiers(tmp_path, cfg)
