@@ -17,10 +17,12 @@ from emulator.config import load_config
 from emulator.design import resolve
 from emulator.design.costs import copy_seconds, restore_seconds
 
-# no phase may be flagged as this host's: the parallel part's load, starting after the probe, overran one
-pytestmark = [pytest.mark.timeout(900), pytest.mark.calm]
+# no phase may be flagged as this host's: the parallel part's load, starting after the probe, overran one;
+# beside one other calm test the 70B design's restore read 10.8 % and 12.5 % over its closed form, its
+# paced time itself longer and nothing flagged (2 runs of the part in about 6): alone, then
+pytestmark = [pytest.mark.timeout(900), pytest.mark.alone]
 
-#: the longest first (the S3 designs: x125, set by moto), so the calm part's two workers end together
+#: the longest first (the S3 designs: x125, set by moto)
 SHIPPED = ("design-memory-nvme-s3", "design-nvme-s3", "design-llama70-128-nvme-s3", "default", "design-nvme-pfs",
            "design-direct-pfs", "design-llama405-2048-nvme-pfs")
 #: designs whose global tier is an S3 bucket: here a bucket on a moto server of the module's
