@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from emu import ckpt_emu, results
+from level_runs import shm  # noqa: F401 - a folder in host memory for the tiers, removed after
 
 from emulator.config import load_config
 from emulator.design import resolve
@@ -14,15 +15,15 @@ from emulator.design.costs import copy_seconds, restore_seconds, snapshot_second
 pytestmark = pytest.mark.timeout(900)
 
 
-def _design(tmp_path, name: str, *, local: str, global_: str, dilation, scale: float, ranks: int = 2,
+def _design(tmp_path, shm, name: str, *, local: str, global_: str, dilation, scale: float, ranks: int = 2,
             step_seconds: float = 300, snapshot: str | None = None) -> str:
     cfg = {"extends": "llama3-8b", "parallelism": {"ranks": ranks},
            "run": {"scale": scale, "out": str(tmp_path / name / "out"), "dilation": dilation},
            "training": {"step_seconds": step_seconds},
            "checkpoint": {"interval_steps": 2, "saves": 2, "loads": 1, "baseline": False},
            "drain": {"verify": "size"},
-           "tiers": {"local": {"backend": "dir", "path": f"/dev/shm/ckpt-emu-test-{tmp_path.name}/{name}/l"},
-                     "global": {"backend": "dir", "path": f"/dev/shm/ckpt-emu-test-{tmp_path.name}/{name}/g"}},
+           "tiers": {"local": {"backend": "dir", "path": f"{shm}/{name}/l"},  # in host memory, removed after
+                     "global": {"backend": "dir", "path": f"{shm}/{name}/g"}},
            "design": {"job": {"nodes": 1, "accelerators_per_node": ranks},
                       "node": {"local": {"write": local, "read": local}, "nic": "400Gb/s"},
                       "global": {"write": global_, "read": global_}}}
@@ -44,12 +45,12 @@ def _figures(res: dict) -> dict:
     return {"local_write": sync["local_write_mean_s"], "drain": sync["drain_mean_s"], "stall": sync["stall_mean_s"]}
 
 
-def test_the_same_design_at_three_dilations_gives_the_same_design_figures(tmp_path):
+def test_the_same_design_at_three_dilations_gives_the_same_design_figures(tmp_path, shm):
     """A design this machine can pace as it is (a 1 GB/s device, a 0.25 GB/s store) at D = 1, 4 and 16:
     the full-size figures agree within run-to-run spread, and with the closed forms. Steps of 300 s:
     an interval of 600 s holds an async checkpoint's copies (112 s to the device, then 450 s to the
     store), and every second of it takes 16 ms here at D = 16."""
-    runs = {d: _run(_design(tmp_path, f"d{d}", local="1GB/s", global_="250MB/s", dilation=d, scale=0.001))
+    runs = {d: _run(_design(tmp_path, shm, f"d{d}", local="1GB/s", global_="250MB/s", dilation=d, scale=0.001))
             for d in (1, 4, 16)}
     for d, res in runs.items():
         assert res["dilation"]["factor"] == d and res["time_factor"] == pytest.approx(0.001 * d)
@@ -57,7 +58,7 @@ def test_the_same_design_at_three_dilations_gives_the_same_design_figures(tmp_pa
     for d in (4, 16):
         for key, value in _figures(runs[d]).items():
             assert value == pytest.approx(base[key], rel=0.10), (d, key, value, base[key])
-    design = resolve(load_config(_design(tmp_path, "d1", local="1GB/s", global_="250MB/s", dilation=1, scale=0.001)))
+    design = resolve(load_config(_design(tmp_path, shm, "d1", local="1GB/s", global_="250MB/s", dilation=1, scale=0.001)))
     for d, res in runs.items():
         f = _figures(res)
         assert f["local_write"] == pytest.approx(copy_seconds(design, "local"), rel=0.10), (d, f)
@@ -66,14 +67,14 @@ def test_the_same_design_at_three_dilations_gives_the_same_design_figures(tmp_pa
 
 @pytest.mark.alone  # a second worker's load overran its x100 pacing: flagged
 @pytest.mark.large
-def test_a_design_a_hundred_times_faster_than_this_machine_runs_at_the_factor_the_probe_picks(tmp_path):
+def test_a_design_a_hundred_times_faster_than_this_machine_runs_at_the_factor_the_probe_picks(tmp_path, shm):
     """A 700 GB/s NVMe and a 200 GB/s store: the probe picks D, every phase keeps to its design rate
     at it (no phase flagged), and the full-size figures are the closed forms within 10 %."""
     # 2.5 s steps: at the factor of a few hundred this host needs, a 400 s step would take over an
     # hour, and an interval of 5 s still holds an async checkpoint's copies (3.5 s: the drain at the
     # NIC's 50 GB/s), so no checkpoint waits for the one before it; scale 0.002 (0.2 GiB a checkpoint)
     # takes half the wall time of 0.004 at about the same factor
-    path = _design(tmp_path, "fast", local="700GB/s", global_="200GB/s", dilation="auto", scale=0.002, ranks=2,
+    path = _design(tmp_path, shm, "fast", local="700GB/s", global_="200GB/s", dilation="auto", scale=0.002, ranks=2,
                    step_seconds=2.5, snapshot="48GiB/s")
     res = _run(path)
     d = res["dilation"]
