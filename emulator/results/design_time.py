@@ -100,6 +100,13 @@ def at_run_factor(load: dict, k: float) -> float:
     return load["seconds"] - paced + paced * k / load_time_factor(load, k)
 
 
+def stream_lag(load: dict) -> float:
+    """How far a load's stream ran past its paced time here, over the paced time (0 where nothing
+    paced it): a copy's host lag (:func:`host_lags`), for a restore."""
+    paced = load.get("paced_s", 0.0)
+    return load.get("lag_s", 0.0) / paced if paced > 0 else 0.0
+
+
 def full_load(load: dict, k: float, *, bytes_factor: float | None = None) -> dict:
     k = load_time_factor(load, k)
     if k == 1:

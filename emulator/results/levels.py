@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from emulator.results.design_time import at_run_factor, full_load, tier_lag
+from emulator.results.design_time import at_run_factor, full_load, stream_lag, tier_lag
 from emulator.units import GIB
 
 
@@ -112,7 +112,7 @@ def recovery_summary(cfg, ranks: list[dict]) -> list[dict]:
 def _host_lag(loads: list[dict]) -> float:
     """How far the recovery's restores streamed past their paced time here, over it (the worst rank's):
     a recovery restores at the run's factor, not the loads' own, so this host may fall behind."""
-    return max((x.get("lag_s", 0.0) / x["paced_s"] for x in loads if x.get("paced_s", 0.0) > 0), default=0.0)
+    return max((stream_lag(x) for x in loads), default=0.0)
 
 
 def tier_load_summary(cfg, ranks: list[dict]) -> dict:

@@ -22,7 +22,8 @@ from collections import Counter, defaultdict
 
 from emulator.checkpoint.audit import summarize_audits
 from emulator.results.design_time import (at_run_factor, full_load, full_record, host_lags, host_seconds,
-                                           host_shares, load_time_factor, probed_software, software_seconds)
+                                           host_shares, load_time_factor, probed_software, software_seconds,
+                                           stream_lag)
 from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
                                      tier_load_summary)
 from emulator.results.requests import s3_summary
@@ -120,11 +121,7 @@ def _load_host_lag(loads: list[dict], k: float, scale: float | None) -> float:
     """How far the slowest rank-load's stream ran past its paced time here, over the paced time (a
     copy's host lag, emulator/results/design_time.py ``host_lags``): counted once, it may be a small
     share of the full-size figure while its reads were this host's, not the paced design's."""
-    if not loads:
-        return 0.0
-    _, worst = _worst_load(loads, k, scale)
-    paced_s = worst.get("paced_s", 0.0)
-    return worst.get("lag_s", 0.0) / paced_s if paced_s > 0 else 0.0
+    return stream_lag(_worst_load(loads, k, scale)[1]) if loads else 0.0
 
 
 def _load_software(loads: list[dict], k: float, scale: float | None) -> float:
