@@ -48,7 +48,7 @@ from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, UnsafePa
 from .copycrc import copy_crc32c
 from .fileops import (as_bytes, copy_file_durable, fs_type, fsync_dir, is_partial, open_checked, open_regular,
                       partial_path, publish, remove_empty_dirs, remove_file, write_all)
-from .locking import INTERNAL_FILES, busy_holder, claim_dir, join_dir
+from .locking import INTERNAL_FILES, WAIT_FOR_ENDED_RUN_S, busy_holder, claim_dir, join_dir
 from .mapped import MapCache
 from .safepath import Folder, check_reach, is_own_file, reach
 
@@ -347,8 +347,8 @@ class DirTier(Tier):
     @staticmethod
     def busy(options: DirOptions, node: int = 0):
         """The holder (``tiers.locking.Holder``) of the run that holds node ``node``'s folder now, or
-        None; checked without making or writing anything."""
-        return busy_holder(Path(options.for_node(node)).expanduser())
+        None (after waiting for a run whose launcher ended); checked without making or writing anything."""
+        return busy_holder(Path(options.for_node(node)).expanduser(), wait_ending_s=WAIT_FOR_ENDED_RUN_S)
 
     def __init__(self, root: str | Path, *, recycle: bool = False, pool_files: int = 1, allow_foreign: bool = False):
         wanted = Path(root).expanduser()

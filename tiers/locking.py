@@ -12,7 +12,8 @@ crash clean-up), so a run takes the tier for its lifetime:
   within seconds of their launcher) cannot write under the new one.
 
 The kernel releases both when a process dies, so a lock left by a dead run is
-simply free: its record is shown nowhere and overwritten. The lock files are
+simply free: its record is shown nowhere and overwritten. A run whose launcher
+(the CLI, named in the record) has ended is dying: a claim waits for its lock. The lock files are
 opened without following links and only as regular files of this user's with
 one name (``tiers.safepath``): a name another user planted is refused, never
 truncated or written through. ``flock`` works on
@@ -40,6 +41,8 @@ OWNER, USERS = ".ckpt-emu.owner", ".ckpt-emu.users"
 INTERNAL_FILES = (OWNER, USERS)
 #: the most of an owner record read (a record is about 100 bytes)
 MAX_RECORD = 64 << 10
+#: how long a claim waits for the processes of a run that ended (or whose launcher did) to exit
+WAIT_FOR_ENDED_RUN_S = 20.0
 
 
 class TierBusy(TierError):
@@ -54,10 +57,35 @@ class Holder:
     pid: int = field(default_factory=os.getpid)
     host: str = field(default_factory=socket.gethostname)
     started: float = field(default_factory=time.time)
+    #: the pid of the process that launched the run on this host (the CLI), 0 if not known
+    launcher: int = 0
 
     def describe(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started))
-        return f"pid {self.pid} on {self.host} since {when} (run {self.job})"
+        line = f"pid {self.pid} on {self.host} since {when} (run {self.job})"
+        if self.ending():
+            line += f"; its launcher (pid {self.launcher}) ended but its processes still hold the lock"
+        return line
+
+    def ending(self) -> bool:
+        """Whether the run's launcher on this host has ended: its processes follow it within
+        seconds (emulator/job/lifeline.py), so its lock is about to be free."""
+        return self.launcher > 0 and self.host == socket.gethostname() and not _alive(self.launcher)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not ended (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
 
 
 class FileClaim(Claim):
@@ -144,9 +172,19 @@ def read_holder(folder) -> Holder | None:
         return None
 
 
-def busy_holder(folder) -> Holder | None:
+def busy_holder(folder, *, wait_ending_s: float = 0.0) -> Holder | None:
     """Whether a run holds ``folder`` now (its owner lock is taken), checked without making or
-    writing anything; that run's record (or an unnamed one) if so, else None."""
+    writing anything; that run's record (or an unnamed one) if so, else None. A run whose launcher
+    has ended is waited for, up to ``wait_ending_s``."""
+    deadline = time.monotonic() + wait_ending_s
+    while True:
+        holder = _holder_now(folder)
+        if holder is None or not holder.ending() or time.monotonic() > deadline:
+            return holder
+        time.sleep(0.1)
+
+
+def _holder_now(folder) -> Holder | None:
     try:
         with _reached(folder, "lock") as held:
             fd = open_checked(OWNER, os.O_RDONLY, dir_fd=held.fd)
@@ -170,7 +208,7 @@ def _wait_lock(fd: int, op: int, wait_s: float, interval_s: float, error) -> Non
         time.sleep(interval_s)
 
 
-def claim_dir(folder, holder: Holder, *, what: str, wait_users_s: float = 20.0) -> FileClaim:
+def claim_dir(folder, holder: Holder, *, what: str, wait_users_s: float = WAIT_FOR_ENDED_RUN_S) -> FileClaim:
     """Own ``folder`` (a path or a Folder) for this run; TierBusy with one line naming the holder
     if another run does, UnsafePath if its lock files are not the tool's own."""
     with ExitStack() as undo:  # closes what was opened if the claim fails
@@ -178,9 +216,7 @@ def claim_dir(folder, holder: Holder, *, what: str, wait_users_s: float = 20.0) 
         owner = _open(held, OWNER, what)
         undo.callback(os.close, owner)
         if not _try(owner, fcntl.LOCK_EX):
-            holder_then = read_holder(held)
-            raise TierBusy(f"{what} is in use by another run: "
-                           f"{holder_then.describe() if holder_then else 'unknown holder'}")
+            _wait_for_ending_run(held, owner, wait_users_s, what)
         users = _open(held, USERS, what)
         undo.callback(os.close, users)
         _wait_lock(users, fcntl.LOCK_EX, wait_users_s, 0.1, lambda: TierBusy(  # an earlier run's, exiting
@@ -192,6 +228,18 @@ def claim_dir(folder, holder: Holder, *, what: str, wait_users_s: float = 20.0) 
         os.fsync(owner)
         undo.pop_all()
         return FileClaim([owner, users], held, what)
+
+
+def _wait_for_ending_run(held: Folder, owner: int, wait_s: float, what: str) -> None:
+    """The owner lock, once the run that holds it ends, if its launcher has ended already (up to
+    ``wait_s``); else TierBusy at once, naming the holder."""
+    def busy():
+        holder = read_holder(held)
+        return TierBusy(f"{what} is in use by another run: {holder.describe() if holder else 'unknown holder'}")
+    holder = read_holder(held)
+    if holder is None or not holder.ending():
+        raise busy()
+    _wait_lock(owner, fcntl.LOCK_EX, wait_s, 0.1, busy)
 
 
 def join_dir(folder, *, what: str, wait_s: float = 60.0, job: str | None = None) -> FileClaim:

@@ -23,6 +23,8 @@ from tiers.locking import Holder, claim_dir, join_dir
 from tiers.safepath import reach
 
 JOB_ENV = "CKPT_EMU_JOB"
+#: the pid of the CLI that launched this node's ranks: a lock whose launcher ended is waited for
+LAUNCHER_ENV = "CKPT_EMU_LAUNCHER"
 #: set by the launcher when the nodes were started with fixed node ranks (``--node-rank``): a
 #: replacement node may then take a lost node's place (emulator/rank/membership.py)
 FIXED_NODE_RANKS_ENV = "CKPT_EMU_FIXED_NODE_RANKS"
@@ -33,7 +35,8 @@ def new_job_id(rdzv_endpoint: str | None, rdzv_id: str) -> str:
 
 
 def holder() -> Holder:
-    return Holder(job=os.environ.get(JOB_ENV, "?"))
+    launcher = os.environ.get(LAUNCHER_ENV, "")
+    return Holder(job=os.environ.get(JOB_ENV, "?"), launcher=int(launcher) if launcher.isdigit() else 0)
 
 
 def claim_results_folder(out, job: str):
@@ -42,7 +45,7 @@ def claim_results_folder(out, job: str):
     what = f"results folder {out}"
     try:
         with reach(out, create=True, mode=0o755, what=what) as folder:
-            return claim_dir(folder, Holder(job=job), what=what)
+            return claim_dir(folder, Holder(job=job, launcher=os.getpid()), what=what)
     except TierError as exc:
         raise UserError(str(exc)) from None
     except OSError as exc:  # e.g. a full disk

@@ -21,7 +21,7 @@ from pathlib import Path
 from emulator.errors import EXIT_BAD_INPUT, RunFailed, UserError
 from emulator.job import outdir
 from emulator.job.lifeline import die_with_parent
-from emulator.job.ownership import JOB_ENV
+from emulator.job.ownership import JOB_ENV, LAUNCHER_ENV
 from emulator.launch import failure
 from tiers.base import TierError
 from tiers.fileops import open_checked, partial_of, write_replacing
@@ -151,7 +151,8 @@ def run_failure(log: Path, rc: int, *, oom_killed: bool = False) -> UserError:
 def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str = "", env: dict | None = None) -> int:
     """Run torchrun (``env`` added to ours), logging to the results folder's torchrun.log;
     returns its exit status."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1", **{JOB_ENV: job}, **(env or {}))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1",
+               **{JOB_ENV: job, LAUNCHER_ENV: str(os.getpid())}, **(env or {}))
     log_path = out / outdir.LOG
     interrupts, oom_before = 0, failure.oom_kills()
     with open(_create(log_path), "wb") as log:

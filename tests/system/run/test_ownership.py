@@ -15,10 +15,11 @@ import threading
 import time
 
 import pytest
-from crashcheck import verify_dir_tier
+from crashcheck import descendants, verify_dir_tier
 from emu import ckpt_emu, results, small_config
 from s3server import s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
+from emulator.job.lifeline import FORK_SERVER_PROCESS_NAME
 from tiers.locking import OWNER, USERS, Holder, TierBusy, claim_dir, join_dir
 
 
@@ -61,16 +62,30 @@ def test_a_second_run_on_the_same_tiers_fails_at_once_naming_the_holder(tmp_path
 
 
 def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path):
+    """The rerun starts while the killed run's ranks still hold its locks (they die a few seconds
+    after the CLI here: their fork server is stopped until then): it waits for them."""
     cfg = small_config(tmp_path, training={"step_seconds": 0.05})
     first = _start(cfg)
     _wait_training(first, tmp_path / "out")
+    fork_server, = (p for p in descendants(first.pid) if _comm(p) == FORK_SERVER_PROCESS_NAME)
+    os.kill(fork_server, signal.SIGSTOP)  # the ranks die with it, when it runs again
     first.kill()  # the CLI; its torchrun and ranks follow it (emulator/job/lifeline.py)
     first.communicate(timeout=60)
+    threading.Timer(3.0, os.kill, (fork_server, signal.SIGCONT)).start()
     old = json.loads((tmp_path / "global" / OWNER).read_text())
+    assert old["launcher"] == first.pid
     ckpt_emu("run", cfg, "--quiet", check=True, timeout=300)
     new = json.loads((tmp_path / "global" / OWNER).read_text())
     assert new["pid"] != old["pid"] and new["job"] != old["job"]
     assert all(m["incomplete"] == 0 for m in results(tmp_path / "out")["modes"].values())
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def _hold_shared(folder, ready, release):
