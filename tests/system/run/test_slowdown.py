@@ -91,9 +91,17 @@ def test_cpu_bound_steps_show_interference(tmp_path, sleep_run):
     cpu = _run(tmp_path, training={"compute": "cpu"}, run={"scale": 0.002}, checkpoint={"modes": ["async"]})
     interference = cpu["modes"]["async"]["interference_ratio"]
     assert interference > 0.05 and interference > sleep_run["modes"]["async"]["interference_ratio"] + 0.03, cpu["modes"]
-    assert cpu["modes"]["async"]["step_p99_s"] > cpu["baseline"]["step_p99_s"]
-    kinds = {e["kind"] for e in cpu["timeline"]["async"]}
-    assert "slow_compute" in kinds  # the timeline marks steps slower than the baseline
+    # the tail: a tenth of the steps at least are well past nine in ten steps without checkpoints
+    # (not the baseline's p99: of 32 steps, the slowest, which one hiccup of the host sets)
+    steps = {mode: [e["end"] - e["start"] for e in cpu["timeline"][mode] if e["kind"] in ("compute", "slow_compute")]
+             for mode in ("none", "async")}
+    base_p90 = sorted(steps["none"])[int(0.9 * len(steps["none"]))]
+    assert sum(t > 1.1 * base_p90 for t in steps["async"]) >= 0.1 * len(steps["async"]), (base_p90, steps)
+    # the timeline marks exactly the steps slower than the baseline's p99 x 1.1
+    slow_after = cpu["baseline"]["step_p99_s"] * 1.1
+    for e in (e for e in cpu["timeline"]["async"] if e["kind"] in ("compute", "slow_compute")):
+        if abs(e["end"] - e["start"] - slow_after) > 1e-9:  # (times relative to the mode's start)
+            assert (e["kind"] == "slow_compute") == (e["end"] - e["start"] > slow_after), (e, slow_after)
 
 
 def test_the_report_says_which_figures_are_the_hosts(tmp_path):
