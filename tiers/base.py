@@ -80,6 +80,9 @@ class TierScope:
     spool_dir: str | None = None
     #: the node's NIC send bucket (a file), shared by every tier and transport sending through it
     nic_path: str | None = None
+    #: the design's bytes per byte this process moves: paced tiers book each byte at this weight
+    #: (a rank's file holds structure that does not shrink with run.scale: ``design_bytes_weight``)
+    bytes_weight: float = 1.0
 
 
 class Claim:

@@ -361,17 +361,17 @@ class EmulatedTier(TierWrapper):
             self._capacity = Capacity(int(capacity_bytes), inner, path)
         self.duplex, self.nic_bps = duplex, nic_bps
         self._waits, self._waits_lock = {}, threading.Lock()  # {phase: {direction: seconds}}
-        device = self._bucket_source(write_bps, "write")
-        self._writes = _Pacer(self, "write", self._through_nic(device, nic_bps))
+        device, w = self._bucket_source(write_bps, "write"), self.scope.bytes_weight
+        self._writes = _Pacer(self, "write", self._through_nic(device, nic_bps), weight=w)
         if not self.shares_device:
-            self._reads = _Pacer(self, "read", self._bucket_source(read_bps, "read"))
+            self._reads = _Pacer(self, "read", self._bucket_source(read_bps, "read"), weight=w)
         else:  # one device: reads take their time out of the writes' device bucket
-            self._reads = _Pacer(self, "read", device, weight=write_bps / read_bps)
+            self._reads = _Pacer(self, "read", device, weight=w * write_bps / read_bps)
 
     def rate(self, direction: str) -> float | None:
-        """The bytes/s one transfer in ``direction`` ("write", "read") is held to with its bucket to
-        itself (a write: the slower of the device and the NIC; a read on a shared device: its own
-        rate); None where that direction is not paced."""
+        """The bytes/s one transfer of this process's bytes in ``direction`` ("write", "read") is held
+        to with its bucket to itself (a write: the slower of the device and the NIC; a read on a shared
+        device: its own rate; over the scope's ``bytes_weight``); None where that direction is not paced."""
         pacer = self._writes if direction == "write" else self._reads
         if pacer.bucket is None:
             return None

@@ -98,7 +98,7 @@ def _irecv(tensor: torch.Tensor, peer: int, group, tag: int):
     return dist.irecv(tensor, group=group, group_src=peer, tag=tag)
 
 
-def paced_send(send, nbytes: int, pacer) -> None:
+def paced_send(send, nbytes: float, pacer) -> None:
     """``send()`` ``nbytes``; with a ``pacer``, then wait until they are due from the send's start (the
     real send overlaps the NIC's time), the span logged as paced time of the current phase."""
     if pacer is None:
@@ -127,6 +127,8 @@ class PeerTransport:
         self.node, self.local_rank = divmod(self.rank, ranks_per_node)
         self.chunk = int(chunk)
         self.pacer = pacer
+        #: the design's bytes per byte sent (emulator/checkpoint/checkpointer.py ``design_bytes_weight``)
+        self.bytes_weight = 1.0
         self.tag = tag
 
     def _peer(self, node: int) -> int:
@@ -206,7 +208,7 @@ class PeerTransport:
                 for off in range(0, f.size, self.chunk):
                     part = buf[:min(self.chunk, f.size - off)]
                     _read_into(reader, part)  # a short file sends zeros: the receiver refuses it
-                    paced_send(lambda: self._send(part, peer), part.numel(), self.pacer)
+                    paced_send(lambda: self._send(part, peer), part.numel() * self.bytes_weight, self.pacer)
                     sent += part.numel()
         return sent
 

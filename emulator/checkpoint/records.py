@@ -167,6 +167,9 @@ class RankResult(Record):
     dilation: dict = field(default_factory=dict)
     #: the tiers in host memory this rank emptied when the run ended (run.keep_tiers: false)
     tiers_emptied: list = field(default_factory=list)
+    #: the design's bytes per byte of this rank's file: how its tiers booked each byte it moved
+    #: (emulator/checkpoint/checkpointer.py ``design_bytes_weight``)
+    bytes_weight: float = 1.0
 
     def to_dict(self) -> dict:
         d = asdict(self)

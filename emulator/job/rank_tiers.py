@@ -16,10 +16,11 @@ from tiers import make_tier, pace
 from tiers.base import TierScope
 
 
-def tier_scope(comm, out: OutDir, name: str) -> TierScope:
+def tier_scope(comm, out: OutDir, name: str, bytes_weight: float = 1.0) -> TierScope:
     return TierScope(rank=comm.rank, local_rank=comm.local_rank, node=comm.node, nodes=comm.nodes,
                      ranks_per_node=comm.local_world_size, shared_dir=str(out.shared(name)),
-                     spool_dir=str(out.spool(comm.node)), nic_path=str(out.nic(comm.node)))
+                     spool_dir=str(out.spool(comm.node)), nic_path=str(out.nic(comm.node)),
+                     bytes_weight=bytes_weight)
 
 
 def build_tiers(cfg, comm, out) -> dict:
@@ -34,19 +35,21 @@ def build_tiers(cfg, comm, out) -> dict:
     return built
 
 
-def pace_tier(cfg, comm, out, name: str, bare, *, dilated: bool = True):
+def pace_tier(cfg, comm, out, name: str, bare, *, dilated: bool = True, bytes_weight: float = 1.0):
     """Tier ``name`` (``bare``) paced as this node of the run gets it, at the run's dilation (or, not
-    ``dilated``, at the design's rates and latencies as they are: MLPerf's protocol)."""
+    ``dilated``, at the design's rates and latencies as they are: MLPerf's protocol); each byte this
+    rank moves booked at ``bytes_weight`` (emulator/checkpoint/checkpointer.py ``design_bytes_weight``)."""
     emulate = run_emulation(cfg, name, run_node=comm.node, run_nodes=comm.nodes)
-    return pace(bare, paced(cfg, emulate) if dilated else emulate, scope=tier_scope(comm, OutDir(out), name))
+    return pace(bare, paced(cfg, emulate) if dilated else emulate,
+                scope=tier_scope(comm, OutDir(out), name, bytes_weight))
 
 
-def build_lone_global(cfg, comm, out):
+def build_lone_global(cfg, comm, out, *, bytes_weight: float = 1.0):
     """The global tier as this node alone reads it: what a lost node restores through while the
     others restore from their memory or peers."""
     emulate = run_emulation(cfg, "global", run_node=comm.node, run_nodes=comm.nodes, alone_read=True)
     tier = replace(cfg.tiers.global_, emulate=paced(cfg, emulate))
-    return make_tier(tier, scope=tier_scope(comm, OutDir(out), "global-alone"))
+    return make_tier(tier, scope=tier_scope(comm, OutDir(out), "global-alone", bytes_weight))
 
 
 def paced(cfg, emulate):

@@ -36,7 +36,7 @@ import torch.distributed as dist
 from emulator import metrics
 from emulator.checkpoint.audit import audit_tiers
 from emulator.checkpoint.broadcast_restore import make_restorer, new_dp_group, restore_state
-from emulator.checkpoint.checkpointer import Checkpointer
+from emulator.checkpoint.checkpointer import Checkpointer, design_bytes_weight
 from emulator.checkpoint.injection import Faults
 from emulator.checkpoint.layout import delete_all, list_steps
 from emulator.checkpoint.loop import LoopThread
@@ -102,6 +102,7 @@ class RankRun:
         self._recover_tiers()
         self.placement = place(cfg.state.device, self.comm.local_rank, self.comm.local_world_size)
         self.state = RankState.from_config(cfg, self.comm.rank, self.placement.device)
+        self.bytes_weight = design_bytes_weight(self.state, cfg.run.scale)  # its file paced as its state
         self._say_staging()
         self._dilate(duration)
         self.global_ = self.faults.wrap_global(self.global_)
@@ -216,12 +217,13 @@ class RankRun:
                                                     self.peer)
         finally:
             loop.close()
-        paced = {name: pace_tier(self.cfg, self.comm, self.out.root, name, bare) for name, bare in self.bare.items()}
+        paced = {name: pace_tier(self.cfg, self.comm, self.out.root, name, bare, bytes_weight=self.bytes_weight)
+                 for name, bare in self.bare.items()}
         self.local, self.global_, self.memory = paced.get("local"), paced["global"], paced.get("memory")
         self._set_tier_intervals()
         self.metrics.set_time_factor(self.cfg.time_factor)
         if self.peer is not None:
-            self.peer.transport.pacer = self._nic()
+            self.peer.transport.pacer, self.peer.transport.bytes_weight = self._nic(), self.bytes_weight
 
     def _nic(self):
         """The node's NIC as a rate shared by its ranks' peer sends (the design's, / the dilation;
@@ -325,7 +327,8 @@ class RankRun:
         sources = [[pair] for pair in bare] if self.memory is not None else [bare]
         factor, self.load_probe = dilation.load_factor(self.cfg, self.comm, restore, sources)
         self.load_cfg = dilation.with_factor(self.cfg, factor)
-        self.load_tiers = {n: pace_tier(self.load_cfg, self.comm, self.out.root, n, t) for n, t in bare}
+        self.load_tiers = {n: pace_tier(self.load_cfg, self.comm, self.out.root, n, t, bytes_weight=self.bytes_weight)
+                           for n, t in bare}
 
     def _load_restorer(self, tiers=None):
         """The loads' restorer: on their own paced tiers where they have a factor of their own."""
@@ -391,7 +394,8 @@ class RankRun:
         min(NIC, aggregate); after a group loss or a crash every node reads it at once (a storm)."""
         if failure_class != "node":
             return self.node_tiers + [("global", self.global_)]
-        return self.node_tiers + [("global", build_lone_global(self.cfg, self.comm, self.out.root))]
+        lone = build_lone_global(self.cfg, self.comm, self.out.root, bytes_weight=self.bytes_weight)
+        return self.node_tiers + [("global", lone)]
 
     def _fetch_from_peers(self, lost: tuple) -> tuple[float, list]:
         """Collective: each lost node's replacement fetches its copy back from a surviving peer
@@ -484,7 +488,7 @@ class RankRun:
             staging=self.state.stager.describe(), s3_requests=_s3_requests(self.global_),
             device_waits={"local": self._device_waits("local"), "global": self._device_waits("global")},
             tier_loads=tier_loads, recoveries=self.recoveries, memory_tier_peak_bytes=self.ckpt.memory_tier_peak,
-            mapped_tier_peak_bytes=mapped_peak_bytes(), tiers_emptied=emptied,
+            mapped_tier_peak_bytes=mapped_peak_bytes(), tiers_emptied=emptied, bytes_weight=self.bytes_weight,
             dilation={**dilation.describe(self.probe, self.cfg.run.dilation.factor or 1.0),
                       "loads": dilation.describe(self.load_probe, self.load_cfg.run.dilation.factor or 1.0)
                       if self.load_tiers else None})

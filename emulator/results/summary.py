@@ -395,7 +395,7 @@ def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, t
     out["overhead_ratio"] = out["stall_total_s"] / out["training_wall_s"] if out["training_wall_s"] else 0.0
     if baseline is not None:
         out.update(_against_baseline(out, baseline))
-    design = [{**r, "records": [full_record(x, time_factor, bytes_factor=scale) for x in r["records"]]} for r in ranks]
+    design = [{**r, "records": [_design_record(x, r, time_factor, scale) for x in r["records"]]} for r in ranks]
     full = _checkpoint_figures(mode, design)
     out["full_size"] = {k: full[k] if k in full else out[k] / time_factor for k in DURATIONS if k in out}
     out["full_size"]["save_bytes_per_s"] = full["save_gib_s"] * GIB / scale  # the full-size bytes
@@ -493,6 +493,12 @@ def _loop_figures(mode: str, ranks: list[dict], baseline: dict | None) -> dict:
         slow = baseline["step_p99_s"] * SLOW_STEP_FACTOR
         out["slowed_steps_ratio"] = sum(t > slow for t in times) / len(times) if times else 0.0
     return out
+
+
+def _design_record(rec: dict, rank: dict, k: float, scale: float) -> dict:
+    """A checkpoint record as the full-size design's: its durations (:func:`full_record`) and its
+    file's bytes as the design's bytes they were paced as (the rank's ``bytes_weight``)."""
+    return {**full_record(rec, k, bytes_factor=scale), "file_bytes": rec["file_bytes"] * rank.get("bytes_weight", 1.0)}
 
 
 def _update_cpu_per_step(walls: list[dict]) -> float:

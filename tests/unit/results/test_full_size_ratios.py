@@ -62,3 +62,13 @@ def test_the_report_shows_each_ratio_measured_then_at_full_size(results):
     full = results["modes"]["sync"]["full_size"]
     row = next(line for line in format_table(results).splitlines() if line.startswith("overhead (stall/train)"))
     assert f"({full['overhead_ratio'] * 100:.1f} %)" in row, row
+
+
+def test_the_full_size_save_rate_counts_the_designs_bytes_not_the_files_structure(results):
+    """A rank's file bytes paced at their weight (``bytes_weight``: emulator/checkpoint/checkpointer.py)
+    take the design's time: the rate at full size is the design's bytes over it, not the file's."""
+    cfg = load_config(None, ["checkpoint.modes=[sync]", "checkpoint.baseline=true", "parallelism.ranks=2",
+                             "run.dilation=10"])
+    weighed = build_results(cfg, [{**_rank(r), "bytes_weight": 0.9} for r in (0, 1)])["modes"]["sync"]["full_size"]
+    plain = results["modes"]["sync"]["full_size"]
+    assert weighed["save_bytes_per_s"] == pytest.approx(0.9 * plain["save_bytes_per_s"])

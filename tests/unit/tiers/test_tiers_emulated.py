@@ -186,6 +186,31 @@ def test_wrapper_paces_every_bulk_path(op, tmp_path):
     assert tier.inner._objects["k"] == data
 
 
+@pytest.mark.parametrize("op", ["put", "sink", "get", "reader"])
+def test_bytes_are_booked_at_the_scopes_weight(op):
+    """A process whose bytes stand for fewer of the design's (``TierScope.bytes_weight``) books
+    them at that weight, both ways, through every bulk path."""
+    n, weight = 8 * MIB, 0.75
+    data = os.urandom(n)
+    tier, clock = fake_tier(write_bps=RATE, read_bps=RATE / 2, scope=TierScope(bytes_weight=weight))
+    if op in ("get", "reader"):
+        run(tier.inner.put("k", data))
+    t0 = clock()
+    if op == "put":
+        run(tier.put("k", data))
+    elif op == "sink":
+        with tier.open_write("k") as sink:
+            sink.write(data)
+    elif op == "get":
+        run(tier.get("k"))
+    else:
+        with tier.open_read("k") as fh:
+            while fh.read(MIB):
+                pass
+    rate = RATE if op in ("put", "sink") else RATE / 2
+    assert clock() - t0 == pytest.approx(n * weight / rate, rel=0.02)
+
+
 def test_shared_node_without_dir_divides_the_rate():
     tier, _ = fake_tier(write_bps=8 * RATE, shared_by="node", scope=TierScope(ranks_per_node=8))
     assert tier._writes.bucket().rate == RATE
