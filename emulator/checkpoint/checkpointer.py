@@ -253,7 +253,7 @@ class Checkpointer:
         self.faults.checkpoint_started(rec.seq)
         rec.wait_s = time.time() - start
         t = time.time()
-        staged = self.state.snapshot()
+        staged = self.state.snapshot(paced=self.snapshot_seconds is not None)
         self._pace_snapshot(rec, t)
         rec.snapshot_s = time.time() - t
         if staged.device_s > 0:  # a device's copy to host: the part of the stall the report calls d2h

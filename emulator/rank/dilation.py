@@ -32,6 +32,8 @@ from emulator.units import GIB
 #: the host must manage this many times the paced rate: pacing, not the host, then sets each phase
 HEADROOM = 2.0
 PROBE_STEP = 0
+#: the paced sleep of the probe's snapshot on a CPU state: how late it wakes is the host's, per checkpoint
+PROBE_SLEEP_S = 0.001
 #: factors D is rounded up to (x 10^k): a factor that reads well and leaves a little more room
 _NICE = (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
 
@@ -90,10 +92,10 @@ def design_rate(cfg, comm, name: str, direction: str) -> float | None:
 
 
 def snapshot_rate(cfg) -> float | None:
-    """Each accelerator's copy rate to host memory where the design states one; None otherwise,
-    where the snapshot is this host's memmove, unpaced (an assumed rate would dilate every run)."""
+    """Each accelerator's copy rate to host memory in the design: stated, or the documented default
+    (``DEFAULT_SNAPSHOT``); None without a design, where the snapshot is this host's own copy."""
     d = cfg.design
-    return d.snapshot.rate_bps if d is not None and d.snapshot.stated else None
+    return d.snapshot.rate_bps if d is not None else None
 
 
 def snapshot_seconds(cfg, nbytes: int) -> float | None:
@@ -162,9 +164,28 @@ class Probe:
         return self.phases
 
     def _snapshot(self) -> None:
-        """Each rank's copy of its state into host memory: one copy, no software to set apart."""
-        design = snapshot_rate(self.cfg) * self.comm.local_world_size
-        self._add("snapshot", "host memory", design, self._copy(), (0.0, 0, 0.0))
+        """Each rank's snapshot into host memory. A device's is one copy, no software to set apart. A CPU
+        state's paced snapshot swaps buffers (``RankState.snapshot``): the host moves no bytes, and its
+        own time (the swap, a paced sleep's late wake-up) is software, once per checkpoint."""
+        if self.state.snapshot_copies:
+            design = snapshot_rate(self.cfg) * self.comm.local_world_size
+            self._add("snapshot", "host memory", design, self._copy(), (0.0, 0, 0.0))
+            return
+        # each accelerator's own: its rank's software against its rank's bytes at the rate per accelerator
+        mine = (self.comm.node, self._swap(), self.state.nbytes)
+        seconds, nbytes = max((s, b) for n, s, b in self.comm.all_gather(mine) if n == self.comm.node)
+        self.phases.append(PhaseProbe("snapshot", "host memory", snapshot_rate(self.cfg), math.inf, seconds, nbytes,
+                                      self.cfg.run.scale))
+
+    def _swap(self) -> float:
+        """This rank's own seconds in a paced snapshot of its CPU state: a swap there and back (the state
+        ends as it was), and how late a short paced sleep wakes up."""
+        def swap_and_sleep():
+            self.state.snapshot(paced=True)
+            self.state.snapshot(paced=True)
+            time.sleep(PROBE_SLEEP_S)
+        seconds, _ = self._timed(swap_and_sleep)
+        return max(0.0, seconds - PROBE_SLEEP_S)
 
     def _copy(self) -> tuple[float, int, float]:
         """(seconds, bytes, start) of this rank's memcpy into a warm buffer as large as its state, every
@@ -317,6 +338,6 @@ def describe(phases: list[PhaseProbe], factor: float) -> dict:
     return {"factor": factor, "auto": bool(phases),
             "set_by": None if worst is None or factor <= 1 else {"phase": worst.phase, "tier": worst.tier},
             "phases": [{"phase": p.phase, "tier": p.tier, "design_bytes_per_s": p.design_bps,
-                        "host_bytes_per_s": p.host_bps, "fixed_s": p.fixed_s, "node_bytes": p.node_bytes,
+                        "host_bytes_per_s": p.host_bps if math.isfinite(p.host_bps) else None, "fixed_s": p.fixed_s, "node_bytes": p.node_bytes,
                         "software_share": p.software_share if math.isfinite(p.software_share) else None, "needs": p.needs} for p in phases]}
 

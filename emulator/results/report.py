@@ -127,9 +127,12 @@ def _time_lines(results: dict) -> list[str]:
     why = ""
     if d.get("set_by"):
         probe = next(p for p in d["phases"] if (p["phase"], p["tier"]) == (d["set_by"]["phase"], d["set_by"]["tier"]))
-        why = (f"; auto: set by the {probe['phase']} ({probe['tier']}): this host moved "
-               f"{probe['host_bytes_per_s'] / GIB:.3g} GiB/s of the {probe['design_bytes_per_s'] / GIB:.3g} GiB/s "
-               "the design's node needs" + _software_words(probe))
+        why = f"; auto: set by the {probe['phase']} ({probe['tier']}): " + (
+            f"this host moved {probe['host_bytes_per_s'] / GIB:.3g} GiB/s of the "
+            f"{probe['design_bytes_per_s'] / GIB:.3g} GiB/s the design's node needs" + _software_words(probe)
+            if probe["host_bytes_per_s"] is not None else
+            f"this host moves none of its bytes (its buffers swap), and its {probe['fixed_s'] * 1000:.2g} ms of "
+            f"software a rank needs room in the {probe['design_bytes_per_s'] / GIB:.3g} GiB/s per accelerator's paced time")
     elif d.get("auto"):
         why = "; auto: this host keeps every phase at its design rate undilated"
     return [f"  time: dilation x{d['factor']:g}{why}",

@@ -127,17 +127,14 @@ def step_notes(cfg, results: dict) -> list[str]:
 
 
 def snapshot_notes(cfg, results: dict) -> list[str]:
-    """A design that states no snapshot rate: each rank's snapshot is this host's memory copy, unpaced
-    (pacing the documented default would dilate every run by about a hundred on a small host), so
-    every figure holding it (an async stall above all) is this host's."""
+    """A design that states no snapshot rate: its snapshot is paced at the documented default, and
+    the report says the rate was assumed."""
     d = cfg.design
     if d is None or d.snapshot.stated or cfg.checkpoint.protocol == "mlperf":
         return []
-    return [f"snapshot: not paced (the design states no design.node.snapshot.rate): each rank's snapshot is "
-            "this host's memory copy, so the stall of an async checkpoint, and the snapshot inside every "
-            "other figure, are this host's copy extrapolated to the full bytes, not the design's; plan and "
-            f"simulate assume {DEFAULT_SNAPSHOT} per accelerator. State the rate to pace it (the probe then "
-            "dilates the run for it)"]
+    return [f"snapshot: paced at the assumed {DEFAULT_SNAPSHOT} per accelerator (a device-to-host copy into "
+            "pinned buffers on one H100): the design states no design.node.snapshot.rate; state its nodes' "
+            "own rate where they copy at another"]
 
 
 def part_node_notes(cfg, results: dict) -> list[str]:

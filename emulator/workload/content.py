@@ -77,7 +77,19 @@ class Content:
         self.bind(tensors)
 
     def bind(self, tensors) -> None:
-        """Work on these tensors from now on (a restore swaps in tensors of the same layout)."""
+        """Work on these tensors from now on (a restore or a paced snapshot swaps in tensors of the
+        same layout). The views of the last two sets bound are kept: the snapshot swaps them back and forth."""
+        tensors = list(tensors)
+        key = tuple(t.data_ptr() for t in tensors)
+        cached = self._bound.get(key) if hasattr(self, "_bound") else None
+        if cached is not None:
+            self._raws, self._segments, self.device, self.blocks, self.groups = cached
+            return
+        self._views(tensors)
+        self._bound = {k: v for k, v in list(getattr(self, "_bound", {}).items())[-1:]}
+        self._bound[key] = (self._raws, self._segments, self.device, self.blocks, self.groups)
+
+    def _views(self, tensors) -> None:
         self._raws = [t.view(-1).view(torch.uint8) for t in tensors if t.numel()]
         self.device = self._raws[0].device if self._raws else torch.device("cpu")
         self._segments: list[_Segment] = []

@@ -95,6 +95,9 @@ class RankState:
         self.stager = Stager([t.numel() * t.element_size() for t in live], copier_for(self.device), pinned_budget)
         host = iter(self.stager.host_buffers(live))  # allocated and touched once, reused by every snapshot
         self.staging = {g: {k: next(host) for k in ts} for g, ts in self.live.items()}
+        if not self.snapshot_copies:  # both sets' views made now: a paced snapshot swaps them in microseconds
+            self.content.bind(self.tensors("staging"))
+            self.content.bind(self.tensors("live"))
 
     @classmethod
     def from_config(cls, cfg, rank: int, device="cpu") -> "RankState":
@@ -114,8 +117,21 @@ class RankState:
         for group in state.values():
             yield from group.values()
 
-    def snapshot(self) -> StageTiming:
-        """Copy the live state into the staging buffers (device-to-host on a GPU)."""
+    @property
+    def snapshot_copies(self) -> bool:
+        """Whether a paced snapshot still copies bytes here: a device's state does (its real
+        device-to-host copy); a CPU state's buffers swap (:meth:`snapshot`)."""
+        return self.device.type != "cpu"
+
+    def snapshot(self, *, paced: bool = False) -> StageTiming:
+        """Copy the live state into the staging buffers (device-to-host on a GPU). A ``paced`` snapshot
+        of a CPU state swaps the two instead: the design's copy is a DMA the emulator paces, not this
+        host's CPU work, and training re-keys every slice of the (older) new live state before the next
+        checkpoint (``Content``: slices = the interval), so each checkpoint's bytes stay fresh."""
+        if paced and not self.snapshot_copies:
+            self.live, self.staging = self.staging, self.live
+            self.content.bind(list(self.tensors("live")))
+            return StageTiming(0.0, 0.0, self.nbytes, 0)
         return self.stager.to_host(list(self.tensors("live")), list(self.tensors("staging")))
 
     def adopt_staging(self) -> StageTiming | None:

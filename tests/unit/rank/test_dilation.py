@@ -3,6 +3,7 @@ paced spans a phase logs, and how a phase's seconds become the full-size design'
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from types import SimpleNamespace
 
@@ -14,7 +15,7 @@ from emulator.config import load_config
 from emulator.design import run_emulation
 from emulator.errors import ConfigError
 from emulator.job.rank_tiers import paced
-from emulator.rank.dilation import PhaseProbe, Probe, nice
+from emulator.rank.dilation import PhaseProbe, Probe, describe, nice
 from emulator.results.design_time import full, full_record, host_shares, tier_lag
 from tiers import paced as spans
 
@@ -166,7 +167,7 @@ def test_the_peer_sends_are_probed_whole_then_skeleton_against_the_nodes_nic():
     assert (phase.phase, phase.tier, phase.design_bps, phase.node_bytes) == ("replicate", "peer", 400e9 / 8, 2010 + 1010)
 
 
-def test_a_stated_snapshot_rate_is_probed_as_the_nodes_copy_rate():
+def test_a_devices_snapshot_is_probed_as_the_nodes_copy_rate():
     """The snapshot has no software part to set apart (one copy): its probe is the node's bytes over
     its slowest rank, against the design's rate per accelerator times the node's ranks."""
     cfg = load_config(None, ["design.node.snapshot={rate: 48GiB/s}"])
@@ -174,12 +175,38 @@ def test_a_stated_snapshot_rate_is_probed_as_the_nodes_copy_rate():
     comm = _NodeOfTwo(other=(0, (10.0, n, time.time()), (0.0, 0, 0.0)))  # the other rank copied its 2 MiB in 10 s
 
     class State:
-        nbytes = n
+        nbytes, snapshot_copies = n, True
     probe = Probe(cfg, comm, state=State(), tiers={}, loop=None)
     probe._snapshot()
     (phase,) = probe.phases
     assert (phase.phase, phase.design_bps, phase.fixed_s, phase.node_bytes) == ("snapshot", 2 * 48 * 2**30, 0.0, 2 * n)
     assert comm.gathers == 1 and phase.host_bps == pytest.approx(2 * n / 10.0)
+
+
+def test_a_cpu_states_snapshot_is_probed_as_software_alone():
+    """A CPU state's paced snapshot swaps buffers: the host moves none of its bytes (no rate), and the
+    swap there and back, with a paced sleep's late wake-up, is its software, once per checkpoint."""
+    cfg = load_config(None)  # the default snapshot rate: paced
+    n, swaps = 2 << 20, []
+
+    class Comm:  # this rank, one other of its node that took 5 s, and a rank of node 1 that took 9 s
+        node, gathers = 0, 0
+
+        def all_gather(self, mine):
+            self.gathers += 1
+            return [mine, (0, 5.0, n), (1, 9.0, n)]
+
+        def barrier(self):
+            pass
+    comm = Comm()
+    state = SimpleNamespace(nbytes=n, snapshot_copies=False, snapshot=lambda paced: swaps.append(paced))
+    probe = Probe(cfg, comm, state=state, tiers={}, loop=None)
+    probe._snapshot()
+    (phase,) = probe.phases
+    assert swaps == [True, True] and comm.gathers == 1  # swapped there and back: the state as it was
+    # each accelerator's own: the slowest rank of the node, its bytes at the rate per accelerator
+    assert (phase.phase, phase.node_bytes, phase.host_bps, phase.fixed_s) == ("snapshot", n, math.inf, 5.0)
+    assert phase.design_bps == 48 * 2**30 and describe([phase], 8)["phases"][0]["host_bytes_per_s"] is None
 
 
 def test_paced_spans_are_counted_once_where_they_overlap():
