@@ -282,9 +282,9 @@ def as_paced_here(links: NodeLinks, paced: dict, factor: float, time_factor: flo
 
 
 def _snapshot_as_run(cfg, snapshot: Snapshot, factor: float) -> Snapshot:
-    """The snapshot as the run paced it: where the design states its rate, / the factor, its fixed
-    cost x the time factor; otherwise the host's copy, as measured."""
-    if cfg.design is None or not cfg.design.snapshot.stated:
+    """The snapshot as the run paced it: the design's rate (stated or assumed) / the factor, its fixed
+    cost x the time factor; without a design, the host's copy, as measured."""
+    if cfg.design is None:
         return snapshot
     return Snapshot(snapshot.rate_bps / factor, snapshot.fixed_s * cfg.run.scale * factor)
 

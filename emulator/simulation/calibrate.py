@@ -362,8 +362,8 @@ class _Calibrating:
                              "its rates hold, its step time is its own (only --as-run uses it)")
         stage = st.mean(st.staging)
         if stage and stage > 0:
-            stated = self.run.design is not None and self.run.design.snapshot.stated  # paced, / D
-            cal.snapshot_bps = self.file_bytes / stage * (fig.dilation if stated else 1.0)
+            paced = self.run.design is not None  # at the design's rate, stated or assumed: / D
+            cal.snapshot_bps = self.file_bytes / stage * (fig.dilation if paced else 1.0)
             cal.notes.append(f"staging (the stall before the pipeline): {stage * 1000:.2f} ms for the largest rank's "
                              f"{_mib(self.file_bytes)} -> {cal.snapshot_bps / 1e9:.4g} GB/s per accelerator")
         self.copies()

@@ -2,8 +2,8 @@
 
 A run at run.dilation D paces every designed transfer at its rate / D and every request latency at
 the time factor k = scale x D (docs/time-dilation.md): what it measured on a paced link is the
-design's rate / D, and what it measured on an unpaced one (a snapshot the design does not state) is
-this host's. Hand-written results.json (tests/support/level_results.py); no emulation runs.
+design's rate / D (the snapshot too: the design's rate, stated or assumed), and what it measured on
+an unpaced one is this host's. Hand-written results.json (tests/support/level_results.py); no emulation runs.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_a_dilated_run_calibrates_its_paced_rates_times_the_dilation(tmp_path):
     dilated = read_calibration(str(level_results(tmp_path / "d", cfg_path, dilation=4)), "async")
     assert dilated.copy_bps == pytest.approx({t: 4 * v for t, v in plain.copy_bps.items()})
     assert dilated.read_bps == pytest.approx({t: 4 * v for t, v in plain.read_bps.items()})
-    assert dilated.snapshot_bps == pytest.approx(plain.snapshot_bps)  # not in the design: the host's copy
+    assert dilated.snapshot_bps == pytest.approx(4 * plain.snapshot_bps)  # paced at the design's rate / D
     assert (dilated.fixed_pre_s, dilated.fixed_post_s) == (plain.fixed_pre_s, plain.fixed_post_s)  # once
 
 
