@@ -289,6 +289,9 @@ def build_results(cfg, ranks: list[dict]) -> dict:
             "job_checkpoint_emulated": size.total_bytes,
             "run_emulated": sum(r["emulated_bytes"] for r in ranks),
             "run_actual_state": sum(r["state_bytes"] for r in ranks),
+            # the design's bytes per byte of a rank's file, the least over the ranks: its tiers booked
+            # each byte at this weight (torch.save's structure does not shrink with run.scale)
+            "design_per_file_byte": min((r.get("bytes_weight", 1.0) for r in ranks), default=1.0),
         },
         "step_seconds": {"full_size": cfg.training.step_seconds, "here": cfg.wall_step_seconds},
         "baseline": baseline,

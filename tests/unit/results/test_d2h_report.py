@@ -12,11 +12,12 @@ from emulator.results.timeline import COLOURS, write_timeline
 from emulator.units import GIB
 
 
-def _rank(rank, *, d2h=(0.05, 0.08), gpu=True, sharing=2, bucketed=False, h2d=0.1):
+def _rank(rank, *, d2h=(0.05, 0.08), gpu=True, sharing=2, bucketed=False, h2d=0.1, paced_snapshot=False):
     recs = []
     for i, d in enumerate(d2h):
         r = CkptRecord(step=5 * (i + 1), mode="async", rank=rank, node=0, start=100.0 + i, stall_s=d + 0.01,
-                       snapshot_s=d + 0.005, local_write_s=0.5, file_bytes=GIB, global_complete=True)
+                       snapshot_s=d + 0.005, local_write_s=0.5, file_bytes=GIB, global_complete=True,
+                       paced={"snapshot": d} if paced_snapshot else {})
         if gpu:
             r.d2h_s, r.d2h_bytes = d, GIB
         recs.append(r.to_dict())
@@ -73,8 +74,13 @@ def test_a_cpu_run_says_there_is_no_device_copy():
     assert res["modes"]["async"]["d2h_mean_s"] == 0 and res["modes"]["async"]["d2h_gib_s"] == 0
     assert res["device"]["kind"] == "cpu" and res["load"]["h2d_gib_s"] == 0
     text = format_table(res)
-    assert "device: state on the CPU" in text and "- (state on CPU)" in text
+    assert "device: state on the CPU: the snapshot is a host memmove" in text and "- (state on CPU)" in text
     assert "host-to-device" not in text
+
+
+def test_a_cpu_run_whose_snapshot_was_paced_says_its_buffers_swap():
+    text = format_table(_results(gpu=False, paced_snapshot=True))
+    assert "device: state on the CPU: a snapshot swaps its host buffers, paced as the design's" in text
 
 
 def test_timeline_draws_d2h_inside_the_stall(tmp_path):
