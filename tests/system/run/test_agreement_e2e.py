@@ -2,7 +2,7 @@
 dilation as the probe picks it; design-memory-peer-pfs as two agents of a whole node each), its full-size figures (the checkpoint's copies, and a restore from the
 nearest tier at the loads' own dilation) the closed forms within 10 % with no phase flagged as this host's, and ``simulate --as-run --calibrate`` (the run's dilation, its software's
 fixed costs) reproducing what the run measured within 15 %. Two checkpoints a design, two steps apart, sync
-(the stall holds every copy), no baseline.
+(the stall holds every copy), no baseline. The snapshot too, at the documented 48 GiB/s per accelerator.
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from s3server import TEST_ENV, aws_environment, make_bucket, start_moto_server
 
 from emulator.config import load_config
 from emulator.design import resolve
-from emulator.design.costs import copy_seconds, restore_seconds
+from emulator.design.costs import copy_seconds, restore_seconds, snapshot_seconds
+from emulator.results.design_time import full_record
 
 # no phase may be flagged as this host's: the parallel part's load, starting after the probe, overran one;
 # beside one other calm test the 70B design's restore read 10.8 % and 12.5 % over its closed form, its
@@ -77,6 +78,16 @@ def _unflagged_run(tmp_path, shm, name: str, request) -> tuple:
     return made[where], _flags(made[where]), res, where
 
 
+def _snapshot_full_size(res: dict) -> float:
+    """The job's snapshot at full size, per checkpoint its slowest rank's, the mean over checkpoints."""
+    by_step = {}
+    for rank in res["per_rank"]:
+        for rec in rank["records"]:
+            seconds = full_record(rec, res["time_factor"], bytes_factor=res["scale"])["snapshot_s"]
+            by_step[rec["step"]] = max(by_step.get(rec["step"], 0.0), seconds)
+    return sum(by_step.values()) / len(by_step)
+
+
 def _flags(sets: list) -> list:
     return [x for s in sets for x in ("--set", s)]
 
@@ -100,6 +111,7 @@ def test_the_peer_design_runs_at_its_closed_forms_on_two_whole_nodes(tmp_path, s
     full = res["modes"]["sync"]["full_size"]
     assert full["local_write_mean_s"] == pytest.approx(copy_seconds(design, "memory"), rel=0.10), full
     assert full["drain_mean_s"] == pytest.approx(copy_seconds(design, "global"), rel=0.10), full
+    assert _snapshot_full_size(res) == pytest.approx(snapshot_seconds(design), rel=0.10)
     load = res["load"]
     assert load["served_by"].keys() == {"memory"}
     paced_part = load["load_worst_full_size_s"] - load["load_software_s"]
@@ -115,6 +127,7 @@ def test_a_shipped_design_runs_at_its_closed_forms_and_as_simulated(tmp_path, sh
     assert full["local_write_mean_s"] == pytest.approx(copy_seconds(design, first), rel=0.10), full
     if first != "global":
         assert full["drain_mean_s"] == pytest.approx(copy_seconds(design, "global"), rel=0.10), full
+    assert _snapshot_full_size(res) == pytest.approx(snapshot_seconds(design), rel=0.10)  # the assumed 48 GiB/s
     load = res["load"]  # a restore paced at the loads' own dilation; its software (listing, manifest,
     # the file's structure: per restore, not per byte) counted once and shown apart
     assert load["served_by"].keys() == {first} and res["dilation"]["loads"]["factor"] >= res["dilation"]["factor"]
