@@ -14,10 +14,12 @@ runs slower than a disk (docs/performance.md), so:
   byte-matching reducers (LZ, content-defined chunking, delta compression
   against a similar block) find nothing: zlib level 1 keeps 100% of it.
 * Training "updates" the state by re-keying: the loop calls ``advance(step)``
-  once per step, which XORs one of ``slices`` equal parts with fresh keys. With
-  ``slices`` = the checkpoint interval in steps, every block changes between
-  two checkpoints, at 1/interval of a memory pass per step and nothing on the
-  stall path (the snapshot stays one memmove).
+  once per step, which rewrites one of ``slices`` equal parts as pool blocks
+  XORed with that step's keys. With ``slices`` = the checkpoint interval in
+  steps, every block changes between two checkpoints, at 1/interval of a
+  memory pass per step and nothing on the stall path; and a block's bytes are
+  its last re-key's, whatever the buffer held before, so a paced snapshot may
+  swap the live and staging buffers instead of copying.
 
 Reducible content, for users whose real checkpoints reduce: ``dedup_ratio`` D
 makes groups of D consecutive blocks identical (same pool block, same key), and
@@ -110,23 +112,14 @@ class Content:
     # ------------------------------------------------------------------ making and changing bytes
 
     def fill(self) -> None:
-        """Initial content: pool blocks, keyed (version 0), reducible parts zeroed."""
+        """Initial content: every block its pool block keyed with version 0, reducible parts zeroed."""
         gen = torch.Generator().manual_seed(_seed("pool", self.seed, self.rank))
         pool = torch.randint(0, 256, (POOL_BYTES,), dtype=torch.uint8, generator=gen).to(self.device)
-        pool_words = pool.view(torch.int64).view(POOL_BLOCKS, WORDS)
+        self._pool_words = pool.view(torch.int64).view(POOL_BLOCKS, WORDS)
         for raw in self._raws:  # bytes past the last whole word (< 8 per tensor)
             tail = raw.numel() % 8
             if tail:
                 raw[-tail:].copy_(pool[:tail])
-        for seg in self._segments:
-            width = seg.view.shape[1]
-            for lo in range(0, seg.blocks, CHUNK_BLOCKS):
-                hi = min(seg.blocks, lo + CHUNK_BLOCKS)
-                groups = self._group_of(seg.first + lo, seg.first + hi)
-                rows = torch.remainder(groups, POOL_BLOCKS).to(self.device)
-                seg.view[lo:hi].copy_(pool_words.index_select(0, rows)[:, :width])
-                if self.random_words < width:
-                    seg.view[lo:hi, self.random_words:] = 0
         self._rekey(0, self.groups, version=0)
 
     def advance(self, step: int) -> None:
@@ -145,7 +138,11 @@ class Content:
         return min(self.blocks, math.ceil(group * self.dedup))
 
     def _rekey(self, g_lo: int, g_hi: int, *, version: int) -> None:
-        """XOR every block of groups [g_lo, g_hi) with its group's fresh key for ``version``."""
+        """Set every block of groups [g_lo, g_hi) to its pool block XOR its group's key for ``version``
+        (reducible parts zeroed). A block's bytes are those of the last step that re-keyed it, whatever
+        the buffer held: a paced snapshot swaps the live and staging buffers (``RankState.snapshot``),
+        and the older buffer holds the state again once every slice was re-keyed (slices = the
+        interval), so a checkpoint's bytes are its step's state."""
         if g_hi <= g_lo:
             return
         keys = _keys(g_hi - g_lo, "keys", self.seed, self.rank, version, g_lo).to(self.device)
@@ -154,12 +151,20 @@ class Content:
             lo, hi = max(b_lo, seg.first), min(b_hi, seg.first + seg.blocks)
             for start in range(lo, hi, CHUNK_BLOCKS):
                 end = min(hi, start + CHUNK_BLOCKS)
+                groups = self._group_of(start, end)
                 if self.dedup == 1.0:
                     block_keys = keys[start - g_lo:end - g_lo]
                 else:
-                    block_keys = keys[(self._group_of(start, end) - g_lo).to(self.device)]
+                    block_keys = keys[(groups - g_lo).to(self.device)]
                 part = seg.view[start - seg.first:end - seg.first]
+                rows = torch.remainder(groups, POOL_BLOCKS).to(self.device)
+                if part.shape[1] == WORDS:
+                    torch.index_select(self._pool_words, 0, rows, out=part)
+                else:  # a tensor's last, short block
+                    part.copy_(self._pool_words.index_select(0, rows)[:, :part.shape[1]])
                 cols = min(self.random_words, part.shape[1])
+                if cols < part.shape[1]:
+                    part[:, cols:] = 0
                 part[:, :cols] ^= block_keys.unsqueeze(1)
 
     def describe(self) -> dict:
