@@ -56,6 +56,8 @@ class RunRecord:
     stages: dict = field(default_factory=dict)
     #: when the checkpoint stopped training (wall clock); None in a results.json from before it was kept
     start: float | None = None
+    #: of the snapshot, the time the design's copy rate paced (0: not paced)
+    snapshot_paced_s: float = 0.0
 
 
 @dataclass
@@ -141,7 +143,8 @@ def _record(r: dict) -> RunRecord:
     return RunRecord(r["mode"], int(r["step"]), int(r["rank"]), int(r["node"]), float(r["stall_s"]),
                      float(r["wait_s"]), float(r["snapshot_s"]), float(r["local_write_s"]), float(r["drain_s"]),
                      float(r["complete_s"]), int(r["file_bytes"]), str(r["written_to"]), bool(r["missed"]), ok,
-                     due, stages, float(r["start"]) if "start" in r else None)
+                     due, stages, float(r["start"]) if "start" in r else None,
+                     float((r.get("paced") or {}).get("snapshot", 0.0)))
 
 
 def _interference(raw: dict, records: list) -> dict:
@@ -360,7 +363,10 @@ class _Calibrating:
         if not fig.time_scaled:
             cal.notes.append("the run predates time following run.scale (no step_seconds in its results.json): "
                              "its rates hold, its step time is its own (only --as-run uses it)")
-        stage = st.mean(st.staging)
+        # a paced snapshot: its rate from its paced time (the host's own part, a swap and a wake-up, is
+        # counted once at full size, not / scale); unpaced, this host's copy
+        paced_stage = st.mean(lambda recs: max(r.snapshot_paced_s for r in recs))
+        stage = paced_stage if paced_stage else st.mean(st.staging)
         if stage and stage > 0:
             paced = self.run.design is not None  # at the design's rate, stated or assumed: / D
             cal.snapshot_bps = self.file_bytes / stage * (fig.dilation if paced else 1.0)

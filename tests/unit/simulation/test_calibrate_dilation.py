@@ -70,3 +70,20 @@ def test_a_peer_fetch_the_run_timed_calibrates_the_peer_read(tmp_path):
     (tmp_path / "d").mkdir()
     dilated = read_calibration(str(level_results(tmp_path / "d", cfg_path, node_fetch_s=0.05, dilation=4)), "async")
     assert dilated.read_bps["peer"] == pytest.approx(4 * NODE / 0.05)
+
+
+def test_a_paced_snapshot_calibrates_its_rate_from_its_paced_time(tmp_path):
+    """A run whose snapshot was paced (the design's rate, / D): its rate comes from the paced time, and
+    what the host added (a swap, a paced wait's late wake-up) is not spread over the bytes. From the
+    whole stall, a 2-rank test run's async overhead was predicted at 2.2 times what it measured."""
+    import json
+    path = level_results(tmp_path, level_config(tmp_path), dilation=4)
+    raw = json.loads(path.read_text())
+    for rank in raw["per_rank"]:
+        for rec in rank["records"]:
+            rec["paced"] = {"snapshot": rec["snapshot_s"] / 2}  # the host took as long again
+    path.write_text(json.dumps(raw))
+    file_bytes = raw["per_rank"][0]["records"][0]["file_bytes"]
+    paced = raw["per_rank"][0]["records"][0]["snapshot_s"] / 2
+    cal = read_calibration(str(path), "async")
+    assert cal.snapshot_bps == pytest.approx(file_bytes / paced * 4)
