@@ -32,8 +32,6 @@ from emulator.units import GIB
 #: the host must manage this many times the paced rate: pacing, not the host, then sets each phase
 HEADROOM = 2.0
 PROBE_STEP = 0
-#: the paced sleep of the probe's snapshot on a CPU state: how late it wakes is the host's, per checkpoint
-PROBE_SLEEP_S = 0.001
 #: factors D is rounded up to (x 10^k): a factor that reads well and leaves a little more room
 _NICE = (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8)
 
@@ -166,7 +164,7 @@ class Probe:
     def _snapshot(self) -> None:
         """Each rank's snapshot into host memory. A device's is one copy, no software to set apart. A CPU
         state's paced snapshot swaps buffers (``RankState.snapshot``): the host moves no bytes, and its
-        own time (the swap, a paced sleep's late wake-up) is software, once per checkpoint."""
+        own time (the swap) is software, once per checkpoint."""
         if self.state.snapshot_copies:
             design = snapshot_rate(self.cfg) * self.comm.local_world_size
             self._add("snapshot", "host memory", design, self._copy(), (0.0, 0, 0.0))
@@ -179,13 +177,12 @@ class Probe:
 
     def _swap(self) -> float:
         """This rank's own seconds in a paced snapshot of its CPU state: a swap there and back (the state
-        ends as it was), and how late a short paced sleep wakes up."""
-        def swap_and_sleep():
-            self.state.snapshot(paced=True)
-            self.state.snapshot(paced=True)
-            time.sleep(PROBE_SLEEP_S)
-        seconds, _ = self._timed(swap_and_sleep)
-        return max(0.0, seconds - PROBE_SLEEP_S)
+        ends as it was). The paced wait's late wake-up is not given room: it is the scheduler's, up
+        to ``WAKE_UP_S`` a phase (emulator/results/design_time.py), and room for it (1-1.5 ms here)
+        would set D for a small state by itself (a 2-rank test run's snapshot is paced at about 0.06 ms
+        x D)."""
+        seconds, _ = self._timed(lambda: (self.state.snapshot(paced=True), self.state.snapshot(paced=True)))
+        return seconds
 
     def _copy(self) -> tuple[float, int, float]:
         """(seconds, bytes, start) of this rank's memcpy into a warm buffer as large as its state, every
