@@ -70,22 +70,22 @@ class Holder:
     def ending(self) -> bool:
         """Whether the run's launcher on this host has ended: its processes follow it within
         seconds (emulator/job/lifeline.py), so its lock is about to be free."""
-        return self.launcher > 0 and self.host == socket.gethostname() and not _alive(self.launcher)
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and has not ended (a zombie has)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if self.launcher <= 0 or self.host != socket.gethostname():
             return False
-        except PermissionError:
-            pass
-        return True
+        return not process_alive(self.launcher, self.started)  # (the launcher started before its ranks)
+
+
+def process_alive(pid: int, started: float) -> bool:
+    """Whether the process ``pid`` that started at ``started`` (unix time) still runs on this host."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        boot = next(float(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime"))
+    except (OSError, StopIteration, IndexError, ValueError):
+        return False
+    if fields[0] == "Z":
+        return False
+    began = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return began <= started + 2.0  # a later start: the pid was reused by another process
 
 
 class FileClaim(Claim):

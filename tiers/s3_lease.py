@@ -25,7 +25,6 @@ a run (emulator/job/ownership.py) ends there.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time
@@ -34,26 +33,13 @@ from dataclasses import asdict
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .base import Claim, TierError
-from .locking import Holder, TierBusy
+from .locking import Holder, TierBusy, process_alive
 
 LEASE_KEY = ".ckpt-emu.lease"
 TTL_S = 60.0
 _CONFLICT = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
 _MISSING = ("NoSuchKey", "404")
 _UNSUPPORTED = ("NotImplemented", "501")
-
-
-def process_alive(pid: int, started: float) -> bool:
-    """Whether the process ``pid`` that started at ``started`` (unix time) still runs on this host."""
-    try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        boot = next(float(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime"))
-    except (OSError, StopIteration, IndexError, ValueError):
-        return False
-    if fields[0] == "Z":
-        return False
-    began = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    return began <= started + 2.0  # a later start: the pid was reused by another process
 
 
 class S3Lease(Claim):
