@@ -335,6 +335,7 @@ def describe(phases: list[PhaseProbe], factor: float) -> dict:
     return {"factor": factor, "auto": bool(phases),
             "set_by": None if worst is None or factor <= 1 else {"phase": worst.phase, "tier": worst.tier},
             "phases": [{"phase": p.phase, "tier": p.tier, "design_bytes_per_s": p.design_bps,
-                        "host_bytes_per_s": p.host_bps if math.isfinite(p.host_bps) else None, "fixed_s": p.fixed_s, "node_bytes": p.node_bytes,
+                        "host_bytes_per_s": p.host_bps if math.isfinite(p.host_bps) else None,
+                        "fixed_s": p.fixed_s, "node_bytes": p.node_bytes,
                         "software_share": p.software_share if math.isfinite(p.software_share) else None, "needs": p.needs} for p in phases]}
 

@@ -327,7 +327,8 @@ class RankRun:
         sources = [[pair] for pair in bare] if self.memory is not None else [bare]
         factor, self.load_probe = dilation.load_factor(self.cfg, self.comm, restore, sources)
         self.load_cfg = dilation.with_factor(self.cfg, factor)
-        self.load_tiers = {n: pace_tier(self.load_cfg, self.comm, self.out.root, n, t, bytes_weight=self.bytes_weight)
+        weight = self.bytes_weight
+        self.load_tiers = {n: pace_tier(self.load_cfg, self.comm, self.out.root, n, t, bytes_weight=weight)
                            for n, t in bare}
 
     def _load_restorer(self, tiers=None):

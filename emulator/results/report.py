@@ -127,12 +127,7 @@ def _time_lines(results: dict) -> list[str]:
     why = ""
     if d.get("set_by"):
         probe = next(p for p in d["phases"] if (p["phase"], p["tier"]) == (d["set_by"]["phase"], d["set_by"]["tier"]))
-        why = f"; auto: set by the {probe['phase']} ({probe['tier']}): " + (
-            f"this host moved {probe['host_bytes_per_s'] / GIB:.3g} GiB/s of the "
-            f"{probe['design_bytes_per_s'] / GIB:.3g} GiB/s the design's node needs" + _software_words(probe)
-            if probe["host_bytes_per_s"] is not None else
-            f"this host moves none of its bytes (its buffers swap), and its {probe['fixed_s'] * 1000:.2g} ms of "
-            f"software a rank needs room in the {probe['design_bytes_per_s'] / GIB:.3g} GiB/s per accelerator's paced time")
+        why = f"; auto: set by the {probe['phase']} ({probe['tier']}): {_host_words(probe)}"
     elif d.get("auto"):
         why = "; auto: this host keeps every phase at its design rate undilated"
     return [f"  time: dilation x{d['factor']:g}{why}",
@@ -140,6 +135,17 @@ def _time_lines(results: dict) -> list[str]:
             f"{k * 1000:.4g} ms here (a step of {results['step_seconds']['full_size']:g} s, "
             f"{results['step_seconds']['here'] * 1000:.4g} ms here); durations below are measured (in brackets "
             "the full-size design's: paced time / the factor, this host's own once)"] + _load_time_lines(d)
+
+
+def _host_words(probe: dict) -> str:
+    """What this host did of the probed phase that set the factor: its byte rate against the design's
+    node, or, where it moves none of the bytes (a CPU state's snapshot swaps buffers), its software."""
+    design = probe["design_bytes_per_s"] / GIB
+    if probe["host_bytes_per_s"] is None:
+        return (f"this host moves none of its bytes (its buffers swap), and its {probe['fixed_s'] * 1000:.2g} ms "
+                f"of software a rank needs room in the {design:.3g} GiB/s per accelerator's paced time")
+    return (f"this host moved {probe['host_bytes_per_s'] / GIB:.3g} GiB/s of the {design:.3g} GiB/s the design's "
+            "node needs" + _software_words(probe))
 
 
 def _software_words(probe: dict) -> str:

@@ -501,7 +501,8 @@ def _loop_figures(mode: str, ranks: list[dict], baseline: dict | None) -> dict:
 def _design_record(rec: dict, rank: dict, k: float, scale: float) -> dict:
     """A checkpoint record as the full-size design's: its durations (:func:`full_record`) and its
     file's bytes as the design's bytes they were paced as (the rank's ``bytes_weight``)."""
-    return {**full_record(rec, k, bytes_factor=scale), "file_bytes": rec["file_bytes"] * rank.get("bytes_weight", 1.0)}
+    weight = rank.get("bytes_weight", 1.0)
+    return {**full_record(rec, k, bytes_factor=scale), "file_bytes": rec["file_bytes"] * weight}
 
 
 def _update_cpu_per_step(walls: list[dict]) -> float:

@@ -76,20 +76,20 @@ class Content:
         self.seed, self.rank, self.slices = seed, rank, slices
         self.dedup, self.compress = float(dedup_ratio), float(compress_ratio)
         self.random_words = max(1, math.ceil(WORDS / self.compress))
+        self._bound: dict = {}  # the views of the last two tensor sets bound, by their data pointers
         self.bind(tensors)
 
     def bind(self, tensors) -> None:
         """Work on these tensors from now on (a restore or a paced snapshot swaps in tensors of the
-        same layout). The views of the last two sets bound are kept: the snapshot swaps them back and forth."""
+        same layout). The views of the last two sets bound are kept: the snapshot swaps them back and
+        forth."""
         tensors = list(tensors)
         key = tuple(t.data_ptr() for t in tensors)
-        cached = self._bound.get(key) if hasattr(self, "_bound") else None
-        if cached is not None:
-            self._raws, self._segments, self.device, self.blocks, self.groups = cached
-            return
-        self._views(tensors)
-        self._bound = {k: v for k, v in list(getattr(self, "_bound", {}).items())[-1:]}
-        self._bound[key] = (self._raws, self._segments, self.device, self.blocks, self.groups)
+        if key not in self._bound:
+            self._views(tensors)
+            self._bound = dict(list(self._bound.items())[-1:])  # the other set's, and this one's
+            self._bound[key] = (self._raws, self._segments, self.device, self.blocks, self.groups)
+        self._raws, self._segments, self.device, self.blocks, self.groups = self._bound[key]
 
     def _views(self, tensors) -> None:
         self._raws = [t.view(-1).view(torch.uint8) for t in tensors if t.numel()]
