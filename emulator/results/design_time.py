@@ -119,12 +119,22 @@ def full_load(load: dict, k: float, *, bytes_factor: float | None = None) -> dic
 STAGES = {"peer": "replicate", "local": "persist"}
 
 
-def _stage_walls(records: list[dict]) -> dict:
+def swapped(rec: dict) -> bool:
+    """Whether the record's snapshot was paced but moved no bytes here: a CPU state's buffers swap
+    (emulator/workload/state.py), so its time past the pace is a cost per checkpoint (the swap, the
+    paced wait's wake-up), not this host behind the copy's bytes."""
+    return (rec.get("paced") or {}).get("snapshot") is not None and not rec.get("d2h_bytes")
+
+
+def _stage_walls(records: list[dict], *, streams_only: bool = False) -> dict:
     """Per paced phase, the (wall, paced, stream) of every record that ran it; ``stream``: of the
-    wall, the bytes' stream (peer sends), None where the phase is all stream."""
+    wall, the bytes' stream (peer sends), None where the phase is all stream. ``streams_only``: a
+    swapped snapshot left out (no bytes of it streamed here)."""
     walls = {}
     for r in records:
         for field, key in PHASES:
+            if streams_only and key == "snapshot" and swapped(r):
+                continue
             if r[field] > 0 and (r.get("paced") or {}).get(key) is not None:
                 walls.setdefault(key, []).append((r[field], r["paced"][key], None))
         first = (r.get("due") or ["local"])[0]
@@ -170,11 +180,13 @@ def host_lags(records: list[dict], software: dict) -> dict:
     stream (peer sends) the stream's own time past its pace (the software around it is
     :func:`software_seconds`). Counted once, that time may be a small share at full size while the
     run's own timing (overlaps, waits) was this host's. A tier's stage without a stream (the copy
-    to the NVMe) is left out: its software and its bytes are not told apart. Each record's phase ends
+    to the NVMe) is left out: its software and its bytes are not told apart, and so is a swapped
+    snapshot (:func:`swapped`): none of its bytes moved here, so its time past the pace is a cost
+    per checkpoint, judged by its share at full size (:func:`host_shares`). Each record's phase ends
     with a paced wait, whose late wake-up (up to ``WAKE_UP_S``) is not counted: a snapshot paced at
     1.1 ms woke up to 4.4 ms late while the node's other ranks saved."""
     out = {}
-    for key, rows in _stage_walls(records).items():
+    for key, rows in _stage_walls(records, streams_only=True).items():
         paced = sum(p for _, p, _ in rows)
         if paced <= 0:
             continue

@@ -176,7 +176,7 @@ def _device_lines(results: dict) -> list[str]:
     """Where the state lived, whether ranks share a GPU, and how it is staged."""
     d = results.get("device") or {"kind": "cpu"}
     if d["kind"] != "cuda":
-        if any("snapshot" in (m.get("host_lag") or {}) for m in results["modes"].values()):
+        if d.get("snapshot_swapped"):
             return ["  device: state on the CPU: a snapshot swaps its host buffers, paced as the design's "
                     "device-to-host copy"]
         return ["  device: state on the CPU: the snapshot is a host memmove (no device-to-host copy)"]

@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from emulator.checkpoint.audit import summarize_audits
 from emulator.results.design_time import (at_run_factor, full_load, full_record, host_lags, host_seconds,
                                            host_shares, load_time_factor, probed_software, software_seconds,
-                                           stream_lag)
+                                           stream_lag, swapped)
 from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
                                      tier_load_summary)
 from emulator.results.requests import s3_summary
@@ -144,7 +144,8 @@ def _h2d_figures(loads: list[dict]) -> dict:
 
 def device_summary(ranks: list[dict]) -> dict:
     """Where the state lived: the device kind, GPUs used, how many ranks share one GPU at most
-    (more than one: they share its PCIe link, unlike a real node), and the staging plan."""
+    (more than one: they share its PCIe link, unlike a real node), the staging plan, and whether a
+    paced snapshot swapped a CPU state's buffers."""
     devices = [r.get("device") or {"kind": "cpu"} for r in ranks]
     gpus = {(r["node"], d.get("index")) for r, d in zip(ranks, devices) if d["kind"] == "cuda"}
     staging = [r.get("staging") or {} for r in ranks]
@@ -156,7 +157,8 @@ def device_summary(ranks: list[dict]) -> dict:
             "budget_bytes": min((x.get("budget_bytes", 0) for x in staging), default=0),
             "bucketed_ranks": sum(bool(x.get("bucketed")) for x in staging),
             "buckets_max": max((x.get("buckets", 0) for x in staging), default=0),
-            "bucket_bytes": max((x.get("bucket_bytes", 0) for x in staging if x.get("bucketed")), default=0)}
+            "bucket_bytes": max((x.get("bucket_bytes", 0) for x in staging if x.get("bucketed")), default=0),
+            "snapshot_swapped": any(swapped(x) for r in ranks for x in r["records"])}
 
 
 def timeline(ranks: list[dict], slow_after: float | None = None) -> dict:

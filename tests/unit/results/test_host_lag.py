@@ -64,9 +64,12 @@ def test_peer_sends_past_their_paced_time_are_flagged():
     assert host_lags([_replicated(stream=0.058, paced=0.050, wall=0.200)], {}) == {"replicate": pytest.approx(0.06)}
 
 
-def _snapshot(wall: float, paced: float) -> dict:
+def _snapshot(wall: float, paced: float, *, copied: bool = True) -> dict:
+    """A record whose snapshot took ``wall`` s against ``paced`` s: a device's copy of the rank's bytes
+    (``copied``), else a CPU state's swap of its buffers (no bytes moved here)."""
     return {"mode": "sync", "due": ["local", "global"], "snapshot_s": wall, "local_write_s": 0.0, "drain_s": 0.0,
-            "paced": {"snapshot": paced}, "tiers": {}}
+            "paced": {"snapshot": paced}, "tiers": {}, "d2h_s": wall if copied else 0.0,
+            "d2h_bytes": 56 << 20 if copied else 0}
 
 
 def test_a_paced_waits_late_wake_up_is_the_schedulers_not_the_host_behind_the_pace():
@@ -78,3 +81,27 @@ def test_a_paced_waits_late_wake_up_is_the_schedulers_not_the_host_behind_the_pa
     assert any(n.startswith("every paced phase (snapshot) kept") for n in _notes(woke_late, {}))
     behind = woke_late + [_snapshot(0.0011 + 0.009, 0.0011)]
     assert host_lags(behind, {})["snapshot"] == pytest.approx((0.009 - WAKE_UP_S) / (17 * 0.0011))
+
+
+def test_a_swapped_snapshot_late_from_its_wait_is_a_fixed_cost_not_a_stream_behind_its_pace():
+    """design-direct-pfs in CI: 16 rank snapshots of a CPU state, each a swap of buffers paced at 2.2 ms,
+    several woken 5-20 ms late while the node's other ranks saved ("132% past its paced time"). The swap
+    moves no bytes here, so no dilation shortens that: it is a cost per checkpoint, counted once at full
+    size, and judged by its share there (0.27 s a snapshot), not as the host behind a paced stream. A
+    device's copy late by as much is the host behind its bytes: flagged."""
+    paced, late = 0.0022, [0.0001] * 10 + [0.006, 0.009, 0.012, 0.015, 0.020, 0.020]
+    swapped = [_snapshot(paced + x, paced, copied=False) for x in late]
+    assert "snapshot" not in host_lags(swapped, {})
+    assert host_shares(swapped, K)["snapshot"] < 0.10
+    assert any(n.startswith("every paced phase (snapshot) kept") for n in _notes(swapped, {}))
+    copied = [_snapshot(paced + x, paced) for x in late]
+    assert host_lags(copied, {})["snapshot"] > 0.10
+    assert any(n.startswith("snapshot (sync): this host ran") for n in _notes(copied, {}))
+
+
+def test_a_swapped_snapshot_whose_lateness_is_a_large_share_at_full_size_is_flagged():
+    """Late by more than a tenth of its full-size time (here 200 ms on 2.2 ms paced, at k = 0.002: 1.1 s
+    paced at full size), the swapped snapshot's figure is this host's in part: flagged by its share."""
+    swapped = [_snapshot(0.0022 + 0.2, 0.0022, copied=False)]
+    assert host_shares(swapped, K)["snapshot"] > 0.10
+    assert any(n.startswith("snapshot (sync): ") and "this host's own" in n for n in _notes(swapped, {}))
