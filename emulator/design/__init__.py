@@ -9,6 +9,6 @@
 The three engines read it: the emulator (``rank/``, ``checkpoint/``, ``tiers/``) paces its nodes
 by it, ``simulation/`` shares its links event by event, ``planner/`` optimises its intervals.
 """
-from emulator.design.model import Calibration, Design, Snapshot, Tier, resolve, run_emulation
+from emulator.design.model import Calibration, Design, Snapshot, Tier, resolve, run_emulation, run_nic
 
-__all__ = ["Calibration", "Design", "Snapshot", "Tier", "resolve", "run_emulation"]
+__all__ = ["Calibration", "Design", "Snapshot", "Tier", "resolve", "run_emulation", "run_nic"]

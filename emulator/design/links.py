@@ -228,13 +228,27 @@ def paced_share(limits: LinkLimits, job) -> float:
     return _share(limits, job, job.emulated_as[0] if job.emulated_as else job.heaviest.node_bytes)
 
 
-def tier_emulation(cfg, name: str, job, *, run_node: int = 0, alone_read: bool = False) -> EmulateConfig | None:
+def node_fraction(job, run_node: int) -> float:
+    """The part of its job node that node ``run_node`` of a run is: its ranks' bytes over those of the
+    job's node they belong to (1 for a whole node). A run of 4 of a node's 8 ranks is paced at half the
+    node's devices and of its share of shared links, so its figures are the whole node's."""
+    whole = job.emulated_as[run_node] if job.emulated_as else 0
+    mine = job.emulated[run_node].node_bytes
+    return mine / whole if 0 < mine < whole else 1.0
+
+
+def tier_emulation(cfg, name: str, job, *, run_node: int = 0, alone_read: bool = False,
+                   whole_node: bool = False) -> EmulateConfig | None:
     """Tier ``name``'s ``emulate`` for node ``run_node`` of a run of ``job``: its own devices at their
     rates, shared by its ranks; the global storage at its share when every node of the job moves its
-    bytes at once (or, ``alone_read``, its rate reading alone: a lost node's restore). A knob other
-    than ``shared_by: job`` is returned as written. Capacity is in the bytes a run moves (x run.scale)."""
+    bytes at once (or, ``alone_read``, its rate reading alone: a lost node's restore). A run node that
+    is part of a design node gets that part of it (:func:`node_fraction`; ``whole_node``: the job
+    node's own, as the report states the design). Knobs describe the run's own node: one other than
+    ``shared_by: job`` is returned as written, a job's rate is the node's share of it. Capacity is in
+    the bytes a run moves (x run.scale)."""
     tier = cfg.tiers.entry(name)
     part, text = _design_part(cfg.design, name)
+    share = 1.0 if whole_node else node_fraction(job, run_node)
     if part is None:
         e = tier.emulate if tier is not None else None
         if e is None or (e.shared_by != "job" and not alone_read):
@@ -249,11 +263,11 @@ def tier_emulation(cfg, name: str, job, *, run_node: int = 0, alone_read: bool =
                       capacity_gib=part.capacity_bytes * cfg.run.scale / GIB
                       if getattr(part, "capacity_bytes", None) else None)
     if name != "global":
-        return e
+        return _part(e, share)
     e = _paced(e, links, job, run_node, alone_read)
     if cfg.design.nic_stated and cfg.tiers.peer is not None:  # the drain leaves through the NIC the peer copies use
         e = replace(e, nic_gib_s=cfg.design.nic_bps / GIB)
-    return e
+    return _part(e, share)
 
 
 def _paced(e: EmulateConfig, links: TierLinks, job, run_node: int, alone_read: bool) -> EmulateConfig:
@@ -264,15 +278,35 @@ def _paced(e: EmulateConfig, links: TierLinks, job, run_node: int, alone_read: b
                    read_gib_s=read / GIB if read else e.read_gib_s)
 
 
+def _part(e: EmulateConfig, share: float) -> EmulateConfig:
+    """A node's ``emulate`` for ``share`` of it: its rates, NIC and capacity x ``share``."""
+    if share == 1:
+        return e
+    times = lambda v: None if v is None else v * share  # noqa: E731
+    return replace(e, write_gib_s=times(e.write_gib_s), read_gib_s=times(e.read_gib_s),
+                   nic_gib_s=times(e.nic_gib_s), capacity_gib=times(e.capacity_gib))
+
+
+def run_nic_bps(cfg, job, run_node: int = 0) -> float | None:
+    """The NIC node ``run_node`` of a run of ``job`` sends its peer copies through (bytes/s): the
+    design's, for the part of its job node the run node is; None where the design states none."""
+    d = cfg.design
+    if d is None or not d.nic_stated:
+        return None
+    return d.nic_bps * node_fraction(job, run_node)
+
+
 def pacing(cfg, name: str, job, run_node: int = 0) -> tuple:
     """(write, drain, read bytes/s, shared_by) node ``run_node`` of a run of ``job`` is paced at on tier
     ``name``: its own rates, as a run of it is given them (None where not paced; a peer's copies: the
-    NIC). A run measured under the same pacing as a design measured that design itself, with the
-    host's costs, and what it reached over these is the host's efficiency (emulator/design/model.py)."""
+    NIC), for the whole job node it is part of (a part of a node gets that part of them, and its
+    calibration counts its rates for the whole node: :func:`node_fraction`). A run measured under
+    the same pacing as a design measured that design itself, with the host's costs, and what it
+    reached over these is the host's efficiency (emulator/design/model.py)."""
     nic = nic_of(cfg)[0]
     if name == "peer":
         return nic, nic, nic, "node"
-    e = tier_emulation(cfg, name, job, run_node=run_node)
+    e = tier_emulation(cfg, name, job, run_node=run_node, whole_node=True)
     if e is None or not e.write_gib_s:
         return None, None, None, "none"
     t = _from_knobs(e, nic, files=job.emulated[run_node].files, concurrency=cfg.drain.concurrency,
@@ -283,21 +317,24 @@ def pacing(cfg, name: str, job, run_node: int = 0) -> tuple:
 def run_links(cfg, job) -> NodeLinks:
     """Every tier as a run paces its nodes: what ``simulate --as-run`` shares, so it reproduces the run
     rather than the job the run is part of. A run of the whole job shares the job's links (each node
-    at its share when all move, a lone reader at its NIC); a run of some of its nodes gives each its
-    share of the job's (:func:`tier_emulation`, the heaviest node's)."""
+    at its share when all move, a lone reader at its NIC); a run of some of its nodes, or of part of
+    a node, gives each its share of the job's (:func:`tier_emulation`, the heaviest node's).""" 
     node = max(range(len(job.emulated)), key=lambda i: job.emulated[i].node_bytes)
-    files = job.emulated[node].files
+    files, share = job.emulated[node].files, node_fraction(job, node)
     links = node_links(cfg, files=files)
-    if len(job.emulated) == job.nodes:  # capacities in the bytes the run moves
+    if len(job.emulated) == job.nodes and share == 1:  # capacities in the bytes the run moves
         scale = cfg.run.scale
         return replace(links, tiers={n: replace(t, capacity_bytes=t.capacity_bytes and int(t.capacity_bytes * scale))
                                      for n, t in links.tiers.items()})
     tiers = dict(links.tiers)
-    for name in tiers:
+    nic = run_nic_bps(cfg, job, node) or links.nic_bps  # the peer sends' (the run's tiers cap their own)
+    for name, t in tiers.items():
         if name == "peer":
+            part = nic / links.nic_bps
+            tiers[name] = replace(t, write=t.write.scaled(part), read=t.read.scaled(part), drain=t.drain.scaled(part))
             continue
         e = tier_emulation(cfg, name, job, run_node=node)
         knobs = _from_knobs(e, links.nic_bps, files=files, concurrency=cfg.drain.concurrency,
                             is_global=name == "global")
-        tiers[name] = replace(knobs, family=tiers[name].family, source=tiers[name].source)
-    return replace(links, tiers=tiers)
+        tiers[name] = replace(knobs, family=t.family, source=t.source)
+    return replace(links, tiers=tiers, nic_bps=nic)

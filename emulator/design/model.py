@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from emulator.config.design import DEFAULT_SNAPSHOT
 from emulator.design.failures import SURVIVES, FailureModel, failure_model
 from emulator.design.job import Job, as_run_job, job_of
-from emulator.design.links import LinkLimits, NodeLinks, TierLinks, node_links, pacing, run_links, tier_emulation
+from emulator.design.links import (LinkLimits, NodeLinks, TierLinks, node_links, pacing, run_links, run_nic_bps,
+                                   tier_emulation)
 from emulator.errors import UserError
 from emulator.units import parse_rate
 
@@ -312,8 +313,16 @@ def overridden(design: Design, *, global_write_bps: float | None = None, nic_bps
     return replace(design, links=_overridden(design.links, global_write_bps, nic_bps))
 
 
-def run_emulation(cfg, name: str, *, run_node: int = 0, run_nodes: int = 1, alone_read: bool = False):
+def run_emulation(cfg, name: str, *, run_node: int = 0, run_nodes: int = 1, alone_read: bool = False,
+                  whole_node: bool = False):
     """Tier ``name``'s ``emulate`` for node ``run_node`` of a run of ``cfg`` on ``run_nodes`` nodes: what
-    that node of the design's job gets (emulator/design/links.py ``tier_emulation``)."""
+    that node of the design's job gets (emulator/design/links.py ``tier_emulation``; ``whole_node``:
+    the job node's own, where the run node is part of one)."""
     job = job_of(cfg, emulated_nodes=run_nodes)
-    return tier_emulation(cfg, name, job, run_node=run_node, alone_read=alone_read)
+    return tier_emulation(cfg, name, job, run_node=run_node, alone_read=alone_read, whole_node=whole_node)
+
+
+def run_nic(cfg, *, run_node: int = 0, run_nodes: int = 1) -> float | None:
+    """Bytes/s of the NIC node ``run_node`` of a run of ``cfg`` sends its peer copies through: the
+    design's, for its part of its job node (emulator/design/links.py ``run_nic_bps``); None unstated."""
+    return run_nic_bps(cfg, job_of(cfg, emulated_nodes=run_nodes), run_node)

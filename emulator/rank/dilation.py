@@ -25,7 +25,7 @@ from emulator.checkpoint.checkpointer import save_rank_file
 from emulator.checkpoint.drainer import Drainer
 from emulator.checkpoint.layout import FileEntry
 from emulator.config.schema import Dilation
-from emulator.design import run_emulation
+from emulator.design import run_emulation, run_nic
 from emulator.results.design_time import SOFTWARE_SHARE
 from emulator.units import GIB
 
@@ -224,8 +224,7 @@ class Probe:
     def _replicate(self, entries: tuple) -> None:
         """Every rank's file sent from the memory tier to its holders' copies (the peer tier), through
         the node's NIC where the design states one: the node's sent bytes over the NIC's rate."""
-        design = self.cfg.design
-        nic = design.nic_bps if design is not None and design.nic_stated else None
+        nic = run_nic(self.cfg, run_node=self.comm.node, run_nodes=self.comm.nodes)
         sent = {}
         for i in (1, 0):  # whole files first, as the write
             out = {}

@@ -47,6 +47,7 @@ from emulator.checkpoint.retry import RetryPolicy, describe_error
 from emulator.checkpoint.schedule import Schedule
 from emulator.checkpoint.tally import Tally
 from emulator.config import from_mapping
+from emulator.design import run_nic
 from emulator.errors import EXIT_FAILED, UserError, say
 from emulator.host import proc_bytes
 from emulator.job import outdir
@@ -226,12 +227,12 @@ class RankRun:
             self.peer.transport.pacer, self.peer.transport.bytes_weight = self._nic(), self.bytes_weight
 
     def _nic(self):
-        """The node's NIC as a rate shared by its ranks' peer sends (the design's, / the dilation;
-        none without one)."""
-        design = self.cfg.design
-        if design is None or not design.nic_stated:
+        """The node's NIC as a rate shared by its ranks' peer sends (the design's, for the run node's part
+        of its node, / the dilation; none without one)."""
+        nic = run_nic(self.cfg, run_node=self.comm.node, run_nodes=self.comm.nodes)
+        if nic is None:
             return None
-        rate = design.nic_bps / (self.cfg.run.dilation.factor or 1.0)
+        rate = nic / (self.cfg.run.dilation.factor or 1.0)
         return FileTokenBucket(rate, self.out.nic(self.comm.node))  # the global tier's writes too
 
     @property

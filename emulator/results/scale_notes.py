@@ -7,10 +7,8 @@ was not paced or the host could not keep up:
 * a paced phase whose own, unpaced time is a large share of it: the host (its software, or its
   speed below the paced rate) set that part;
 * a tier that is not emulated always measures the host, at this run's size;
-* the snapshot is paced only where the design states its copy rate: otherwise it is this host's
-  memory copy;
-* a run node holding fewer ranks than the design's node gets that node's whole devices for its
-  own ranks' bytes;
+* the snapshot is paced at the design's copy rate (stated, or the documented default): without a
+  design it is this host's memory copy;
 * a compressed step may be shorter than the host can schedule (sleep granularity, CPU
   contention): then the step time is the host's.
 """
@@ -138,16 +136,16 @@ def snapshot_notes(cfg, results: dict) -> list[str]:
 
 
 def part_node_notes(cfg, results: dict) -> list[str]:
-    """A run whose nodes hold fewer ranks than the design's node: each is paced at its design node's
-    whole devices (and share of global storage) with only its own ranks' bytes, so its node figures
-    (writes, drains, restores) are those of part of a node's bytes, shorter than the design's node."""
+    """A run whose nodes hold fewer ranks than the design's node: each is paced at its part of its
+    design node's devices, NIC and share of global storage (emulator/design/links.py
+    ``node_fraction``), so its node figures (writes, drains, restores) are the whole node's."""
     d, nodes = cfg.design, results.get("nodes") or 1
     if d is None or not results.get("ranks"):
         return []
     mine, whole = results["ranks"] / nodes, d.accelerators_per_node
     if mine >= whole:
         return []
-    return [f"node: each node of this run holds {mine:g} of the design node's {whole} ranks, paced at that "
-            f"node's whole devices and share of global storage: its write, drain and restore figures are for "
-            f"{mine / whole:.0%} of a node's bytes, about {whole / mine:.3g}x shorter than the design's node; "
-            f"run {whole} ranks a node (--nproc-per-node, parallelism.ranks) for the design's node"]
+    return [f"node: each node of this run holds {mine:g} of the design node's {whole} ranks, and is paced at "
+            f"that part ({mine / whole:.0%}) of the node's devices, NIC and share of global storage: its write, "
+            f"drain and restore figures are the whole node's (a drain's read-back of its last file, alone at its "
+            f"end, at that part of the node's read rate)"]

@@ -331,7 +331,7 @@ def tier_design(cfg) -> dict:
     description gives the rates it was paced at here: the design's / the dilation)."""
     out = {}
     for name in ("memory", "local", "global"):
-        e = run_emulation(cfg, name) if cfg.tiers.entry(name) is not None else None
+        e = run_emulation(cfg, name, whole_node=True) if cfg.tiers.entry(name) is not None else None
         if e is None:
             continue
         family = (node_links(cfg, files=1).of(name) or None)

@@ -96,14 +96,15 @@ def test_a_run_of_this_design_measured_it_and_its_rates_stand(tmp_path):
 
 def test_the_run_itself_as_a_design(tmp_path):
     """``as_run``: the run's 2 ranks at run.scale, one node, paced as the run paces it: its share of
-    the job's global storage (4 nodes draining at once: 1 GB/s each, under the NIC)."""
+    the job's global storage (4 nodes draining at once: 1 GB/s each, under the NIC), and of its NVMe,
+    for the quarter of a node of 8 its 2 ranks are (emulator/design/links.py ``node_fraction``)."""
     cfg = _cfg(tmp_path, {"extends": "llama3-8b", "parallelism": {"ranks": 2}, "run": {"scale": 0.001},
                           "tiers": _tiers(tmp_path, "local"), "design": DESIGN})
     full, run = resolve(cfg), resolve(cfg, as_run=True, dilation=1.0)
     assert run.as_run and run.job.nodes == 1 and run.job.groups[0].files == 2
     assert run.job.groups[0].node_bytes == pytest.approx(full.job.emulated[0].node_bytes * 0.001, abs=1)
-    assert run.link("global").drain.node_rate(1) == pytest.approx(1e9)
-    assert run.link("local").write.node_rate(1) == pytest.approx(7e9)
+    assert run.link("global").drain.node_rate(1) == pytest.approx(1e9 / 4)
+    assert run.link("local").write.node_rate(1) == pytest.approx(7e9 / 4)
     assert full.link("global").drain.node_rate(1) == pytest.approx(4e9)  # the job's node alone
 
 

@@ -107,7 +107,7 @@ def test_software_that_is_a_small_part_of_the_design_time_once_gets_room_once():
 
 class _NodeOfTwo:
     """A comm whose node 0 has this rank and ``other`` (and node 1 a third rank); counts its gathers."""
-    node, gathers, local_world_size = 0, 0, 2
+    node, nodes, gathers, local_world_size = 0, 1, 0, 2
 
     def __init__(self, other=(0, (0.7, 1010, T0), (0.2, 10, T0))):  # node, (seconds, bytes, start) whole, skeleton
         self.other = other

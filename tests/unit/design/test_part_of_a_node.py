@@ -1,0 +1,71 @@
+"""A run node that holds part of a design node is paced at that part of the node, so its figures are the node's.
+
+Paced at its design node's whole devices with only its own ranks' bytes, the embedded default at
+parallelism.ranks=4 (half its node of 8) reported a local write of 8.06 s and a drain of 31.7 s at
+full size, against 16.1 s and 59.9 s at its 8 ranks: half the design's times, a figure that flatters
+the storage. Now a run node gets its part of the node's devices (NVMe, host memory), of its NIC and
+of its share of global storage (``node_fraction``: its ranks' bytes over the node's), and each of
+its copies takes the whole node's time.
+"""
+from __future__ import annotations
+
+import pytest
+
+from emulator.config import load_config
+from emulator.design import resolve, run_emulation, run_nic
+from emulator.design.costs import copy_seconds, restore_seconds
+from emulator.design.job import job_of
+from emulator.design.links import node_fraction, pacing
+from emulator.units import GIB
+
+
+def _seconds(cfg, name: str, direction: str, *, run_nodes: int = 1) -> float:
+    """A run node's own bytes at full size over the rate it is paced at for ``direction`` on ``name``."""
+    job = job_of(cfg, emulated_nodes=run_nodes)
+    e = run_emulation(cfg, name, run_nodes=run_nodes)
+    return job.emulated[0].node_bytes / (getattr(e, f"{direction}_gib_s") * GIB)
+
+
+def test_half_a_node_is_paced_at_half_its_devices_and_takes_the_whole_nodes_time():
+    whole, half = load_config("default"), load_config("default", ["parallelism.ranks=4"])
+    assert node_fraction(job_of(half), 0) == pytest.approx(0.5)
+    assert node_fraction(job_of(whole), 0) == 1
+    design = resolve(whole)
+    assert _seconds(half, "local", "write") == pytest.approx(copy_seconds(design, "local"), rel=1e-9)
+    assert _seconds(half, "local", "read") == pytest.approx(restore_seconds(design, "local"), rel=1e-9)
+    assert _seconds(half, "global", "write") == pytest.approx(_seconds(whole, "global", "write"), rel=1e-9)
+    assert _seconds(half, "global", "read") == pytest.approx(_seconds(whole, "global", "read"), rel=1e-9)
+
+
+def test_two_agents_of_four_ranks_of_the_peer_design_each_get_half_a_node_and_half_its_nic():
+    cfg = load_config("design-memory-peer-pfs")  # 8 ranks, as documented on two agents of 4
+    whole = load_config("design-memory-peer-pfs", ["parallelism.ranks=16"])
+    assert [node_fraction(job_of(cfg, emulated_nodes=2), n) for n in (0, 1)] == [0.5, 0.5]
+    assert run_nic(cfg, run_node=1, run_nodes=2) == pytest.approx(cfg.design.nic_bps / 2)
+    assert run_nic(whole, run_node=1, run_nodes=2) == pytest.approx(cfg.design.nic_bps)
+    assert _seconds(cfg, "memory", "write", run_nodes=2) == pytest.approx(
+        _seconds(whole, "memory", "write", run_nodes=2), rel=1e-9)
+    assert _seconds(cfg, "global", "write", run_nodes=2) == pytest.approx(
+        _seconds(whole, "global", "write", run_nodes=2), rel=1e-9)
+
+
+def test_the_report_states_the_whole_nodes_rates_and_a_calibration_compares_against_them():
+    """What the report's header calls the design, and what a calibration compares a run's rates with
+    (``pacing``), are the whole node's: the run node's bytes over its seconds, over its part, are."""
+    half = load_config("default", ["parallelism.ranks=4"])
+    whole = load_config("default")
+    assert run_emulation(half, "local", whole_node=True) == run_emulation(whole, "local")
+    assert pacing(half, "local", job_of(half)) == pacing(whole, "local", job_of(whole))
+    assert run_emulation(half, "local").write_gib_s == pytest.approx(run_emulation(whole, "local").write_gib_s / 2)
+
+
+def test_simulate_as_run_paces_half_a_node_as_the_run_did():
+    half = load_config("default", ["parallelism.ranks=4", "run.dilation=5"])
+    run = resolve(half, as_run=True)
+    job = job_of(half)
+    e = run_emulation(half, "local")
+    assert run.link("local").write.node_rate(1) == pytest.approx(e.write_gib_s * GIB / 5)
+    # the run's own bytes at its own pace: the whole node's time x the time factor
+    assert copy_seconds(run, "local") == pytest.approx(
+        copy_seconds(resolve(load_config("default")), "local") * half.time_factor, rel=1e-6)
+    assert job.emulated[0].files == 4
