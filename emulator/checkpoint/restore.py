@@ -131,6 +131,7 @@ class Restorer:
         self.manifest = None  # the manifest of the step restored last (its meta carries the lineage)
         self._buf = bytearray(16 << 20)
         self._stream = None  # (start, end) of this rank's last stream of a file's bytes (wall clock)
+        self._found = None  # during a load: (tier, step) -> what _locate found
 
     def _run(self, coro):
         return self.loop.run(coro) if self.loop else run_sync(coro)
@@ -172,9 +173,11 @@ class Restorer:
 
     def _load(self) -> LoadRecord:
         rec = LoadRecord(self.comm.rank, self.comm.node, source_rank=self.source)
-        start, wall, self._stream = time.perf_counter(), time.time(), None
+        start, wall, self._stream, self._found = time.perf_counter(), time.time(), None, {}
         candidates = self.candidate_steps()
         for step in candidates:
+            if not self._everyone_holds(step, rec):
+                continue
             ok = self._try_step(step, rec)
             if self.comm.all_min(1.0 if ok else 0.0) == 1.0:
                 staged = self.state.adopt_staging()  # every rank verified this step: all take it together
@@ -182,6 +185,7 @@ class Restorer:
                 rec.ok, rec.step = True, step
                 break
             self.manifest = None  # someone could not: nobody takes it
+        self._found = None  # the manifests read are this load's
         if not rec.ok:
             rec.error = (f"no checkpoint is loadable on every rank ({len(candidates)} candidate step(s) tried); "
                          "the live state is unchanged on every rank")
@@ -203,6 +207,24 @@ class Restorer:
                 slowest = max(s for s, *_ in everyone)
                 self.metrics.set_throughput("load", self.mode, sum(b for _, b, *_ in everyone) / max(slowest, 1e-9))
         return rec
+
+    def _everyone_holds(self, step: int, rec: LoadRecord) -> bool:
+        """Whether every rank finds a complete copy of its file of ``step`` on one of its tiers
+        (collective, on the manifests alone): a step some rank cannot load is read by none. Read
+        first, a node that lost its memory made the other node read the newest step, then the one
+        they both held: twice the restore's reads."""
+        reasons = []
+        for name, tier in self.tiers:
+            found = self._locate(tier, step)
+            if not isinstance(found, str):
+                break
+            reasons.append(f"{name}@{step}: {found}")
+        else:
+            name = None
+        if self.comm.all_min(0.0 if name is None else 1.0) == 1.0:
+            return True
+        rec.fallbacks += reasons if name is None else [f"{name}@{step}: complete here, not on every rank"]
+        return False
 
     def _try_step(self, step: int, rec: LoadRecord) -> bool:
         for name, tier in self.tiers:
@@ -234,7 +256,17 @@ class Restorer:
         return None
 
     def _locate(self, tier, step: int):
-        """(manifest, this rank's entry) of a complete checkpoint of this layout, or why not."""
+        """(manifest, this rank's entry) of a complete checkpoint of this layout, or why not; read once
+        a load (:meth:`_everyone_holds` and the reads ask the same)."""
+        key = (id(tier), step)
+        found = self._found.get(key) if self._found is not None else None
+        if found is None:
+            found = self._manifest_entry(tier, step)
+            if self._found is not None:
+                self._found[key] = found
+        return found
+
+    def _manifest_entry(self, tier, step: int):
         try:
             manifest = self._retried(f"manifest of step {step}", lambda: layout.read_manifest(tier, step))
         except Exception as exc:  # noqa: BLE001 - e.g. the global tier is down: fall back

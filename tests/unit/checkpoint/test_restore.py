@@ -210,3 +210,29 @@ def test_mutate_changes_the_state_every_step():
 
 
 # --------------------------------------------------------------------------- from S3, in memory
+
+
+class _AnotherRankLacks(SoloComm):
+    """This rank's comm, with another rank in the job that holds no copy of the newest step (a node
+    that lost its memory): the first agreement over it fails, later ones pass."""
+
+    def __init__(self):
+        super().__init__()
+        self.agreements = 0
+
+    def all_min(self, value: float) -> float:
+        self.agreements += 1
+        return 0.0 if self.agreements == 1 else value
+
+
+def test_a_step_another_rank_cannot_load_is_not_read_here(setup, monkeypatch):
+    """design-memory-peer-pfs after a node loss: node 0 held step 14 in memory, node 1 (replaced)
+    did not; node 0's ranks read and verified their step-14 files, the collective then dropped the
+    step, and they read step 12 as well: twice the restore's reads (8.1 s of paced reads against
+    4 s). Every rank now agrees that each rank has a complete copy before any rank reads it."""
+    reads = []
+    monkeypatch.setattr(Restorer, "_read_from_tier", lambda self, tier, entry, step: reads.append(step))
+    restorer = Restorer(setup.state, [("local", setup.local), ("global", setup.glob)], _AnotherRankLacks())
+    rec = restorer.load()
+    assert reads == [2] and (rec.ok, rec.step, rec.tier) == (True, 2, "local")
+    assert rec.fallbacks == ["local@4: complete here, not on every rank"]
