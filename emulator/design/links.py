@@ -237,6 +237,15 @@ def node_fraction(job, run_node: int) -> float:
     return mine / whole if 0 < mine < whole else 1.0
 
 
+def paced_part(cfg, name: str, job, run_node: int = 0) -> float:
+    """The part of its job node's rates node ``run_node`` of a run is paced at on tier ``name``: its
+    :func:`node_fraction` on a tier the design describes (and for peer sends, through the NIC the
+    design states); 1 on a tier its knobs describe (the run's own node) or that nothing paces."""
+    d = cfg.design
+    described = d is not None and d.nic_stated if name == "peer" else _design_part(d, name)[0] is not None
+    return node_fraction(job, run_node) if described else 1.0
+
+
 def tier_emulation(cfg, name: str, job, *, run_node: int = 0, alone_read: bool = False,
                    whole_node: bool = False) -> EmulateConfig | None:
     """Tier ``name``'s ``emulate`` for node ``run_node`` of a run of ``job``: its own devices at their
@@ -248,7 +257,7 @@ def tier_emulation(cfg, name: str, job, *, run_node: int = 0, alone_read: bool =
     the bytes a run moves (x run.scale)."""
     tier = cfg.tiers.entry(name)
     part, text = _design_part(cfg.design, name)
-    share = 1.0 if whole_node else node_fraction(job, run_node)
+    share = 1.0 if whole_node else paced_part(cfg, name, job, run_node)
     if part is None:
         e = tier.emulate if tier is not None else None
         if e is None or (e.shared_by != "job" and not alone_read):
@@ -293,7 +302,7 @@ def run_nic_bps(cfg, job, run_node: int = 0) -> float | None:
     d = cfg.design
     if d is None or not d.nic_stated:
         return None
-    return d.nic_bps * node_fraction(job, run_node)
+    return d.nic_bps * paced_part(cfg, "peer", job, run_node)
 
 
 def pacing(cfg, name: str, job, run_node: int = 0) -> tuple:

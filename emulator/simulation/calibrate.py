@@ -29,7 +29,7 @@ from emulator.config import from_mapping
 from emulator.design import Calibration, resolve
 from emulator.design.costs import retention_requests
 from emulator.design.job import NodeGroup, job_of
-from emulator.design.links import node_fraction, pacing
+from emulator.design.links import paced_part, pacing
 from emulator.errors import ConfigError, UserError
 from tiers.base import TierError
 from tiers.fileops import read_regular
@@ -269,9 +269,10 @@ class _Calibrating:
         self.cal = Calibration(source=fig.source, dilation=fig.dilation)
         job = job_of(self.run, emulated_nodes=fig.nodes)
         self.paced = {name: pacing(self.run, name, job) for name in self.run.tiers.configured()}
-        # a run node that is part of a job node was paced at that part of its rates: its bytes over its
-        # seconds are that part of the whole node's rate
-        self.part = node_fraction(job, max(range(len(job.emulated)), key=lambda i: job.emulated[i].node_bytes))
+        # a run node that is part of a job node was paced at that part of a described tier's rates: its
+        # bytes over its seconds there are that part of the whole node's rate
+        node = max(range(len(job.emulated)), key=lambda i: job.emulated[i].node_bytes)
+        self.part = {name: paced_part(self.run, name, job, node) for name in self.run.tiers.configured()}
         self.node_bytes = self.st.node_bytes(self.st.steps[0])
         self.file_bytes = max(r.file_bytes for recs in self.st.steps for r in recs)
 
@@ -291,11 +292,12 @@ class _Calibrating:
             return
         # a paced transfer ran at the design's rate / D: at full size it is D times what it reached here
         dilated = self.fig.dilation if (self.paced.get(tier) or (None,))[0] is not None else 1.0
-        into[tier] = nbytes / moving * dilated / self.part
+        part = self.part.get(tier, 1.0)
+        into[tier] = nbytes / moving * dilated / part
         self.cal.notes.append(f"{tier} {what}: {seconds * 1000:.1f} ms measured ({requests_s * 1000:.1f} ms of it "
                               f"requests) for {_mib(nbytes)} per node -> {into[tier] / 1e9:.4g} GB/s per node"
                               + (f" (x {dilated:g}, the run's dilation)" if dilated != 1 else "")
-                              + (f" (/ {self.part:.3g}: the run's node was that part of a node)" if self.part != 1 else ""))
+                              + (f" (/ {part:.3g}: the run's node was that part of a node)" if part != 1 else ""))
 
     def copies(self) -> None:
         st, d = self.st, self.design

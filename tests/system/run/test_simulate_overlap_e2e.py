@@ -19,12 +19,13 @@ def test_run_and_simulate_agree_with_local_write(tmp_path):
            "drain": {"verify": "size"},
            "tiers": {"local": {"backend": "dir", "path": str(tmp_path / "nvme")},
                      "global": {"backend": "dir", "path": str(tmp_path / "pfs")}},
-           # the run's 2 ranks are part of the preset's one node of 8 (a job of 2 ranks would hold the
-           # model in 2 files: 4x the bytes, a drain 4x as long)
+           # the run's 2 ranks are a quarter of the preset's one node of 8 (a job of 2 ranks would hold
+           # the model in 2 files: 4x the bytes, a drain 4x as long), paced at a quarter of its rates:
+           # an NVMe of 0.1 GiB/s and a PFS share of 0.003 GiB/s here
            "design": {"job": {"nodes": 1, "accelerators_per_node": 8},
-                      "node": {"local": {"write": "0.1GiB/s", "read": "0.1GiB/s", "duplex": False},
+                      "node": {"local": {"write": "0.4GiB/s", "read": "0.4GiB/s", "duplex": False},
                                "nic": "400Gb/s"},
-                      "global": {"write": "0.003GiB/s", "read": "0.1GiB/s"}}}
+                      "global": {"write": "0.012GiB/s", "read": "0.4GiB/s"}}}
     path, res = run_yaml(cfg, tmp_path, timeout=500)
     simulated = _simulate(str(path), "--as-run", "--set", f"run.dilation={res['dilation']['factor']}",
                           "--out", str(tmp_path / "sim"))["modes"]["async"]

@@ -15,7 +15,7 @@ from emulator.config import load_config
 from emulator.design import resolve, run_emulation, run_nic
 from emulator.design.costs import copy_seconds, restore_seconds
 from emulator.design.job import job_of
-from emulator.design.links import node_fraction, pacing
+from emulator.design.links import node_fraction, paced_part, pacing
 from emulator.units import GIB
 
 
@@ -69,3 +69,22 @@ def test_simulate_as_run_paces_half_a_node_as_the_run_did():
     assert copy_seconds(run, "local") == pytest.approx(
         copy_seconds(resolve(load_config("default")), "local") * half.time_factor, rel=1e-6)
     assert job.emulated[0].files == 4
+
+
+def test_only_the_tiers_the_design_describes_are_paced_at_the_part(tmp_path):
+    """Knobs (``emulate:``) and tiers nothing paces describe the run's own node: paced, and calibrated,
+    as they are. A calibration of a 2-rank run on plain folders that divided its rates by the quarter
+    of a node its ranks are planned the job's drains at 4x what the run measured (``tune``'s
+    confirming run then read 3.2x the predicted overlap)."""
+    half = load_config("default", ["parallelism.ranks=4"])
+    job = job_of(half)
+    assert [paced_part(half, n, job) for n in ("local", "global")] == [0.5, 0.5]
+    raw = load_config("llama3-8b-subset", ["parallelism.ranks=2", f"tiers.global.path={tmp_path}"])
+    assert raw.design is None and paced_part(raw, "global", job_of(raw)) == 1.0
+    assert node_fraction(job_of(raw), 0) == pytest.approx(0.25)
+    knobs = load_config("default", ["parallelism.ranks=4", "design.node.local=null",
+                                    "tiers.local.emulate={write_gib_s: 2.0}"])
+    assert paced_part(knobs, "local", job_of(knobs)) == 1.0 and paced_part(knobs, "global", job_of(knobs)) == 0.5
+    assert run_emulation(knobs, "local").write_gib_s == 2.0
+    assert paced_part(half, "peer", job) == 0.5  # through the NIC the default states
+    assert paced_part(load_config("default", ["parallelism.ranks=4", "design.node.nic=null"]), "peer", job) == 1.0
