@@ -48,6 +48,8 @@ class PhaseProbe:
     fixed_s: float = 0.0
     node_bytes: int = 0
     scale: float = 0.0  # the run's bytes factor; 0: unknown, the software always gets room
+    #: whether this host moves the phase's bytes: a CPU state's paced snapshot swaps buffers instead
+    moves_bytes: bool = True
 
     @property
     def software_share(self) -> float:
@@ -58,6 +60,10 @@ class PhaseProbe:
 
     @property
     def needs(self) -> float:
+        """The least factor that leaves this host room for the phase; 1 for one that moves no bytes here
+        (its software is a cost per checkpoint, counted once at full size whatever the factor)."""
+        if not self.moves_bytes:
+            return 1.0
         if self.host_bps <= 0:
             return math.inf
         if self.node_bytes <= 0:
@@ -164,7 +170,7 @@ class Probe:
     def _snapshot(self) -> None:
         """Each rank's snapshot into host memory. A device's is one copy, no software to set apart. A CPU
         state's paced snapshot swaps buffers (``RankState.snapshot``): the host moves no bytes, and its
-        own time (the swap) is software, once per checkpoint."""
+        own time (the swap) is software, once per checkpoint, that no factor shortens: it sets none."""
         if self.state.snapshot_copies:
             design = snapshot_rate(self.cfg) * self.comm.local_world_size
             self._add("snapshot", "host memory", design, self._copy(), (0.0, 0, 0.0))
@@ -173,14 +179,12 @@ class Probe:
         mine = (self.comm.node, self._swap(), self.state.nbytes)
         seconds, nbytes = max((s, b) for n, s, b in self.comm.all_gather(mine) if n == self.comm.node)
         self.phases.append(PhaseProbe("snapshot", "host memory", snapshot_rate(self.cfg), math.inf, seconds, nbytes,
-                                      self.cfg.run.scale))
+                                      self.cfg.run.scale, moves_bytes=False))
 
     def _swap(self) -> float:
         """This rank's own seconds in a paced snapshot of its CPU state: a swap there and back (the state
-        ends as it was). The paced wait's late wake-up is not given room: it is the scheduler's, up
-        to ``WAKE_UP_S`` a phase (emulator/results/design_time.py), and room for it (1-1.5 ms here)
-        would set D for a small state by itself (a 2-rank test run's snapshot is paced at about 0.06 ms
-        x D)."""
+        ends as it was), without the paced wait's late wake-up (the scheduler's, emulator/results/
+        design_time.py ``WAKE_UP_S``): the software its full-size figure counts once."""
         seconds, _ = self._timed(lambda: (self.state.snapshot(paced=True), self.state.snapshot(paced=True)))
         return seconds
 

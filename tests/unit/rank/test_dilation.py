@@ -15,7 +15,7 @@ from emulator.config import load_config
 from emulator.design import run_emulation
 from emulator.errors import ConfigError
 from emulator.job.rank_tiers import paced
-from emulator.rank.dilation import PhaseProbe, Probe, describe, nice
+from emulator.rank.dilation import PhaseProbe, Probe, choose, describe, nice
 from emulator.results.design_time import full, full_record, host_shares, tier_lag
 from tiers import paced as spans
 
@@ -207,6 +207,9 @@ def test_a_cpu_states_snapshot_is_probed_as_software_alone():
     # each accelerator's own: the slowest rank of the node, its bytes at the rate per accelerator
     assert (phase.phase, phase.node_bytes, phase.host_bps, phase.fixed_s) == ("snapshot", n, math.inf, 5.0)
     assert phase.design_bps == 48 * 2**30 and describe([phase], 8)["phases"][0]["host_bytes_per_s"] is None
+    # its 5 s of software are a cost per checkpoint counted once at full size whatever the factor: it
+    # sets no dilation (room for a 1 ms swap made a 2-rank test run x8, its whole run 8 times longer)
+    assert phase.needs == 1.0 and choose([phase], SimpleNamespace(all_max=lambda v: v)) == (1.0, phase)
 
 
 def test_paced_spans_are_counted_once_where_they_overlap():
