@@ -327,11 +327,12 @@ def run_links(cfg, job) -> NodeLinks:
     """Every tier as a run paces its nodes: what ``simulate --as-run`` shares, so it reproduces the run
     rather than the job the run is part of. A run of the whole job shares the job's links (each node
     at its share when all move, a lone reader at its NIC); a run of some of its nodes, or of part of
-    a node, gives each its share of the job's (:func:`tier_emulation`, the heaviest node's).""" 
+    a node, gives each its share of the job's (:func:`tier_emulation`, the heaviest node's)."""
     node = max(range(len(job.emulated)), key=lambda i: job.emulated[i].node_bytes)
-    files, share = job.emulated[node].files, node_fraction(job, node)
+    files = job.emulated[node].files
     links = node_links(cfg, files=files)
-    if len(job.emulated) == job.nodes and share == 1:  # capacities in the bytes the run moves
+    whole = all(paced_part(cfg, name, job, node) == 1 for name in links.tiers)
+    if len(job.emulated) == job.nodes and whole:  # capacities in the bytes the run moves
         scale = cfg.run.scale
         return replace(links, tiers={n: replace(t, capacity_bytes=t.capacity_bytes and int(t.capacity_bytes * scale))
                                      for n, t in links.tiers.items()})
