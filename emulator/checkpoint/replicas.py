@@ -37,6 +37,18 @@ def store_config(memory_cfg):
 
 
 @dataclass
+class Fetched:
+    """One rank's part of a fetch after a node loss: every rank's errors, its seconds, of them the
+    streams' (emulator/checkpoint/peer.py ``PeerResult.stream_s``), and the time any node's paced
+    sends and writes of the fetch covered (the NIC's time: the rest is this host's, once)."""
+
+    errors: list = field(default_factory=list)
+    seconds: float = 0.0
+    stream_s: float = 0.0
+    paced_s: float = 0.0
+
+
+@dataclass
 class PeerReplicas:
     layout: PeerLayout
     transport: PeerTransport
@@ -96,29 +108,30 @@ class PeerReplicas:
         await layout.write_manifest(self.store, manifest)
         await layout.apply_retention(self.store, self.keep)
 
-    async def fetch_back(self, comm, lost: tuple, memory) -> tuple[list[str], float]:
+    async def fetch_back(self, comm, lost: tuple, memory) -> Fetched:
         """Collective after a node loss: each lost node's ranks get their newest held files back
         from a surviving holder into ``memory``; their leader writes the memory manifest, with the
-        meta the copy was indexed with (a restarted job's own lineage no longer reaches back).
-        Returns (errors, seconds)."""
+        meta the copy was indexed with (a restarted job's own lineage no longer reaches back)."""
         with counted_as("fetch"):  # the memory tier's waits for what it fetches (to_thread copies it)
             return await self._fetch_back(comm, lost, memory)
 
-    async def _fetch_back(self, comm, lost: tuple, memory) -> tuple[list[str], float]:
+    async def _fetch_back(self, comm, lost: tuple, memory) -> Fetched:
         t0 = time.time()
         held, steps = await self._held(comm, lost)
         result = await asyncio.to_thread(self.transport.fetch_back, self.layout, lost, held, self.store, memory)
         got = [(comm.rank, r.key, r.size, r.crc32c) for r in result.received]
-        everyone = await asyncio.to_thread(comm.all_gather, (comm.node, steps, got))
+        mine = paced.spans("fetch", t0, time.time())
+        everyone = await asyncio.to_thread(comm.all_gather, (comm.node, steps, got, mine))
         if comm.node in lost and comm.is_node_leader:
-            entries = [layout.FileEntry(key, rank, size, crc) for node, _, got in everyone if node == comm.node
+            entries = [layout.FileEntry(key, rank, size, crc) for node, _, got, _ in everyone if node == comm.node
                        for rank, key, size, crc in got]
-            step, meta = next((s[comm.node] for _, s, _ in everyone if comm.node in s), (None, None))
+            step, meta = next((s[comm.node] for _, s, _, _ in everyone if comm.node in s), (None, None))
             if step is not None and len(entries) == self.ranks_per_node:
                 manifest = layout.Manifest(step=step, files=sorted(entries, key=lambda e: e.rank), tier="memory",
                                            mode="peer", world=comm.world_size, meta=meta)
                 await layout.write_manifest(memory, manifest)
-        return result.errors, time.time() - t0
+        spans = [span for *_, theirs in everyone for span in theirs]  # the holders' sends, the replacements' writes
+        return Fetched(result.errors, time.time() - t0, result.stream_s, paced.covered(spans, t0, time.time()))
 
     async def _held(self, comm, lost: tuple) -> tuple[dict, dict]:
         """On a holder's rank: lost node -> its same-local-rank file of the newest step held whole,

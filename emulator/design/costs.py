@@ -162,14 +162,16 @@ def restore_loads(design: Design) -> list:
 def restore_seconds(design: Design, name: str, *, alone: bool = False) -> float:
     """Reading the newest checkpoint back from tier ``name``: every node at once, or one node ``alone``
     (the replaced one, while the others read nearer tiers). A peer's copy is fetched over the NIC
-    into memory, then read from there. One manifest read, then the file, at the tier's latency."""
+    into memory (at the slower of the NIC and the memory's write, as the emulator paces both), then
+    read from there. One manifest read, then the file, at the tier's latency."""
     t = design.link(name)
     loads = restore_loads(design)
     if alone:
         loads = [(1, max(b for _, b in loads))]
-    if name == "peer":
-        fetch = _slowest(t.read, loads)
-        return fetch + restore_seconds(design, "memory", alone=alone) if design.link("memory") else fetch
+    if name == "peer":  # the copy lands in the lost node's memory as it arrives: the slower of the two binds
+        memory = design.link("memory")
+        fetch = max(_slowest(t.read, loads), _slowest(memory.write, loads) if memory else 0.0)
+        return fetch + restore_seconds(design, "memory", alone=alone) if memory else fetch
     if t is None or t.read is None:
         return 0.0
     read = _slowest(t.read, loads) + 2 * t.latency_s

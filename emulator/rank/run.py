@@ -54,7 +54,7 @@ from emulator.job import outdir
 from emulator.job.lifeline import name_rank_process, watch_parent
 from emulator.job.outdir import OutDir
 from emulator.job.ownership import claim_tiers, lost_claim, release
-from emulator.checkpoint.replicas import PeerReplicas
+from emulator.checkpoint.replicas import Fetched, PeerReplicas
 from emulator.job.rank_tiers import build_lone_global, build_tiers, pace_tier, tier_scope
 from emulator.rank import dilation
 from emulator.mlperf.protocol import run_rank
@@ -349,14 +349,14 @@ class RankRun:
         failed_at = self.comm.all_max(max([trained] + [a["last_step"] for a in self._earlier_attempts()]))
         lost = self._lost_nodes()
         failure = failure_class(lost, self.comm.nodes, self._holders) if lost else "process"
-        fetch_s, errors = self._fetch_from_peers(lost) if lost else (0.0, [])
+        fetched = self._fetch_from_peers(lost) if lost else Fetched()
         restorer = self._restorer(self._recovery_tiers(failure))
         rec = restorer.load()
         if rec.ok and restorer.manifest is not None:
             lineage = restorer.manifest.meta.get("lineage") or []
             self.ckpt.lineage_base = [[a, min(b, rec.step)] for a, b in lineage if a <= rec.step]
-        self._add_recovery({**_recovery(failure, rec, max(int(failed_at), rec.step), fetch_s),
-                            "lost_nodes": list(lost), "fetch_errors": errors[:5]})
+        self._add_recovery({**_recovery(failure, rec, max(int(failed_at), rec.step), fetched),
+                            "lost_nodes": list(lost), "fetch_errors": fetched.errors[:5]})
         return rec
 
     def _lost_nodes(self) -> tuple:
@@ -382,11 +382,11 @@ class RankRun:
         if not loss.whole_node:
             return loss.lose_local(self.comm, self.local, loop)
         failure = loss.lose_nodes(self.comm, [t for _, t in self._host_folders], loop, holders=self._holders)
-        fetch_s, errors = self._fetch_from_peers(loss.nodes)
+        fetched = self._fetch_from_peers(loss.nodes)
         if self.peer is not None:
-            failure["fetch_errors"] = errors[:5]
+            failure["fetch_errors"] = fetched.errors[:5]
         rec = self._restorer(self._recovery_tiers(failure["class"])).load()
-        self._add_recovery({**_recovery(failure["class"], rec, self.last_step, fetch_s),
+        self._add_recovery({**_recovery(failure["class"], rec, self.last_step, fetched),
                             "lost_nodes": list(loss.nodes)})
         return failure
 
@@ -399,15 +399,15 @@ class RankRun:
         lone = build_lone_global(self.cfg, self.comm, self.out.root, bytes_weight=self.bytes_weight)
         return self.node_tiers + [("global", lone)]
 
-    def _fetch_from_peers(self, lost: tuple) -> tuple[float, list]:
+    def _fetch_from_peers(self, lost: tuple) -> Fetched:
         """Collective: each lost node's replacement fetches its copy back from a surviving peer
-        (nothing without a peer tier); (seconds, errors)."""
+        (nothing without a peer tier)."""
         if self.peer is None:
-            return 0.0, []
-        errors, fetch_s = self.ckpt.loop.run(self.peer.fetch_back(self.comm, lost, self.memory))
+            return Fetched()
+        fetched = self.ckpt.loop.run(self.peer.fetch_back(self.comm, lost, self.memory))
         if self.comm.node in lost and self.comm.is_node_leader:
-            self.metrics.observe_phase("fetch", "peer", fetch_s, backend="gloo")
-        return fetch_s, errors
+            self.metrics.observe_phase("fetch", "peer", fetched.seconds, backend="gloo")
+        return fetched
 
     def _tier_loads(self) -> list:
         """With a memory tier: one restore from each file tier alone, so the report sets the memory
@@ -517,13 +517,14 @@ class RankRun:
             return None
 
 
-def _recovery(failure_class: str, rec, failed_at: int, fetch_s: float = 0.0) -> dict:
+def _recovery(failure_class: str, rec, failed_at: int, fetched: Fetched) -> dict:
     """One rank's recovery from a failure of ``failure_class``: a peer fetch (node losses with a
-    peer tier), its restore, and the steps of work lost (trained after the restored checkpoint,
-    before the failure)."""
+    peer tier: its seconds, its streams' and its paced part), its restore, and the steps of work
+    lost (trained after the restored checkpoint, before the failure)."""
     lost = max(0, failed_at - rec.step) if rec.ok else failed_at
-    return {"class": failure_class, "lost_steps": lost, "failed_at": failed_at, "fetch_s": fetch_s,
-            "seconds": fetch_s + rec.seconds, "load": rec.to_dict()}
+    return {"class": failure_class, "lost_steps": lost, "failed_at": failed_at, "fetch_s": fetched.seconds,
+            "fetch_stream_s": fetched.stream_s, "fetch_paced_s": fetched.paced_s,
+            "seconds": fetched.seconds + rec.seconds, "load": rec.to_dict()}
 
 
 def _s3_requests(tier) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from emulator.results.design_time import at_run_factor, full_load, stream_lag, tier_lag
+from emulator.results.design_time import WAKE_UP_S, at_run_factor, full, full_load, stream_lag, tier_lag
 from emulator.units import GIB
 
 
@@ -95,18 +95,35 @@ def recovery_summary(cfg, ranks: list[dict]) -> list[dict]:
         loads = [x["load"] for x in recs]
         seconds = max(x.get("seconds", x["load"]["seconds"]) for x in recs)  # a peer fetch, then the restore
         k, f = cfg.time_factor, cfg.run.scale
-        full = max(x.get("fetch_s", 0.0) / k + full_load(x["load"], k, bytes_factor=f)["seconds"] for x in recs)
+        full_s = max(_fetch_full(x, k, f) + full_load(x["load"], k, bytes_factor=f)["seconds"] for x in recs)
         lost = max(x["lost_steps"] for x in recs)
         out.append({"class": name, "ok": all(x["ok"] for x in loads), "step": loads[0]["step"],
-                    "seconds": seconds, "seconds_full_size": full,
+                    "seconds": seconds, "seconds_full_size": full_s,
                     "fetch_s": max(x.get("fetch_s", 0.0) for x in recs),
                     "lost_nodes": sorted({n for x in recs for n in x.get("lost_nodes", [])}),
                     "fetch_errors": [e for x in recs for e in x.get("fetch_errors", [])][:5],
                     "served_by": dict(Counter(x["tier"] or "none" for x in loads)),
                     "lost_steps": lost, "lost_work_s": lost * cfg.training.step_seconds,
                     "paced": any(x.get("paced_s", 0.0) > 0 for x in loads), "host_lag": _host_lag(loads),
+                    "fetch_host_lag": max(_fetch_lag(x) for x in recs),
                     "fallbacks": [f for x in loads for f in x["fallbacks"]][:10]})
     return out
+
+
+def _fetch_full(rec: dict, k: float, scale: float) -> float:
+    """A rank's fetch from its peer at full size: the part any node's paced sends covered / the time
+    factor, the rest (this host's, behind the NIC) once (emulator/results/design_time.py ``full``);
+    all of it / the time factor in results from before the fetch's paced part was kept."""
+    if "fetch_paced_s" not in rec:
+        return rec.get("fetch_s", 0.0) / k
+    return full(rec["fetch_s"], rec["fetch_paced_s"], k, bytes_factor=scale) if rec["fetch_s"] > 0 else 0.0
+
+
+def _fetch_lag(rec: dict) -> float:
+    """How far a rank's fetch streamed past its paced time here, over it (a peer send's host lag,
+    emulator/results/design_time.py ``host_lags``); 0 where nothing paced it."""
+    paced_s, stream = rec.get("fetch_paced_s", 0.0), min(rec.get("fetch_stream_s", 0.0), rec.get("fetch_s", 0.0))
+    return max(0.0, stream - paced_s - WAKE_UP_S) / paced_s if paced_s > 0 else 0.0
 
 
 def _host_lag(loads: list[dict]) -> float:

@@ -65,6 +65,12 @@ def rate_notes(cfg, results: dict) -> list[str]:
                              "here (this host's reads, checksums and deserialisation at the run's dilation; the loads "
                              "after training get one of their own, a recovery does not): its full-size figure counts "
                              "that once, but the restore was this host's; a higher run.dilation leaves the host more room")
+        if rec.get("fetch_host_lag", 0.0) > HOST_SHARE:
+            flagged.add("recovery")
+            notes.append(f"recovery ({rec['class']}): its fetch from a peer ran {rec['fetch_host_lag']:.0%} past its "
+                         "paced time here (this host's sends, receipts and copies behind the paced NIC): its full-size "
+                         "figure counts that once, but the fetch was this host's; a higher run.dilation leaves the "
+                         "host more room")
     notes += _software_notes(results)
     if seen and not flagged:
         notes.append(f"every paced phase ({', '.join(sorted(p.replace('_', ' ') for p in seen))}) kept to its "

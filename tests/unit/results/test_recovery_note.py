@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from emulator.config import load_config
+from emulator.results.design_time import WAKE_UP_S
 from emulator.results.levels import recovery_summary
 from emulator.results.summary import host_notes
 
@@ -39,3 +40,31 @@ def test_a_recovery_at_its_pace_is_the_designs():
     notes = _notes(cfg, [rec])
     assert not any(n.startswith("recovery") for n in notes)
     assert any(n.startswith("every paced phase (recovery)") for n in notes), notes
+
+
+def _fetched(fetch_s: float, stream_s: float, paced_s: float) -> list[dict]:
+    [rank] = _ranks(paced_s=0.5, lag_s=0.0)
+    rank["recoveries"][0].update(fetch_s=fetch_s, fetch_stream_s=stream_s, fetch_paced_s=paced_s)
+    return [rank]
+
+
+def test_a_fetch_from_a_peer_counts_its_paced_part_at_full_size_and_the_rest_once():
+    """design-memory-peer-pfs after a node loss, at x500 (k = 5): the fetch took 7.45 s against 3.2 s
+    of paced NIC time; at full size all of it / k read 1.49 s (the design's fetch: 0.64 s), the
+    host's 4.2 s divided by the time factor as if they were the NIC's, and nothing said so."""
+    cfg = load_config("design-memory-peer-pfs", ["run.dilation=500", "run.scale=0.01"])
+    [rec] = recovery_summary(cfg, _fetched(fetch_s=7.45, stream_s=7.3, paced_s=3.2))
+    [plain] = recovery_summary(cfg, _fetched(fetch_s=0.0, stream_s=0.0, paced_s=0.0))
+    assert rec["seconds_full_size"] - plain["seconds_full_size"] == pytest.approx(3.2 / 5 + (7.45 - 3.2))
+    assert rec["fetch_host_lag"] == pytest.approx((7.3 - 3.2 - WAKE_UP_S) / 3.2)
+    notes = _notes(cfg, [rec])
+    assert any(n.startswith("recovery (node): its fetch from a peer ran 128% past its paced time here")
+               for n in notes), notes
+    assert not any(n.startswith("every paced phase") for n in notes)
+
+
+def test_a_fetch_at_its_pace_is_the_designs():
+    cfg = load_config("design-memory-peer-pfs", ["run.dilation=500", "run.scale=0.01"])
+    [rec] = recovery_summary(cfg, _fetched(fetch_s=3.4, stream_s=3.203, paced_s=3.2))
+    assert rec["fetch_host_lag"] == 0.0
+    assert any(n.startswith("every paced phase (recovery)") for n in _notes(cfg, [rec]))

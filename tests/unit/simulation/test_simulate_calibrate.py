@@ -44,8 +44,9 @@ def test_the_run_of_this_design_sets_its_rates_at_full_size_and_its_fixed_costs_
     assert d.link("global").drain.aggregate_bps == pytest.approx(16e9)
     assert (d.fixed_pre_s, d.fixed_post_s) == (pytest.approx(RESIDUAL / 2), pytest.approx(RESIDUAL / 2))
     assert class_restore_seconds(d, "process") == 2.0 and class_restore_seconds(d, "group") == 30.0
-    # the peer's, predicted: its copy fetched at the rate the run's peer sends reached, then read from memory
-    assert class_restore_seconds(d, "node") == pytest.approx(b / 40e9 + b / 16e9)
+    # the peer's, predicted: its copy fetched at the rate the run's peer sends reached (40 GB/s) into
+    # memory at the rate its writes reached (16 GB/s, the slower), then read from memory
+    assert class_restore_seconds(d, "node") == pytest.approx(b / 16e9 + b / 16e9)
     run = resolve(load_config(str(cfg_path), [f"run.scale={SCALE}"]), calibration=cal, as_run=True)
     assert run.measured_recovery_s == {}  # as run, the recoveries are what the model must predict
 
