@@ -30,7 +30,9 @@ def reg():
 
 @pytest.fixture
 def m(reg):
+    before = time.time()
     metrics = Metrics(reg, tick_s=0.02)
+    metrics.created = (before, time.time())  # when it was made: its start time lies between
     yield metrics
     metrics.close()
 
@@ -87,10 +89,12 @@ def test_stall_histogram_and_overhead_counters(m, reg):
         assert val(reg, "ckpt_emu_stall_seconds_total", mode=mode) == 0
         assert val(reg, "ckpt_emu_training_seconds_total", mode=mode) == 0
     assert val(reg, "ckpt_emu_drain_overlap_ratio", mode="sync") is None  # not started: no overlap to speak of
+    before = time.time()
     m.set_interval("sync", 30)
+    after = time.time()
     assert val(reg, "ckpt_emu_checkpoint_interval_seconds", mode="sync") == 30
     assert val(reg, "ckpt_emu_drain_overlap_ratio", mode="sync") == 0  # started, no drain yet
-    assert 0 <= time.time() - val(reg, "ckpt_emu_mode_start_time_seconds", mode="sync") < 60
+    assert before <= val(reg, "ckpt_emu_mode_start_time_seconds", mode="sync") <= after  # the moment it started
     assert val(reg, "ckpt_emu_mode_start_time_seconds", mode="async") is None
     m.observe_stall("sync", 0.3)
     m.observe_stall("sync", 4.0)
@@ -212,7 +216,8 @@ def test_deadline_faults_completion_overlap_throughput_info(m, reg):
     m.set_info(preset="llama3-70b", scale=0.01, ranks=64, nodes=8, modes=["async"], version="0.3")
     assert val(reg, "ckpt_emu_info", preset="llama3-70b", scale="0.01", ranks="64", nodes="8", modes="async",
                version="0.3") == 1
-    assert 0 < time.time() - val(reg, "ckpt_emu_start_time_seconds") < 60
+    started = val(reg, "ckpt_emu_start_time_seconds")
+    assert m.created[0] <= started <= m.created[1]  # the moment the metrics started
 
 
 @pytest.mark.parametrize("call", [
@@ -431,12 +436,10 @@ def test_wait_for_scrape_returns_once_a_later_scrape_completed(node_server):
     import threading
     since, answer = time.monotonic(), []
     waiter = threading.Thread(target=lambda: answer.append(node_server.wait_for_scrape(since, 60)))
-    started = time.monotonic()
     waiter.start()
     _scrape(node_server.port)
     waiter.join(60)
-    assert answer == [True]
-    assert time.monotonic() - started < 60 / 2  # the scrape ended the wait, not the timeout
+    assert answer == [True]  # the scrape ended the wait: a timeout answers False
 
 
 # --------------------------------------------------------------------------- before the first checkpoint
