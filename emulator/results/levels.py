@@ -100,6 +100,8 @@ def recovery_summary(cfg, ranks: list[dict]) -> list[dict]:
         out.append({"class": name, "ok": all(x["ok"] for x in loads), "step": loads[0]["step"],
                     "seconds": seconds, "seconds_full_size": full_s,
                     "fetch_s": max(x.get("fetch_s", 0.0) for x in recs),
+                    # of it the time any node's paced sends and writes covered: the NIC's, as booked
+                    "fetch_paced_s": max(x.get("fetch_paced_s", 0.0) for x in recs),
                     "lost_nodes": sorted({n for x in recs for n in x.get("lost_nodes", [])}),
                     "fetch_errors": [e for x in recs for e in x.get("fetch_errors", [])][:5],
                     "served_by": dict(Counter(x["tier"] or "none" for x in loads)),

@@ -57,6 +57,7 @@ def test_a_fetch_from_a_peer_counts_its_paced_part_at_full_size_and_the_rest_onc
     [plain] = recovery_summary(cfg, _fetched(fetch_s=0.0, stream_s=0.0, paced_s=0.0))
     assert rec["seconds_full_size"] - plain["seconds_full_size"] == pytest.approx(3.2 / 5 + (7.45 - 3.2))
     assert rec["fetch_host_lag"] == pytest.approx((7.3 - 3.2 - WAKE_UP_S) / 3.2)
+    assert (rec["fetch_s"], rec["fetch_paced_s"]) == (7.45, 3.2)  # the NIC's part kept beside the whole
     notes = _notes(cfg, [rec])
     assert any(n.startswith("recovery (node): its fetch from a peer ran 128% past its paced time here")
                for n in notes), notes
