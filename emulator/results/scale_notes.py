@@ -127,7 +127,8 @@ def step_notes(cfg, results: dict) -> list[str]:
         return []
     return [f"steps took {base['step_wall_s'] * 1000:.1f} ms without checkpoints, against the compressed "
             f"{want * 1000:.1f} ms ({cfg.training.step_seconds:g} s x time factor {cfg.time_factor:g}): the step "
-            "time is this host's; run at a larger --scale or run.dilation for the design's"]
+            "time here is this host's, and so are the ratios as measured; at full size the time past the paced "
+            "step is counted once a step; a larger --scale or run.dilation makes the ratios here the design's too"]
 
 
 def snapshot_notes(cfg, results: dict) -> list[str]:

@@ -300,7 +300,8 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "time_factor": cfg.time_factor,
         "dilation": ranks[0].get("dilation") or {"factor": cfg.run.dilation.factor or 1.0, "auto": False},
         "modes": {m: summarize_mode(m, ranks, baseline, cfg.time_factor, cfg.run.scale,
-                                    software=probed_software(ranks[0].get("dilation"))) for m in cfg.checkpoint.modes},
+                                    software=probed_software(ranks[0].get("dilation")),
+                                    wall_step_s=cfg.wall_step_seconds) for m in cfg.checkpoint.modes},
         "units": {name: t.family for name, t in node_links(cfg, files=1).tiers.items()},
         "load": {**summarize_loads(ranks, cfg.time_factor, cfg.run.scale), "page_cache_scope": cfg.checkpoint.page_cache_scope},
         "stopped_early": any(r["stopped_early"] for r in ranks),
@@ -393,9 +394,10 @@ def at_full_size(measured_s: float, time_factor: float) -> float:
 
 
 def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, time_factor: float = 1.0,
-                   scale: float = 1.0, software: dict | None = None) -> dict:
+                   scale: float = 1.0, software: dict | None = None, wall_step_s: float | None = None) -> dict:
     """A mode's figures as measured, and ``full_size``: as the full-size design's
-    (emulator/results/design_time.py: paced time / the time factor, this host's own once)."""
+    (emulator/results/design_time.py: paced time / the time factor, this host's own once;
+    ``wall_step_s``: a step's paced time here, the rest of a step's time being this host's)."""
     out = {**_checkpoint_figures(mode, ranks), **_loop_figures(mode, ranks, baseline)}
     out["overhead_ratio"] = out["stall_total_s"] / out["training_wall_s"] if out["training_wall_s"] else 0.0
     if baseline is not None:
@@ -404,7 +406,7 @@ def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, t
     full = _checkpoint_figures(mode, design)
     out["full_size"] = {k: full[k] if k in full else out[k] / time_factor for k in DURATIONS if k in out}
     out["full_size"]["save_bytes_per_s"] = full["save_gib_s"] * GIB / scale  # the full-size bytes
-    out["full_size"].update(_ratios_at_full_size(out, full, baseline, time_factor))
+    out["full_size"].update(_ratios_at_full_size(out, full, baseline, time_factor, wall_step_s))
     records = [x for r in ranks for x in r["records"] if x["mode"] == mode]
     out["host_share"] = host_shares(records, time_factor, bytes_factor=scale)
     out["software_s"] = software_seconds(records)
@@ -412,21 +414,35 @@ def summarize_mode(mode: str, ranks: list[dict], baseline: dict | None = None, t
     return out
 
 
-def _ratios_at_full_size(m: dict, full: dict, baseline: dict | None, k: float) -> dict:
-    """The mode's loop and ratios on the design's clock: its time here less its stall is paced (the
-    steps: / ``k``), plus the full-size stall; drains at their full-size figures. Ratios of the wall
-    here would weigh this host's own time, counted once in each figure, 1/k times."""
+def _ratios_at_full_size(m: dict, full: dict, baseline: dict | None, k: float, wall_step_s: float | None) -> dict:
+    """The mode's loop and ratios on the design's clock: its steps at their paced time / ``k`` and
+    this host's time past it once (:func:`_steps_at_full_size`), the full-size stall, the drains
+    after training / ``k``; drains at their full-size figures. Ratios of the wall here would weigh
+    this host's own time, counted once in each figure, 1/k times."""
     if not m["training_wall_s"]:
         return {}
-    train = (m["training_wall_s"] - m["stall_total_s"]) / k + full["stall_total_s"]
-    wall = (m["mode_wall_s"] - m["stall_total_s"]) / k + full["stall_total_s"]
+    steps = _steps_at_full_size(m["training_wall_s"] - m["stall_total_s"], m["steps"], k, wall_step_s)
+    train = steps + full["stall_total_s"]
+    wall = train + max(0.0, m["mode_wall_s"] - m["training_wall_s"]) / k
     out = {"training_wall_s": train, "step_wall_s": train / m["steps"] if m["steps"] else 0.0,
            "overhead_ratio": full["stall_total_s"] / train,
            "drain_overlap_ratio": _overlap(full["node_drain_s"], wall)}
     if baseline is not None:
-        base = {"step_wall_s": baseline["step_wall_s"] / k}
+        base_s = _steps_at_full_size(baseline["training_wall_s"], baseline["steps"], k, wall_step_s)
+        base = {"step_wall_s": base_s / baseline["steps"] if baseline["steps"] else 0.0}
         out.update(_against_baseline({**out, "steps": m["steps"], "stall_total_s": full["stall_total_s"]}, base))
     return out
+
+
+def _steps_at_full_size(seconds: float, steps: int, k: float, wall_step_s: float | None) -> float:
+    """``steps`` steps that took ``seconds`` here, on the design's clock: their paced time (a step
+    each of ``wall_step_s``) / ``k``, and what they took past it (this host's loop: its Python, its
+    updates, its scheduling) once, as any phase's own time (emulator/results/design_time.py
+    ``full``). All / ``k`` where the paced step is not known."""
+    if wall_step_s is None:
+        return seconds / k
+    paced = min(seconds, steps * wall_step_s)
+    return paced / k + (seconds - paced)
 
 
 def _checkpoint_figures(mode: str, ranks: list[dict]) -> dict:
