@@ -115,9 +115,12 @@ def recovery_summary(cfg, ranks: list[dict]) -> list[dict]:
 def _fetch_full(rec: dict, k: float, scale: float) -> float:
     """A rank's fetch from its peer at full size: the part any node's paced sends covered / the time
     factor, the rest (this host's, behind the NIC) once (emulator/results/design_time.py ``full``);
-    all of it / the time factor in results from before the fetch's paced part was kept."""
+    a fetch that streamed nothing (no surviving copy: a group loss) is its software, once; all of it
+    / the time factor in results from before the fetch's paced part was kept."""
     if "fetch_paced_s" not in rec:
         return rec.get("fetch_s", 0.0) / k
+    if rec.get("fetch_stream_s", 0.0) <= 0 and rec["fetch_paced_s"] <= 0:
+        return rec["fetch_s"]
     return full(rec["fetch_s"], rec["fetch_paced_s"], k, bytes_factor=scale) if rec["fetch_s"] > 0 else 0.0
 
 

@@ -64,6 +64,16 @@ def test_a_fetch_from_a_peer_counts_its_paced_part_at_full_size_and_the_rest_onc
     assert not any(n.startswith("every paced phase") for n in notes)
 
 
+def test_a_fetch_that_found_no_copy_is_its_software_once_not_extrapolated():
+    """A group loss: the replacements ask for peer copies and find none (0.16 s, nothing streamed,
+    nothing paced). At full size that is 0.16 s once; read as this host's throughput over run.scale
+    (0.01) it was 16 s, and the recovery's full-size figure 19.2 s for a 3.1 s restore."""
+    cfg = load_config("design-memory-peer-pfs", ["run.dilation=250", "run.scale=0.01"])
+    [rec] = recovery_summary(cfg, _fetched(fetch_s=0.16, stream_s=0.0, paced_s=0.0))
+    [plain] = recovery_summary(cfg, _fetched(fetch_s=0.0, stream_s=0.0, paced_s=0.0))
+    assert rec["seconds_full_size"] - plain["seconds_full_size"] == pytest.approx(0.16)
+
+
 def test_a_fetch_at_its_pace_is_the_designs():
     cfg = load_config("design-memory-peer-pfs", ["run.dilation=500", "run.scale=0.01"])
     [rec] = recovery_summary(cfg, _fetched(fetch_s=3.4, stream_s=3.203, paced_s=3.2))
