@@ -12,6 +12,8 @@
 # Everything listens on 127.0.0.1 only; no cephx (a throwaway test cluster). The OSD keeps its
 # data in bluestore on a sparse file of RGW_BLOCK_SIZE bytes (default 8 GiB), so its memory stays
 # bounded however much the tests write. Several clusters may run side by side in different folders.
+# radosgw's port is picked when it starts; one another process took first is picked again (3 tries).
+# RGW_TRY_PORT: the port its first try takes (the tests use it to take one that is in use).
 set -euo pipefail
 
 BLOCK_SIZE=${RGW_BLOCK_SIZE:-$((8 << 30))}
@@ -120,6 +122,34 @@ wait_for() {
   done
 }
 
+# start_rgw DIR: radosgw on a free port, set in RGW_PORT. A port is free when picked, not always when
+# radosgw binds it (other processes pick ports too): a try that finds it taken is made again on another.
+start_rgw() {
+  local dir=$1 try port pid deadline
+  for try in 1 2 3; do
+    port=$(free_port)
+    [ "$try" -gt 1 ] || port=${RGW_TRY_PORT:-$port}
+    sed -i "s/^rgw frontends = beast endpoint=127.0.0.1:.*/rgw frontends = beast endpoint=127.0.0.1:$port/" "$dir/ceph.conf"
+    start_daemon "$dir" client.rgw radosgw -n client.rgw
+    pid=$(awk '$1 == "client.rgw" {p = $2} END {print p}' "$dir/pids")
+    deadline=$((SECONDS + START_TIMEOUT_S))
+    until s3_answers "http://127.0.0.1:$port/" >/dev/null 2>&1; do
+      if grep -q "failed to bind address 127.0.0.1:$port: Address already in use" "$dir/log/client.rgw.log" 2>/dev/null; then
+        kill "$pid" 2>/dev/null || true  # it may take half a minute to exit by itself
+        while running "$pid"; do sleep 0.1; done
+        sed -i "/^client.rgw $pid\$/d" "$dir/pids"
+        continue 2
+      fi
+      check_alive "$dir"
+      ((SECONDS < deadline)) || die "timed out after ${START_TIMEOUT_S}s waiting for radosgw on 127.0.0.1:$port; logs in $dir/log"
+      sleep 0.2
+    done
+    RGW_PORT=$port
+    return 0
+  done
+  die "radosgw found its port taken 3 times; see $dir/log/client.rgw.log"
+}
+
 ceph_cli() {  # ceph_cli DIR ARGS...: the ceph CLI against this cluster
   local dir=$1
   shift
@@ -158,8 +188,8 @@ start() {
   start_daemon "$dir" osd.0 ceph-osd -i 0
   wait_for "$dir" "the OSD to come up" osd_up "$dir"
 
-  start_daemon "$dir" client.rgw radosgw -n client.rgw
-  wait_for "$dir" "radosgw on 127.0.0.1:$rgw_port" s3_answers "http://127.0.0.1:$rgw_port/"
+  start_rgw "$dir"
+  rgw_port=$RGW_PORT
 
   local access_key secret_key
   access_key=$(random_text 20 'A-Z0-9')
