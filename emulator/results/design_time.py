@@ -193,8 +193,14 @@ def host_lags(records: list[dict], software: dict) -> dict:
         if key in dict(PHASES).values():
             out[key] = sum(max(0.0, w - p - software.get(key, 0.0) - WAKE_UP_S) for w, p, _ in rows) / paced
         elif all(st is not None for _, _, st in rows):
-            out[key] = sum(max(0.0, min(st, w) - p - WAKE_UP_S) for w, p, st in rows) / paced
+            out[key] = sum(stream_past_pace(w, p, st) for w, p, st in rows) / paced
     return out
+
+
+def stream_past_pace(wall: float, paced: float, stream: float) -> float:
+    """Seconds a phase's stream of bytes (of its ``wall``) ran past its ``paced`` time here, less
+    the paced wait's late wake-up: this host behind the pace (:func:`host_lags`)."""
+    return max(0.0, min(stream, wall) - paced - WAKE_UP_S)
 
 
 def software_seconds(records: list[dict]) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from emulator.results.design_time import WAKE_UP_S, at_run_factor, full, full_load, stream_lag, tier_lag
+from emulator.results.design_time import at_run_factor, full, full_load, stream_lag, stream_past_pace, tier_lag
 from emulator.units import GIB
 
 
@@ -121,14 +121,14 @@ def _fetch_full(rec: dict, k: float, scale: float) -> float:
         return rec.get("fetch_s", 0.0) / k
     if rec.get("fetch_stream_s", 0.0) <= 0 and rec["fetch_paced_s"] <= 0:
         return rec["fetch_s"]
-    return full(rec["fetch_s"], rec["fetch_paced_s"], k, bytes_factor=scale) if rec["fetch_s"] > 0 else 0.0
+    return full(rec["fetch_s"], rec["fetch_paced_s"], k, bytes_factor=scale)
 
 
 def _fetch_lag(rec: dict) -> float:
     """How far a rank's fetch streamed past its paced time here, over it (a peer send's host lag,
     emulator/results/design_time.py ``host_lags``); 0 where nothing paced it."""
-    paced_s, stream = rec.get("fetch_paced_s", 0.0), min(rec.get("fetch_stream_s", 0.0), rec.get("fetch_s", 0.0))
-    return max(0.0, stream - paced_s - WAKE_UP_S) / paced_s if paced_s > 0 else 0.0
+    paced_s = rec.get("fetch_paced_s", 0.0)
+    return stream_past_pace(rec.get("fetch_s", 0.0), paced_s, rec.get("fetch_stream_s", 0.0)) / paced_s if paced_s > 0 else 0.0
 
 
 def _host_lag(loads: list[dict]) -> float:

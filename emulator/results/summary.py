@@ -21,7 +21,7 @@ import math
 from collections import Counter, defaultdict
 
 from emulator.checkpoint.audit import summarize_audits
-from emulator.results.design_time import (at_run_factor, full_load, full_record, host_lags, host_seconds,
+from emulator.results.design_time import (at_run_factor, full, full_load, full_record, host_lags, host_seconds,
                                            host_shares, load_time_factor, probed_software, software_seconds,
                                            stream_lag, swapped)
 from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
@@ -437,12 +437,9 @@ def _ratios_at_full_size(m: dict, full: dict, baseline: dict | None, k: float, w
 def _steps_at_full_size(seconds: float, steps: int, k: float, wall_step_s: float | None) -> float:
     """``steps`` steps that took ``seconds`` here, on the design's clock: their paced time (a step
     each of ``wall_step_s``) / ``k``, and what they took past it (this host's loop: its Python, its
-    updates, its scheduling) once, as any phase's own time (emulator/results/design_time.py
-    ``full``). All / ``k`` where the paced step is not known."""
-    if wall_step_s is None:
-        return seconds / k
-    paced = min(seconds, steps * wall_step_s)
-    return paced / k + (seconds - paced)
+    updates, its scheduling) once, as any phase's own time (:func:`full`). All / ``k`` where the
+    paced step is not known."""
+    return full(seconds, steps * wall_step_s if wall_step_s is not None else None, k)
 
 
 def _checkpoint_figures(mode: str, ranks: list[dict]) -> dict:
