@@ -29,6 +29,10 @@ die() {
   exit 1
 }
 
+port_in_use() {  # port_in_use PORT: something on 127.0.0.1 holds PORT
+  ! python3 -c 'import socket, sys; socket.socket().bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null
+}
+
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -134,10 +138,13 @@ start_rgw() {
     pid=$(awk '$1 == "client.rgw" {p = $2} END {print p}' "$dir/pids")
     deadline=$((SECONDS + START_TIMEOUT_S))
     until s3_answers "http://127.0.0.1:$port/" >/dev/null 2>&1; do
-      if grep -q "failed to bind address 127.0.0.1:$port: Address already in use" "$dir/log/client.rgw.log" 2>/dev/null; then
+      # its log says so, or (it exited before its log was written out) another process holds the port
+      if grep -q "failed to bind address 127.0.0.1:$port: Address already in use" "$dir/log/client.rgw.log" 2>/dev/null \
+          || { ! running "$pid" && port_in_use "$port"; }; then
         kill "$pid" 2>/dev/null || true  # it may take half a minute to exit by itself
         while running "$pid"; do sleep 0.1; done
         sed -i "/^client.rgw $pid\$/d" "$dir/pids"
+        echo "127.0.0.1:$port was taken when radosgw bound it; tried another" >>"$dir/log/client.rgw.retries"
         continue 2
       fi
       check_alive "$dir"
