@@ -64,10 +64,11 @@ def setup_process(params: Params, cfg) -> None:
 
 
 def make_state(params: Params):
+    from emulator.design import resolve
     from emulator.workload.state import RankState
     cfg = rank_config(params)
     setup_process(params, cfg)
-    state = RankState.from_config(cfg, 0)
+    state = RankState.of_run(cfg, resolve(cfg, run=True), 0)
     return cfg, state
 
 
@@ -82,8 +83,8 @@ def make_checkpointer(cfg, state, wd: Path):
 
 
 def save_rank_file(state, tier, key: str, step: int) -> tuple[int, str]:
-    """The pipeline's own local write (``emulator.checkpoint.checkpointer.save_rank_file``)."""
-    from emulator.checkpoint.checkpointer import save_rank_file as save
+    """The pipeline's own local write (``emulator.checkpoint.rank_file.save_rank_file``)."""
+    from emulator.checkpoint.rank_file import save_rank_file as save
     return save(state, tier, key, step)
 
 
@@ -232,12 +233,15 @@ def _s3_sides(loop, tier, boto, src: Path, nbytes: int):
 
 def bench_drain_s3(params: Params, wd: Path) -> dict:
     """S3Tier.put_file with the product's default tier settings vs boto3's upload_file
-    with its best TransferConfig, same moto server (fresh, own process), same object."""
+    with its best TransferConfig, same moto server (fresh, own process), same object; then on
+    the same server the restore from S3 vs boto3's download_fileobj (``restore_s3``,
+    bench/s3_restore.py)."""
     from emulator.checkpoint.loop import LoopThread
     from tiers.base import TierScope
     from tiers.s3 import S3Tier
 
     from .motoserver import MotoServer, use_test_credentials
+    from .s3_restore import restore_vs_download
     use_test_credentials()
     nbytes = params.s3_mib * MIB
     src = wd / "object.bin"
@@ -258,8 +262,9 @@ def bench_drain_s3(params: Params, wd: Path) -> dict:
         finally:
             loop.run(tier.close())
             loop.close()
-    remove(src)
-    return {"drain_s3": result(
+        remove(src)
+        restore = restore_vs_download(params, server.url, boto, "moto (own process, 127.0.0.1)")
+    return {"restore_s3": restore, "drain_s3": result(
         **throughput_samples(pairs, nbytes),
         unit="GiB/s", target=0.9, better=HIGHER,
         ratio_is="throughput ours/baseline (= upload_file time / our time, same object)",

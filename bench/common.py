@@ -121,6 +121,24 @@ def timed_cmd(args: list[str], **kw) -> float:
     return time.perf_counter() - t
 
 
+def work_folder(path: str | None, prefix: str) -> tuple[Path, bool]:
+    """(a benchmark's working folder, whether it was made here): a new private folder (``mkdtemp``)
+    unless the user named one, which must then be safe to use (tiers.safepath: theirs, writable by
+    nobody else, reached without another user's link; made 0700 when missing). Every file of a
+    benchmark is written inside it."""
+    import tempfile
+
+    from tiers.base import TierError
+    from tiers.safepath import reach
+    if path is None:
+        return Path(tempfile.mkdtemp(prefix=prefix)), True
+    try:
+        with reach(path, create=True, mode=0o700, what="--workdir") as folder:
+            return Path(folder.path), False
+    except (TierError, OSError) as exc:
+        raise SystemExit(f"bench: {exc}") from None
+
+
 def remove(path) -> None:
     try:
         os.unlink(path)

@@ -8,7 +8,8 @@ Each trial (seeded; ``--seed`` replays a campaign exactly):
 2. at a random instant in its first 8 s of training, SIGKILLs one victim: the CLI, the torchrun
    agent, or one rank process (the instant falls in whatever phase is under way: staging, local
    write, drain, manifest, retention);
-3. checks that no process of the run is left 5 s later (orphans: the run had 7 s or more to go);
+3. checks that no process of the run is left 5 s later (orphans: the run had 7 s or more to go),
+   names any, and kills them, so that what follows checks what the run left, not a race with them;
 4. checks the tiers: every visible checkpoint complete, every file's size and CRC32C matching
    its manifest and its bytes exactly the state that was staged (replayed from the manifest's
    lineage; a mismatch is a torn or wrong checkpoint);
@@ -26,9 +27,10 @@ import random
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from .common import work_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))  # the crash invariants live with the tests (crashcheck.py)
@@ -89,6 +91,30 @@ def _orphans(folder: Path) -> list[int]:
     return out
 
 
+def _names(pids: list[int]) -> str:
+    """The processes' names (``/proc/PID/comm``: ``ckpt-rank0``, ``ckpt-forkserver``, ...), to say which survived."""
+    names = []
+    for pid in pids:
+        try:
+            names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+        except OSError:
+            names.append(f"{pid} (gone)")
+    return ", ".join(names)
+
+
+def _kill(pids: list[int]) -> None:
+    """SIGKILL ``pids`` and wait until none runs."""
+    from crashcheck import is_alive
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.time() + 30
+    while any(is_alive(pid) for pid in pids) and time.time() < deadline:
+        time.sleep(0.1)
+
+
 def _environ(pid: int) -> list[bytes]:
     try:
         return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
@@ -121,9 +147,11 @@ def trial(n: int, folder: Path, cfg_path: Path, cfg, rng: random.Random) -> dict
     deadline = time.time() + ORPHAN_WAIT_S
     while _orphans(folder) and time.time() < deadline:
         time.sleep(0.2)
+    orphans = _orphans(folder)
     row = {"trial": n, "victim": kind if pid is not None else "none (run had ended)",
            "after_s": round(killed_at, 1), "checkpoints_before_kill": checkpoints,
-           "orphans": len(_orphans(folder)), "torn": "", "rerun": ""}
+           "orphans": len(orphans), "orphan_names": _names(orphans), "torn": "", "rerun": ""}
+    _kill(orphans)  # the tiers are checked as the run left them, not while an orphan still writes
     try:
         _verify(folder, cfg)
     except AssertionError as exc:
@@ -152,8 +180,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="one JSON object with every trial")
     args = ap.parse_args(argv)
     from emulator.config import load_config
-    folder = Path(args.workdir or tempfile.mkdtemp(prefix="ckpt-emu-crash-")).resolve()
-    folder.mkdir(parents=True, exist_ok=True)
+    folder, _ = work_folder(args.workdir, "ckpt-emu-crash-")
     cfg_path = write_config(folder)
     cfg = load_config(str(cfg_path))
     rng = random.Random(args.seed)
@@ -164,7 +191,8 @@ def main(argv=None) -> int:
             r = rows[-1]
             print(f"trial {n:3d}: kill {r['victim']:<8} after {r['after_s']:5.1f} s "
                   f"({r['checkpoints_before_kill']} checkpoints): "
-                  + ("ok" if r["ok"] else f"FAILED orphans={r['orphans']} torn={r['torn']!r} rerun={r['rerun']!r}"),
+                  + ("ok" if r["ok"] else f"FAILED orphans={r['orphans']} ({r['orphan_names']}) torn={r['torn']!r} "
+                     f"rerun={r['rerun']!r}"),
                   flush=True)
     summary = {"trials": len(rows), "seed": args.seed,
                "victims": {v: sum(r["victim"] == v for r in rows) for v in VICTIMS},

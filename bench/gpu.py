@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from .common import GIB, HIGHER, LOWER, Params, median, result, run_rounds
+from .common import GIB, HIGHER, LOWER, Params, median, result, remove, run_rounds, work_folder
 
 
 def no_cuda_reason() -> str | None:
@@ -110,17 +110,16 @@ def run_bench(params: Params) -> dict:
     import torch.distributed as dist
 
     from emulator.checkpoint.checkpointer import Checkpointer
+    from emulator.design import resolve
     from emulator.rank.comm import SoloComm
     from emulator.workload.state import RankState
     from tiers.directory import DirTier
 
     from .benches import rank_config, setup_process
     wd = Path(params.workdir)
-    shutil.rmtree(wd, ignore_errors=True)
-    wd.mkdir(parents=True)
     cfg = rank_config(params)
     setup_process(params, cfg)
-    state = RankState.from_config(cfg, 0, torch.device("cuda", 0))
+    state = RankState.of_run(cfg, resolve(cfg, run=True), 0, torch.device("cuda", 0))
     ck = Checkpointer(state, None, DirTier(wd / "global"), SoloComm(), keep=cfg.checkpoint.keep)
     dist.init_process_group("gloo", init_method=f"file://{wd}/pg.store", rank=0, world_size=1)
     stager, recs = _dcp_pinned_stager(), []
@@ -130,7 +129,8 @@ def run_bench(params: Params) -> dict:
         stager.close()
         ck.close()
         dist.destroy_process_group()
-        shutil.rmtree(wd, ignore_errors=True)
+        shutil.rmtree(wd / "global", ignore_errors=True)  # what it wrote (the folder is the caller's)
+        remove(wd / "pg.store")
     res = _results(rounds, recs, state)
     del ck, state
     torch.cuda.empty_cache()
@@ -201,15 +201,20 @@ def main(argv=None) -> int:
     ap.add_argument("--rank-gib", type=float, default=4.0)
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--workdir", default="/tmp/ckpt-emu-bench-gpu")
+    ap.add_argument("--workdir", help="an empty folder of yours to work in (default: a new private one, removed after)")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = ap.parse_args(argv)
     reason = no_cuda_reason()
     if reason is not None:
         print(f"skipped: no CUDA ({reason})")
         return 0
-    params = Params(pairs=args.pairs, warmup=args.warmup, rank_gib=args.rank_gib, workdir=args.workdir)
-    res = run_bench(params)
+    workdir, made = work_folder(args.workdir, "ckpt-emu-bench-gpu-")
+    params = Params(pairs=args.pairs, warmup=args.warmup, rank_gib=args.rank_gib, workdir=str(workdir))
+    try:
+        res = run_bench(params)
+    finally:
+        if made:
+            shutil.rmtree(workdir, ignore_errors=True)
     if args.json:
         from .suite import _finite
         print(json.dumps(_finite(res), indent=1))

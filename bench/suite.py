@@ -20,10 +20,14 @@ mlperf_read                   throughput MLPerf-mode load / DLIO's call  higher 
 drain_dir                     throughput ours (Drainer) / cp + sync -f    higher  >= 0.9
 drain_verify_cost             drain verify checksum / verify size         lower   (none)
 drain_s3                      throughput S3Tier.put_file / upload_file    higher  >= 0.9
+restore_s3                    throughput Restorer.load from S3 (moto) /   higher  >= 0.9
+                              download_fileobj into memory
 drain_s3_rgw                  the same on a Ceph RGW (when Ceph is here)  higher  >= 0.9
 restore_s3_rgw                throughput Restorer.load from S3 (RGW) /    higher  >= 0.9
                               download_fileobj into memory
 load                          throughput Restorer.load / dd read          higher  >= 0.9
+dcp_save                      throughput engine dcp's save / bare         higher  >= 0.9
+                              dcp.save, same state and folder
 memory_save                   time save_rank_file to /dev/shm / memcpy    lower   <= 1.2
                               (glibc's)
 peer_send                     throughput peer transport (gloo) / TCP      higher  >= 0.8
@@ -50,13 +54,13 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from emulator.launch.progress import Counted, Display
+from tiers.safepath import write_file
 
-from .common import Params
+from .common import Params, remove, work_folder
 
 #: benchmark (worker) name -> the result keys it produces, in run order
 BENCHMARKS = {
@@ -64,9 +68,10 @@ BENCHMARKS = {
     "mlperf_write": ["mlperf_write"],
     "mlperf_read": ["mlperf_read"],
     "drain_dir": ["drain_dir", "drain_verify_cost"],
-    "drain_s3": ["drain_s3"],
+    "drain_s3": ["drain_s3", "restore_s3"],
     "s3_rgw": ["drain_s3_rgw", "restore_s3_rgw"],  # only where Ceph is installed (bench/rgw.py)
     "load": ["load"],
+    "dcp_save": ["dcp_save"],
     "memory_tiers": ["memory_save", "peer_send", "memory_rss"],
     "async_stall": ["async_stall_vs_dcp_best", "async_stall_vs_floor", "async_stall_vs_dcp_default",
                     "async_stall_vs_sync"],
@@ -93,10 +98,10 @@ def select(only: list[str] | None) -> list[str]:
 
 
 def run_worker(name: str, params: Params, timeout: float) -> dict:
-    """Run one benchmark in a fresh process; {key: result}, or error entries for its keys."""
-    fd, out = tempfile.mkstemp(prefix=f"bench-{name}-", suffix=".json")
-    os.close(fd)
-    os.unlink(out)
+    """Run one benchmark in a fresh process; {key: result}, or error entries for its keys. The
+    worker's answer is a file in the (private) working folder, never a name in the temporary one."""
+    out = os.path.join(params.workdir, f".result-{name}.json")
+    remove(out)
     t = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, "-m", "bench.worker", name, params.to_json(), out],
@@ -186,7 +191,7 @@ def _notes(key: str, r: dict) -> list[str]:
     if key == "async_stall_vs_dcp_best":  # once for the four async_stall rows
         out.append(f"breakdown (median s): async snapshot {r['async_snapshot_s']:.3f}, sync local write "
                    f"{r['sync_local_write_s']:.3f}, sync drain {r['sync_drain_s']:.3f}")
-    if key in ("drain_s3", "drain_s3_rgw", "restore_s3_rgw"):
+    if key in ("drain_s3", "drain_s3_rgw", "restore_s3", "restore_s3_rgw"):
         best = sorted(r["transfer_config_search"], key=lambda x: x["seconds"])[:3]
         out.append("TransferConfig search (best 3): " +
                    "; ".join(f"{b['config']}: {b['gib_s']:.3f} GiB/s" for b in best))
@@ -286,9 +291,7 @@ def main(argv=None) -> int:
     names = select(args.only)
     if args.pairs < 1 or args.warmup < 0 or args.rank_gib <= 0 or args.s3_mib < 1:
         raise SystemExit("bench: --pairs must be >= 1, --warmup >= 0, --rank-gib and --s3-mib > 0")
-    own_dir = args.workdir is None
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="ckpt-emu-bench-")).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir, own_dir = work_folder(args.workdir, "ckpt-emu-bench-")
     params = Params(pairs=args.pairs, warmup=args.warmup, rank_gib=args.rank_gib, workdir=str(workdir),
                     s3_mib=args.s3_mib, threads=args.threads, drop_cache=not args.no_drop_cache,
                     scaling_ranks=args.scaling_ranks, scaling_rank_gib=args.scaling_rank_gib, quick=args.quick)
@@ -318,7 +321,7 @@ def main(argv=None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     text = json.dumps(_finite(results), indent=1, allow_nan=False)
     if args.out:
-        Path(args.out).write_text(text + "\n")
+        write_file(args.out, text + "\n", what="--out")  # renamed into place: never through a link there
     if args.json:
         print(text)
     else:

@@ -10,11 +10,14 @@ import json
 import sys
 from pathlib import Path
 
+from tiers.safepath import write_file
+
 from .common import Params
 
 
 def registry() -> dict:
     from .benches import BENCHES
+    from .dcp import bench_dcp_save
     from .memory_tiers import bench_memory_tiers
     from .mlperf_read import bench_mlperf_read
     from .mlperf_write import bench_mlperf_write
@@ -23,7 +26,7 @@ def registry() -> dict:
     from .stall import bench_async_stall
     return {**BENCHES, "mlperf_write": bench_mlperf_write, "mlperf_read": bench_mlperf_read,
             "async_stall": bench_async_stall, "s3_rgw": bench_s3_rgw,
-            "memory_tiers": bench_memory_tiers, **REAL_BENCHES}
+            "memory_tiers": bench_memory_tiers, "dcp_save": bench_dcp_save, **REAL_BENCHES}
 
 
 def run(name: str, params: Params) -> dict:
@@ -52,9 +55,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     name, params_json, out = argv
     res = run(name, Params.from_json(params_json))
-    tmp = Path(out + ".tmp")
-    tmp.write_text(json.dumps(res))
-    tmp.replace(out)
+    write_file(out, json.dumps(res), what="bench result")  # renamed into place (tiers.safepath)
     return 0
 
 

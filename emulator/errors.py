@@ -9,8 +9,10 @@ status  meaning
         ``tune``'s confirmation run (emulator/results/verdict.py); a load that
         restored no checkpoint, always
 2       bad input: a config, a flag, the environment; found before anything is written
-3       it failed to run to its end: a rank died, a checkpoint could not be made
-        durable and ``drain.on_failure`` says stop, an internal error
+3       it failed to run to its end: a rank died or a signal killed it, the
+        ranks' launcher was killed, a disk filled during the run, a checkpoint
+        could not be made durable and ``drain.on_failure`` says stop, an
+        internal error
 130     interrupted (a second Ctrl-C)
 ======  ==========================================================================
 """
@@ -27,6 +29,12 @@ class UserError(Exception):
     """Bad input or an unusable environment: reported as one line, exit status 2."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+class Interrupted(UserError):
+    """The user stopped a command (Ctrl-C) before it had what it needed: one line, exit status 130."""
+
+    exit_code = EXIT_INTERRUPTED
 
 
 class ConfigError(UserError):

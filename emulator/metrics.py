@@ -40,6 +40,16 @@ on a clean exit so its live gauges (drains in flight, backlog) leave the node's 
 After the run the node leader waits for one scrape begun after the final values
 (``NodeServer.wait_for_scrape``), so that they are not lost with the process.
 
+Every served figure is the full-size design's, as the report's are: seconds on the design's clock,
+bytes of the full-size checkpoint, rates per second of the design (docs/metrics-and-dashboards.md).
+A method takes a value already converted (``Metrics.clock``, an ``emulator.fullsize.DesignClock``
+set once the run's dilation is known, converts a measurement as the report does: its paced part
+over the time factor, the host's own once); the drain-busy seconds, which the metrics accrue
+themselves, take the drains' own measurements (bytes of the files, wall seconds) and convert them
+with the same clock. Only what the tool counts is
+not converted: checkpoints, faults, S3 requests (the full-size requests are the report's), and
+Unix times (the ages the rules compute from them are turned into the design's time there).
+
 Without a metrics port, ``Metrics()`` uses a private registry: nothing is global, and
 tests inject their own registry.
 """
@@ -51,12 +61,15 @@ import re
 import threading
 import time
 
+from emulator.fullsize import DesignClock
 from tiers import s3_requests
 from tiers.safepath import fresh_folder
 
 PREFIX = "ckpt_emu_"
 MODES = ("none", "sync", "async")  # "none": the no-checkpoint baseline
-#: memory: the node's host memory; peer: a replica in other nodes' memory; local: node NVMe
+#: memory: the node's host memory; peer: a replica in other nodes' memory; local: node NVMe. The
+#: ladder's rung kinds (emulator/design/ladder.py, above the kernel), a closed set of label values:
+#: tests/unit/metrics/test_metrics_tiers.py holds the two equal
 TIERS = ("memory", "peer", "local", "global")
 #: "d2h": of the snapshot, the device-to-host copy (ranks whose state lives on a GPU);
 #: "replicate": the send to the peers; "persist": the copy from memory to NVMe; "fetch": a
@@ -78,10 +91,10 @@ FAULT_KINDS = ("injected", "checksum_mismatch", "drain_abandoned", "drain_failed
 S3_KINDS = s3_requests.KINDS
 S3_PHASES = ("checkpoint", "restore")
 
-#: 1 ms .. 10 min, roughly 1-2.5-5 per decade: staging copies are milliseconds,
-#: drains of full-size checkpoints are minutes.
+#: 1 ms .. 1 h, roughly 1-2.5-5 per decade: staging copies are milliseconds, drains and lags of
+#: full-size checkpoints minutes (a large model's on a slow global tier, most of an hour).
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-           1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 120.0, 300.0, 600.0)
+           1.0, 2.5, 5.0, 10.0, 25.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 
 _ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -91,31 +104,33 @@ _ENV = "PROMETHEUS_MULTIPROC_DIR"
 #   mostrecent: a value published by one process that replaces the previous one
 _GAUGES = {
     "drains_in_flight": ((), "livesum", "Drains of this node to the global tier now in progress."),
-    "drain_backlog_bytes": ((), "livesum", "Bytes started draining to the global tier and not yet copied."),
-    "drain_overlap_ratio": (("mode",), "max", "Drain time (the drain in flight included) over the mode's wall time so far, as computed by the emulator; worst rank on the node. Above 1: drains are falling behind."),
-    "baseline_step_seconds": ((), "max", "Wall time of one training step without checkpoints (the baseline mode 'none'); 0 until it ran."),
-    "slowdown_ratio": (("mode",), "max", "The mode's wall time per step over the baseline's, minus 1: what checkpointing costs the job end to end (stall and interference); worst rank on the node."),
+    "drain_backlog_bytes": ((), "livesum", "Bytes (of the full-size checkpoint) started draining to the global tier and not yet copied."),
+    "drain_overlap_ratio": (("mode",), "max", "Drain time (the drain in flight included) over the mode's time so far, on the design's clock, as computed by the emulator; worst rank on the node. Above 1: drains are falling behind."),
+    "baseline_step_seconds": ((), "max", "Time of one training step without checkpoints (the baseline mode 'none'), at full size; 0 until it ran."),
+    "slowdown_ratio": (("mode",), "max", "The mode's time per step over the baseline's, minus 1, on the design's clock: what checkpointing costs the job end to end (stall and interference); worst rank on the node."),
     "checkpoints_at_risk": (("mode",), "max", "Checkpoints of the mode not yet durable on the global tier when its training stopped."),
-    "last_durability_lag_seconds": ((), "mostrecent", "Durability lag (snapshot to complete on the global tier) of the newest durable checkpoint; 0 before the first."),
+    "last_durability_lag_seconds": ((), "mostrecent", "Durability lag (snapshot to complete on the global tier, the slowest rank's) of the newest durable checkpoint; 0 before the first."),
     "last_complete_checkpoint_timestamp_seconds": (("tier",), "max", "Unix time when the newest checkpoint became complete (manifest written) on the tier."),
     "last_complete_checkpoint_step": (("tier",), "mostrecent", "Training step of the most recently completed checkpoint on the tier."),
-    "checkpoint_interval_seconds": (("mode",), "max", "Configured wall time between checkpoints; alert thresholds are multiples of it."),
-    "tier_interval_seconds": (("tier",), "max", "Configured wall time between checkpoints reaching the tier; the tier's age alert threshold is a multiple of it."),
-    "last_tier_durability_lag_seconds": (("tier",), "mostrecent", "Snapshot until complete on the tier, of the newest checkpoint complete there; 0 before the first."),
+    "checkpoint_interval_seconds": (("mode",), "max", "Configured time between checkpoints (the design's: interval steps x step time); alert thresholds are multiples of it."),
+    "tier_interval_seconds": (("tier",), "max", "Configured time between checkpoints reaching the tier (the design's); the tier's age alert threshold is a multiple of it."),
+    "last_tier_durability_lag_seconds": (("tier",), "mostrecent", "Snapshot until complete on the tier (the node's slowest rank's), of the newest checkpoint complete there; 0 before the first."),
     "last_lost_work_seconds": (("failure_class",), "mostrecent", "Training time lost by the newest recovery from a failure of the class: from the restored checkpoint's step to the failure."),
-    "throughput_bytes_per_second": (("op", "mode"), "mostrecent", "MLPerf-style throughput: total bytes over the slowest rank's time, published by rank 0."),
+    "throughput_bytes_per_second": (("op", "mode"), "mostrecent", "MLPerf-style throughput at full size: the full-size checkpoint's bytes over the slowest rank's time at full size, published by rank 0 (the report's save throughput in brackets)."),
     "start_time_seconds": ((), "max", "Unix time when this run's metrics started (latest rank on the node)."),
     "mode_start_time_seconds": (("mode",), "max", "Unix time when the mode's training started (latest rank on the node); the checkpoint-age rule counts from the first checkpointing mode's start."),
     "info": (("preset", "scale", "ranks", "nodes", "modes", "version"), "max", "Run description; the value is always 1."),
-    "time_factor": ((), "max", "Wall seconds here per second of the full-size design (run.scale x run.dilation): divide a duration by it for the design's time (docs/time-dilation.md)."),
+    "resident_bytes": (("mode",), "livesum", "Resident memory of the node's rank processes (their VmRSS), sampled after each checkpoint of a soak: it stays flat in a healthy one."),
+    "tier_files": (("tier",), "max", "Files at rest in the node's folder of the tier (a directory tier; a checkpoint in flight left out), sampled by the node leader after each checkpoint of a soak: retention keeps it flat."),
+    "time_factor": ((), "max", "Wall seconds here per second of the full-size design (run.scale x run.dilation): the rules divide wall-clock ages by it, and multiply a rate() of a served counter by it for a rate per second of the design (docs/time-dilation.md)."),
 }
 _COUNTERS = {
-    "written_bytes": (("tier", "backend"), "Bytes written to a tier."),
-    "read_bytes": (("tier", "backend"), "Bytes read from a tier."),
-    "drain_busy_seconds": ((), "Seconds with at least one drain in flight, accrued while draining; rate() of it is the drain overlap."),
+    "written_bytes": (("tier", "backend"), "Bytes written to a tier, of the full-size checkpoint."),
+    "read_bytes": (("tier", "backend"), "Bytes read from a tier, of the full-size checkpoint."),
+    "drain_busy_seconds": ((), "Seconds (the design's) with at least one drain in flight, accrued while draining; rate() of it x ckpt_emu_time_factor is the drain overlap."),
     "drain_deadline_misses": (("mode",), "Checkpoints that started before the previous drain had finished."),
-    "training_seconds": (("mode",), "Wall time of the training loop, stalls included (summed over the node's ranks)."),
-    "stall_seconds": (("mode",), "Wall time the training loop was blocked by checkpointing (summed over the node's ranks)."),
+    "training_seconds": (("mode",), "Time of the training loop on the design's clock, stalls included (summed over the node's ranks)."),
+    "stall_seconds": (("mode",), "Time the training loop was blocked by checkpointing, on the design's clock (summed over the node's ranks)."),
     "faults": (("kind",), "Injected faults, checksum mismatches, drain retries, abandoned and failed drains, full local tier, tier errors."),
     "checkpoints_completed": (("tier",), "Checkpoints that became complete (manifest written) on the tier."),
     "s3_requests": (("kind", "phase"), "S3 requests sent (every attempt, retries included) by kind, charged to checkpoints (retention included) or restores."),
@@ -123,9 +138,9 @@ _COUNTERS = {
 _HISTOGRAMS = {
     "checkpoint_stall_seconds": (("mode",), "Time one rank's training loop was blocked by one checkpoint, waits for a late drain included."),
     "phase_duration_seconds": (("phase", "tier", "backend"), "Duration of one checkpoint phase on one rank (or one drain on the node)."),
-    "step_duration_seconds": (("mode",), "Wall time of one training step's compute."),
-    "durability_lag_seconds": (("mode",), "From a checkpoint's snapshot until it is complete on the global tier (local write + drain + manifest)."),
-    "tier_durability_lag_seconds": (("tier",), "From a checkpoint's snapshot until it is complete on the tier."),
+    "step_duration_seconds": (("mode",), "Time of one training step's compute, at full size."),
+    "durability_lag_seconds": (("mode",), "From a checkpoint's snapshot until it is complete on the global tier (local write + drain + manifest), the slowest rank's: one observation per checkpoint."),
+    "tier_durability_lag_seconds": (("tier",), "From a checkpoint's snapshot until it is complete on the tier, the node's slowest rank's: one observation per node and checkpoint."),
     "recovery_seconds": (("failure_class",), "Recovery from one failure of the class, slowest rank: restart of the pipeline, fetch and restore."),
 }
 
@@ -157,6 +172,8 @@ def _multiprocess_active() -> bool:
 class Metrics:
     """All ckpt-emu metrics of one process; thread-safe (the drainer runs in a thread)."""
 
+    live = True  # served (NullMetrics: not; a figure that needs a collective is not worked out then)
+
     def __init__(self, registry=None, *, multiprocess: bool = False, tick_s: float = 1.0):
         """``registry``: where to register (default: a private ``CollectorRegistry``; ignored
         with ``multiprocess=True``, where collection reads the files, see :func:`serve_node`).
@@ -177,6 +194,7 @@ class Metrics:
                    for n, (labels, h) in _HISTOGRAMS.items()}
         self._create_known_series()
         self._g["start_time_seconds"].set(time.time())
+        self.clock = DesignClock()  # until the run's is known (set_clock)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._backlog = 0
@@ -210,9 +228,18 @@ class Metrics:
         self._g["info"].labels(preset=preset, scale=f"{scale:g}", ranks=str(ranks), nodes=str(nodes),
                                modes=",".join(modes), version=version).set(1)
 
-    def set_time_factor(self, factor: float):
-        """Wall seconds per design second (scale x dilation), once the run's dilation is decided."""
-        self._g["time_factor"].set(factor)
+    def set_soak_sample(self, mode: str, rss_bytes: int, files: dict):
+        """A soak's sample after a checkpoint of ``mode``: this process's resident memory, and (a node
+        leader's) the files each of its node's directory tiers holds."""
+        self._g["resident_bytes"].labels(mode=_check("mode", mode, MODES)).set(rss_bytes)
+        for tier, n in files.items():
+            self._g["tier_files"].labels(tier=_check("tier", tier, TIERS)).set(n)
+
+    def set_clock(self, clock: DesignClock):
+        """The run's clock (its time factor: scale x dilation), once its dilation is decided: what
+        converts every measurement given to these metrics to the full-size design's."""
+        self.clock = clock
+        self._g["time_factor"].set(clock.k)
 
     def set_tiers(self, *, local: str | None, global_: str):
         """Announce the run's tiers by their backends (``local=None``: none, ranks write to the
@@ -280,7 +307,8 @@ class Metrics:
 
     # The drain gauges are set from per-process tallies (not inc/dec) so that when the
     # last drain ends, whatever was not reported as progress (an abandoned drain) is
-    # cleared instead of staying in the backlog forever.
+    # cleared instead of staying in the backlog forever. The drain methods take the drain's
+    # bytes (of its files) and wall seconds, and serve them through the clock.
     def drain_started(self, nbytes: int):
         with self._lock:
             if self._in_flight == 0:
@@ -300,11 +328,11 @@ class Metrics:
             self._publish_drain()
 
     def drain_finished(self, seconds: float, *, ok: bool = True):
-        """End of one drain. Busy time is measured from ``drain_started``; ``seconds`` is
-        used only when no drain was in flight (a caller that reports finished drains only)."""
+        """End of one drain. Busy time is measured from ``drain_started``; ``seconds`` (its wall
+        time) is used only when no drain was in flight (a caller that reports finished drains only)."""
         with self._lock:
             if self._in_flight == 0:
-                self._c["drain_busy_seconds"].inc(max(0.0, seconds))
+                self._c["drain_busy_seconds"].inc(self.clock.span(max(0.0, seconds)))
             else:
                 self._accrue_busy()
                 self._in_flight -= 1
@@ -317,7 +345,7 @@ class Metrics:
     def _accrue_busy(self):  # with self._lock held
         if self._in_flight > 0:
             now = time.monotonic()
-            self._c["drain_busy_seconds"].inc(max(0.0, now - self._busy_mark))
+            self._c["drain_busy_seconds"].inc(self.clock.span(max(0.0, now - self._busy_mark)))
             self._busy_mark = now
 
     def _tick(self):
@@ -338,7 +366,7 @@ class Metrics:
 
     def _publish_drain(self):
         self._g["drains_in_flight"].set(self._in_flight)
-        self._g["drain_backlog_bytes"].set(self._backlog)
+        self._g["drain_backlog_bytes"].set(self.clock.bytes(self._backlog))
 
     def set_drain_overlap(self, mode: str, ratio: float):
         """Not capped at 1: a ratio above 1 says drains are falling behind."""
@@ -457,7 +485,10 @@ def mark_process_dead(pid, *, path=None) -> None:
 class NullMetrics:
     """What code records into when no metrics are wanted: every public ``Metrics`` method,
     doing nothing (generated from ``Metrics``, so a new metric needs no second definition,
-    and a misspelt method still raises AttributeError)."""
+    and a misspelt method still raises AttributeError), and a clock that converts nothing."""
+
+    clock = DesignClock()
+    live = False
 
 
 def _nothing(self, *args, **kwargs):

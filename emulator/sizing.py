@@ -13,13 +13,17 @@ processes (``workload/state.py``) all size from here. The design is in docs/chec
   layers split over PP stages (the first L % PP stages one more), matrices over TP, norms and
   row-parallel biases replicated. ZeRO-3 shards the weights and ZeRO >= 1 the optimizer state
   over the shard group (``shard_group``, HSDP; all DP ranks by default); state that several DP
-  ranks hold is written by the first of them (``writers: one_replica``) or by each.
+  ranks hold is written by the first of them (``writers: one_replica``), by each (``every_replica``),
+  or spread over them (``balanced``): each replicated tensor cut into one even slice per holder
+  (:func:`even_slice`, the torch_save engine), or, with ``checkpoint.engine: dcp``, kept whole and
+  given to the holder with the fewest bytes so far, as DCP's deduplication does (:func:`balanced_writes`).
 - **Optimizer elements per rank** (``optimizer_partition``): ``dlio``, MLPerf Storage's
   N // (G * TP * PP) + 5H per state (N // (TP * PP) + 5H unsharded), or ``local``: the
   parameters the rank holds (replicated ones included) // G, as Megatron and DeepSpeed keep them.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -41,7 +45,7 @@ STYLES = {
 }
 STYLE_CHOICES = {"mlp": ("gated", "plain"), "embeddings": ("untied", "tied"), "positions": ("rotary", "learned"),
                  "norm": ("rms", "layer")}
-WRITERS = ("one_replica", "every_replica")
+WRITERS = ("one_replica", "every_replica", "balanced")
 PARTITIONS = ("dlio", "local")
 #: llama's defaults for the dimensions left out: Llama 3 8B's, as the other dimensions' defaults
 LLAMA_FFN, LLAMA_KV_HEADS = 14336, 8
@@ -274,10 +278,34 @@ def sharded(par, part: str) -> bool:
 
 def writes(par, part: str, dp_rank: int) -> bool:
     """Whether DP rank ``dp_rank`` writes its copy of ``part``: every replica, or only the first holder
-    (of a sharded part: the first shard group's rank with that shard; of a replicated one: DP rank 0)."""
+    (of a sharded part: the first shard group's rank with that shard; of a replicated one: DP rank 0).
+    With ``balanced`` writers a part is split tensor by tensor: ask :func:`balanced_writes`."""
     if par.writers == "every_replica":
         return True
+    if par.writers == "balanced":
+        raise ValueError("balanced writers split a part tensor by tensor: see balanced_writes")
     return dp_rank < shard_group(par) if sharded(par, part) else dp_rank == 0
+
+
+def has_replicas(par) -> bool:
+    """Whether some DP ranks hold a copy of state another DP rank holds too (ZeRO below 3, or a shard
+    group smaller than DP): what ``writers`` chooses among; without replicas every rank writes its own."""
+    return par.dp > 1 and (par.zero_stage < 3 or shard_group(par) < par.dp)
+
+
+def writers_layout(par) -> tuple[str, str]:
+    """(the name of the layout of who writes replicated state, a line saying why): what ``sizes`` shows."""
+    if not has_replicas(par):
+        return "own_state", "no DP rank holds a copy of another's state: each writes its own"
+    if par.writers == "every_replica":
+        return "every_replica", "every replica writes its copy"
+    if par.writers == "one_replica":
+        return "first_replica", "the first replica writes, the others' copies deduplicated"
+    if par.whole_tensors:
+        return "whole_tensors", ("the replicas share the writes as checkpoint.engine dcp's deduplication does: "
+                                 "each tensor whole to the holder with the fewest bytes; DCP never splits a tensor")
+    return "even_slices", ("the replicas share the writes, each replicated tensor cut into one even slice per "
+                           "holder (checkpoint.engine torch_save): every holder writes 1/replicas of it")
 
 
 def replicated(par) -> bool:
@@ -330,11 +358,6 @@ def _held(model, par, stage: int) -> tuple[int, int]:
     return model_bytes, optim
 
 
-def optimizer_elems_for_rank(model, par, c: RankCoords) -> int:
-    """Elements in each elementwise optimizer state this rank writes (0 where it writes none)."""
-    return _optimizer_elems(model, par, c.pp)[0] if writes(par, "optimizer", c.dp) else 0
-
-
 @dataclass(frozen=True)
 class RankSize:
     rank: int
@@ -353,8 +376,18 @@ class RankSize:
 def rank_size(model, par, rank: int) -> RankSize:
     c = rank_coords(rank, par.tp, par.pp, par.dp)
     m, o = _held(model, par, c.pp)
+    if par.writers == "balanced":
+        written = _balanced_bytes(model, par, c.tp, c.pp)[c.dp]
+        return RankSize(rank, c.tp, c.pp, c.dp, written[0], written[1], m + o)
     return RankSize(rank, c.tp, c.pp, c.dp, m if writes(par, "model", c.dp) else 0,
                     o if writes(par, "optimizer", c.dp) else 0, m + o)
+
+
+def size_key(par, c: RankCoords) -> tuple:
+    """Ranks with the same key write and hold the same bytes (a job of 100,000 ranks sizes a few)."""
+    if par.writers == "balanced":
+        return c.tp, c.pp, c.dp
+    return c.pp, writes(par, "model", c.dp), writes(par, "optimizer", c.dp)
 
 
 def node_bytes(model, par, ranks_per_node: int) -> list[int]:
@@ -376,24 +409,20 @@ class TensorLayout:
     dtype: str
 
 
-def model_tensors(model, par, c: RankCoords) -> list[TensorLayout]:
-    """The weights rank ``c`` writes: its stage's tensors split by TP (flattened and sharded over the
-    shard group under ZeRO-3, as ZeRO keeps them), or none."""
-    if not writes(par, "model", c.dp):
-        return []
+def held_model_tensors(model, par, stage: int) -> list[TensorLayout]:
+    """The weights a rank of pipeline stage ``stage`` holds: its stage's tensors split by TP (flattened
+    and sharded over the shard group under ZeRO-3, as ZeRO keeps them)."""
     g, dtype = shard_group(par), model.params_dtype
     out = []
-    for name, sh in stage_tensors(model, par.tp, par.pp, c.pp):
+    for name, sh in stage_tensors(model, par.tp, par.pp, stage):
         out.append(TensorLayout(name, (max(1, _numel(sh) // g),) if sharded(par, "model") else sh, dtype))
     return out
 
 
-def optimizer_tensors(model, par, c: RankCoords) -> list[TensorLayout]:
-    """The optimizer state rank ``c`` writes, one flat partition per state (``dlio``: each with
-    DLIO's 5H tail apart), or none."""
-    if not writes(par, "optimizer", c.dp):
-        return []
-    elementwise, factored = _optimizer_elems(model, par, c.pp)
+def held_optimizer_tensors(model, par, stage: int) -> list[TensorLayout]:
+    """The optimizer state a rank of stage ``stage`` holds, one flat partition per state (``dlio``:
+    each with DLIO's 5H tail apart)."""
+    elementwise, factored = _optimizer_elems(model, par, stage)
     tail = 5 * model.hidden_size if optimizer_partition(model) == "dlio" else 0
     master = master_dtype(model, par)
     states = [] if master is None else [(f"{master}_master", master, False)]
@@ -407,6 +436,124 @@ def optimizer_tensors(model, par, c: RankCoords) -> list[TensorLayout]:
         if tail:
             out.append(TensorLayout(f"{name}.tail", (tail,), dtype))
     return out
+
+
+HELD = {"model": held_model_tensors, "optimizer": held_optimizer_tensors}
+
+
+def _written(model, par, c: RankCoords, part: str) -> list[TensorLayout]:
+    held = HELD[part](model, par, c.pp)
+    if par.writers != "balanced":
+        return held if writes(par, part, c.dp) else []
+    if not par.whole_tensors:
+        place, count = holder_place(par, part, c.dp)
+        return held if count == 1 else [t for t in (even_slice(t, place, count) for t in held) if t is not None]
+    mine = balanced_writes(model, par, c.tp, c.pp)[c.dp][0 if part == "model" else 1]
+    return [t for i, t in enumerate(held) if i in mine]
+
+
+def holder_place(par, part: str, dp_rank: int) -> tuple[int, int]:
+    """(this DP rank's place among the DP ranks holding its copy of ``part``, how many hold it)."""
+    g = shard_group(par)
+    if replica_class(par, part, dp_rank) is None:
+        return dp_rank, par.dp
+    return dp_rank // g, par.dp // g
+
+
+def _slice_bounds(numel: int, place: int, count: int) -> tuple[int, int]:
+    return place * numel // count, (place + 1) * numel // count
+
+
+def even_slice(t: TensorLayout, place: int, count: int) -> TensorLayout | None:
+    """Holder ``place`` of ``count``'s slice of ``t``: its elements [lo, hi) flat, named ``name[lo:hi]``;
+    the ``count`` slices tile the tensor, at most one element apart (None: an empty slice, unwritten)."""
+    lo, hi = _slice_bounds(_numel(t.shape), place, count)
+    return TensorLayout(f"{t.name}[{lo}:{hi}]", (hi - lo,), t.dtype) if hi > lo else None
+
+
+def model_tensors(model, par, c: RankCoords) -> list[TensorLayout]:
+    """The weights rank ``c`` writes (of those it holds, :func:`held_model_tensors`)."""
+    return _written(model, par, c, "model")
+
+
+def optimizer_tensors(model, par, c: RankCoords) -> list[TensorLayout]:
+    """The optimizer state rank ``c`` writes (of what it holds, :func:`held_optimizer_tensors`)."""
+    return _written(model, par, c, "optimizer")
+
+
+def tensor_bytes(t: TensorLayout) -> int:
+    return _numel(t.shape) * DTYPE_BYTES[t.dtype]
+
+
+def replica_class(par, part: str, dp_rank: int) -> int | None:
+    """Which copy of ``part`` DP rank ``dp_rank`` holds: its shard (dp % G) where ZeRO shards the part,
+    None where every DP rank holds the same (the ranks of one class hold the same tensors)."""
+    return dp_rank % shard_group(par) if sharded(par, part) else None
+
+
+def replica_key(par, c: RankCoords, part: str, name: str) -> str:
+    """A held tensor's name in the job's checkpoint: the same on every rank holding the same tensor
+    (its replicas: same TP and PP coordinates, same shard) and on no other (DCP's item key)."""
+    cls = replica_class(par, part, c.dp)
+    return f"{part}.pp{c.pp}.tp{c.tp}" + ("" if cls is None else f".shard{cls}") + f".{name}"
+
+
+def _tie_order(ranks) -> dict:
+    """Rank -> its place among ``ranks`` when DCP breaks a tie: ``min`` over a Python set of plan
+    indices built in rank order returns the first of equal ones in the set's iteration order, which
+    for ints is deterministic but not always ascending (a set of ranks M apart wraps its table)."""
+    held = set()
+    for r in ranks:
+        held.add(r)
+    return {r: i for i, r in enumerate(held)}
+
+
+@lru_cache(maxsize=256)
+def balanced_writes(model, par, tp: int, stage: int) -> tuple:
+    """Per DP rank of the (TP rank ``tp``, stage) column, the indices of the tensors it writes of
+    those it holds: (model indices, optimizer indices). PyTorch DCP's deduplication
+    (torch/distributed/checkpoint/_dedup_save_plans.py): the ranks' tensors in rank order, each new
+    one to the holder with the fewest bytes so far (a tie to the first in DCP's set order,
+    :func:`_tie_order`); a tensor only one rank holds stays with it. Columns never share a tensor
+    (their TP and PP coordinates differ), so each is deduplicated alone."""
+    sizes = [0] * par.dp
+    chosen = [(set(), set()) for _ in range(par.dp)]
+    nbytes = [[tensor_bytes(t) or 1 for t in HELD[part](model, par, stage)] for part in ("model", "optimizer")]
+    mp, seen, g = par.tp * par.pp, set(), shard_group(par)
+    for d in range(par.dp):
+        for p, part in enumerate(("model", "optimizer")):
+            cls = replica_class(par, part, d)
+            if (p, cls) in seen:
+                continue
+            seen.add((p, cls))
+            holders = range(par.dp) if cls is None else range(cls, par.dp, g)
+            order = _tie_order(tp + stage * par.tp + h * mp for h in holders)
+            heap = [(sizes[h], order[tp + stage * par.tp + h * mp], h) for h in holders]
+            heapq.heapify(heap)
+            for i, n in enumerate(nbytes[p]):
+                size, place, h = heapq.heappop(heap)
+                chosen[h][p].add(i)
+                heapq.heappush(heap, (size + n, place, h))
+            for size, _, h in heap:
+                sizes[h] = size
+    return tuple((frozenset(m), frozenset(o)) for m, o in chosen)
+
+
+@lru_cache(maxsize=256)
+def _balanced_bytes(model, par, tp: int, stage: int) -> tuple:
+    """(model bytes, optimizer bytes) each DP rank of a column writes under ``balanced``."""
+    held = [[(_numel(t.shape), DTYPE_BYTES[t.dtype]) for t in HELD[part](model, par, stage)]
+            for part in ("model", "optimizer")]
+    if not par.whole_tensors:
+        return tuple(tuple(_sliced_bytes(held[p], *holder_place(par, part, d))
+                           for p, part in enumerate(("model", "optimizer"))) for d in range(par.dp))
+    return tuple((sum(held[0][i][0] * held[0][i][1] for i in m), sum(held[1][i][0] * held[1][i][1] for i in o))
+                 for m, o in balanced_writes(model, par, tp, stage))
+
+
+def _sliced_bytes(held: list, place: int, count: int) -> int:
+    """Bytes holder ``place`` of ``count`` writes of tensors (numel, element bytes) cut by :func:`even_slice`."""
+    return sum((hi - lo) * size for n, size in held for lo, hi in (_slice_bounds(n, place, count),))
 
 
 # --------------------------------------------------------------------------- the whole job

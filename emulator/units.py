@@ -45,8 +45,16 @@ def fmt_duration(s: float) -> str:
     return f"{s / 3600:,.1f} h"
 
 
-def fmt_bytes(b: float) -> str:
-    """Bytes in binary units (MiB .. PiB)."""
+def fmt_bytes(b: float, family: str = "binary") -> str:
+    """Bytes in binary units (MiB .. PiB; TiB and PiB from ten of them), or for the ``decimal`` and
+    ``bits`` families in decimal ones (MB .. PB, the largest that is at least one, to three figures):
+    an answer speaks the family its input was written in."""
+    if family != "binary":
+        for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+            if b >= scale:
+                v = b / scale
+                return f"{v:,.2f} {unit}" if v < 10 else f"{v:,.1f} {unit}"
+        return f"{b:,.0f} bytes"
     for unit, scale in (("PiB", 2 ** 50), ("TiB", 2 ** 40)):
         if b >= 10 * scale:
             return f"{b / scale:,.1f} {unit}"
@@ -86,31 +94,41 @@ def table(rows: list, header: list | None = None, indent: str = "  ", left: tupl
 # PiB) prefix; a rate is bytes or bits per second as datasheets write it: 7GB/s, 6.5GiB/s, 2TB/s,
 # 400Gb/s, 200Gbps, 100Gbit/s, 800MBps. A unit is always required: a bare number is ambiguous
 # between GB/s, GiB/s and Gb/s. Each parsed rate also has a *family* (decimal bytes, binary bytes,
-# bits) so output can speak the units the design was written in.
+# bits) so output can speak the units the design was written in. A capital B is a byte and a small b a
+# bit, binary prefixes included: 100Gib/s is 100 gibibits a second, an eighth of 100GiB/s.
 
 DECIMAL, BINARY, BITS = "decimal", "binary", "bits"
 _PREFIXES = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 _NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _QUANTITY = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-z/]+)\s*$")
 _SIZE_UNITS_SAID = "B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB"
-_RATE_UNITS_SAID = "MB/s, GB/s, TB/s, MiB/s, GiB/s, TiB/s, Mb/s, Gb/s, Gbps, Gbit/s"
+_RATE_UNITS_SAID = "MB/s, GB/s, TB/s, MiB/s, GiB/s, TiB/s, Mb/s, Gb/s, Gbps, Gbit/s, Gib/s"
 
 
-def _byte_unit(unit: str) -> tuple[float, str] | None:
-    """'GB' -> (1e9, decimal), 'GiB'/'gib' -> (2**30, binary), 'B' -> (1, decimal); None otherwise.
-    A lower-case 'b' alone is a bit, never a byte."""
-    if unit.lower().endswith("ib") and len(unit) == 3 and unit[0].lower() in "kmgtp":
-        return 1024.0 ** _PREFIXES[unit[0].lower()], BINARY
-    if unit.endswith("B") and len(unit) <= 2 and unit[:-1].lower() in _PREFIXES:
-        return 1000.0 ** _PREFIXES[unit[:-1].lower()], DECIMAL
+def _prefix(text: str) -> float | None:
+    """'G' -> 1e9, 'Gi' -> 2**30 (either case), '' -> 1; None for anything else."""
+    if text.lower() in _PREFIXES:
+        return 1000.0 ** _PREFIXES[text.lower()]
+    if len(text) == 2 and text[1] in "iI" and text[0].lower() in "kmgtp":
+        return 1024.0 ** _PREFIXES[text[0].lower()]
     return None
 
 
+def _byte_unit(unit: str) -> tuple[float, str] | None:
+    """'GB' -> (1e9, decimal), 'GiB' -> (2**30, binary), 'B' -> (1, decimal); None otherwise.
+    A lower-case 'b' is a bit, never a byte, whatever the prefix ('Gib' is a gibibit)."""
+    scale = _prefix(unit[:-1]) if unit.endswith("B") else None
+    if scale is None:
+        return None
+    return scale, BINARY if len(unit) == 3 else DECIMAL
+
+
 def _bit_unit(unit: str) -> float | None:
-    """'Gb', 'Gbit' -> 1e9 / 8 bytes; None otherwise."""
+    """'Gb', 'Gbit' -> 1e9 / 8 bytes, 'Gib', 'Gibit' -> 2**30 / 8; None otherwise."""
     for tail in ("bit", "b"):
-        if unit.endswith(tail) and unit[: -len(tail)].lower() in _PREFIXES and unit[: -len(tail)] != "":
-            return 1000.0 ** _PREFIXES[unit[: -len(tail)].lower()] / 8
+        scale = _prefix(unit[: -len(tail)]) if unit.endswith(tail) and len(unit) > len(tail) else None
+        if scale is not None:
+            return scale / 8
     return None
 
 
@@ -141,6 +159,17 @@ def parse_size(text, where: str) -> int:
         hint = " ('b' is a bit: a size is in bytes, B)" if _bit_unit(unit) else ""
         raise UserError(f"{where}: {_quoted(text)}: unknown size unit {unit!r}{hint} (use {_SIZE_UNITS_SAID})")
     return int(round(value * byte[0]))
+
+
+def size_and_family(text, where: str) -> tuple[int, str]:
+    """A size and the family it was written in: ('5TB') -> (5e12, 'decimal'), ('512GiB') -> (2**39, 'binary')."""
+    size = parse_size(text, where)
+    return size, _byte_unit(_split(text, where, "size", "3.84TB, 512GiB")[1])[1]
+
+
+def byte_family(family: str) -> str:
+    """The family of sizes beside rates of ``family``: decimal bytes for bits (400 Gb/s is 50 GB/s)."""
+    return BINARY if family == BINARY else DECIMAL
 
 
 def rate_and_family(text, where: str) -> tuple[float, str]:

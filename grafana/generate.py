@@ -19,6 +19,12 @@ of the run, from ``ckpt_emu_info``) and ``window`` (the window for per-checkpoin
 statistics: checkpoints come once per interval, often minutes apart, so
 ``$__rate_interval`` would mostly see none). Byte and time rates use
 ``$__rate_interval``.
+
+Every series the emulator serves is the full-size design's (durations on the design's clock, bytes
+of the full-size checkpoint: emulator/metrics.py), so a panel shows it as served. Only what
+Prometheus derives from the wall clock is converted here: a rate() is per wall second, x
+``ckpt_emu_time_factor`` per second of the design; an age, / it. Units are decimal (GB/s, GB), the
+family the shipped designs are written in (docs/metrics-and-dashboards.md).
 """
 from __future__ import annotations
 
@@ -40,8 +46,6 @@ from grafana_foundation_sdk.models.dashboard import (
     VariableHide, VariableOption, VariableRefresh, VariableSort)
 from grafana_foundation_sdk.models.prometheus import QueryEditorMode
 
-from emulator.units import GIB
-
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "grafana" / "dashboards" / "ckpt-emu.json"
 UID = "ckpt-emu"
@@ -51,17 +55,14 @@ DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 J = 'job=~"$job"'
 
 
-#: durations the run measured here, which a panel shows in the full-size design's time: over the
-#: run's time factor (scale x dilation, docs/time-dilation.md); ages and their thresholds stay wall time
-DESIGN_TIME = f" / scalar(max(ckpt_emu_time_factor{{{J}}}))"
-DURATIONS = ("checkpoint_stall_seconds", "phase_duration_seconds", "step_duration_seconds",
-             "durability_lag_seconds_bucket", "recovery_seconds", "last_lost_work_seconds")
+#: the run's time factor (wall seconds here per second of the design: scale x dilation,
+#: docs/time-dilation.md): a rate() of a served counter (per wall second) times it is per design second,
+#: an age on the wall clock over it is the design's
+TIME_FACTOR = f"scalar(max(ckpt_emu_time_factor{{{J}}}))"
 
 
 def target(expr: str, legend: str, ref: str) -> prometheus.Dataquery:
-    """A range query in code mode on the ``datasource`` variable; a duration in the design's time."""
-    if any(f"ckpt_emu_{d}" in expr for d in DURATIONS):
-        expr = f"({expr}){DESIGN_TIME}"
+    """A range query in code mode on the ``datasource`` variable."""
     return (prometheus.Dataquery().datasource(DS).editor_mode(QueryEditorMode.CODE).expr(expr)
             .legend_format(legend).range().ref_id(ref))
 
@@ -145,10 +146,11 @@ def panels() -> list[timeseries.Panel]:
     # ---- row 2: drains
     out.append(panel(
         "Drain overlap (worst node)",
-        "Fraction of wall time with a drain to the global tier in progress, on the node that drains "
-        "longest. Solid: rate of drain-busy seconds over 5m (recording rule ckpt_emu:drain_overlap:ratio). "
-        "Dashed: the emulator's own figure since the mode started, the drain in flight included and not "
-        "capped (ckpt_emu_drain_overlap_ratio, as in the report): above 100%, drains are falling behind. "
+        "Fraction of the design's time with a drain to the global tier in progress, on the node that "
+        "drains longest. Solid: rate of drain-busy seconds over 5m, per second of the design (recording "
+        "rule ckpt_emu:drain_overlap:ratio). Dashed: the emulator's own figure since the mode started, the "
+        "drain in flight included and not capped (ckpt_emu_drain_overlap_ratio, as in the report's "
+        "brackets): above 100%, drains are falling behind. "
         "The red line is 10%: most model builders keep overlap below it; above it, the global "
         "tier is close to being too slow for the interval (the CkptEmuDrainOverlapHigh alert fires after "
         "10 minutes above 10% over 30-minute windows).",
@@ -158,37 +160,38 @@ def panels() -> list[timeseries.Panel]:
         overrides=[override("since .*", DASHED)]))
     out.append(panel(
         "Drain backlog and deadline misses",
-        "Left axis: bytes that drains in flight still have to copy to the global tier, summed over nodes "
-        "(it should return to 0 well before the next checkpoint). Right axis, bars: drain deadline misses "
+        "Left axis: bytes (of the full-size checkpoint) that drains in flight still have to copy to the "
+        "global tier, summed over nodes (it should return to 0 well before the next checkpoint). Right axis, bars: drain deadline misses "
         "per `window` by mode, i.e. checkpoints that started before the previous drain had finished; in "
         "async mode each one adds a wait to that checkpoint's stall.",
         [target(f"sum(ckpt_emu_drain_backlog_bytes{{{J}}})", "backlog", "A"),
          target(f"sum by (mode) (increase(ckpt_emu_drain_deadline_misses_total{{{J}}}[$window]))",
                 "deadline misses {{mode}}", "B")],
-        unit="bytes", grid=(12, 8, 12, 8),
+        unit="decbytes", grid=(12, 8, 12, 8),
         overrides=[override("deadline misses.*", {"unit": "short", "custom.axisPlacement": AxisPlacement.RIGHT,
                                                   "custom.drawStyle": GraphDrawStyle.BARS,
                                                   "custom.fillOpacity": 60, "decimals": 0})]))
     # ---- row 3: tiers
     out.append(panel(
         "Write throughput per tier",
-        "Bytes written per second to each tier, summed over every rank and node: `local` is the ranks' "
-        "checkpoint writes to node-local storage, `global` is the drains (and any direct writes when "
-        "there is no local tier or it is full). Bytes are counted when a file or a drain completes, so "
-        "long drains show as bursts.",
-        [target(f"sum by (tier) (rate(ckpt_emu_written_bytes_total{{{J}}}[$__rate_interval]))", "{{tier}}",
-                "A")],
-        unit="binBps", grid=(0, 16, 12, 8)))
+        "Bytes of the full-size checkpoint written per second of the design to each tier, summed over "
+        "every rank and node: `local` is the ranks' checkpoint writes to node-local storage, `global` is "
+        "the drains (and any direct writes when there is no local tier or it is full). Bytes are counted "
+        "when a file or a drain completes, so long drains show as bursts.",
+        [target(f"sum by (tier) (rate(ckpt_emu_written_bytes_total{{{J}}}[$__rate_interval])) * {TIME_FACTOR}",
+                "{{tier}}", "A")],
+        unit="Bps", grid=(0, 16, 12, 8)))
     out.append(panel(
         "Age of newest durable checkpoint per tier",
-        "Seconds since the newest checkpoint became complete (every file present and verified, manifest "
-        "written last) on each tier the run has (memory, peer, local, global), at each scrape; for the "
-        "per-node tiers, the node with the oldest one. This is the work a failure that the tier survives "
+        "Seconds of the design since the newest checkpoint became complete (every file present and "
+        "verified, manifest written last) on each tier the run has (memory, peer, local, global), at each "
+        "scrape (the wall clock's age over ckpt_emu_time_factor); for the per-node tiers, the node with "
+        "the oldest one. This is the work a failure that the tier survives "
         "would lose now. The dashed line is the CkptEmuNoDurableCheckpoint alert threshold: 3 of the "
         "global tier's intervals plus the newest checkpoint's durability lag (each tier's own threshold: "
         "the panel 'Checkpoint age per tier over its alert threshold').",
         [target(f"max by (tier) (timestamp(ckpt_emu_last_complete_checkpoint_timestamp_seconds{{{J}}}) "
-                f"- ckpt_emu_last_complete_checkpoint_timestamp_seconds{{{J}}})", "{{tier}}", "A"),
+                f"- ckpt_emu_last_complete_checkpoint_timestamp_seconds{{{J}}}) / {TIME_FACTOR}", "{{tier}}", "A"),
          target(f"3 * max(ckpt_emu:global_interval:seconds{{{J}}}) + max(ckpt_emu_last_durability_lag_seconds{{{J}}})",
                 "alert threshold", "B")],
         unit="s", grid=(12, 16, 12, 8),
@@ -196,14 +199,14 @@ def panels() -> list[timeseries.Panel]:
                             {**DASHED, "color": FieldColor(mode=FieldColorModeId.FIXED, fixed_color="red")})]))
     # ---- row 4: MLPerf figures and phases
     out.append(panel(
-        "Save / load throughput (GiB/s)",
-        "MLPerf-style throughput of the latest save and load: all ranks' bytes over the slowest rank's "
-        "time, published by rank 0 after each checkpoint (save: the local write, or the direct global "
-        "write) and each restore (load, labelled with the last mode). Restores need more bandwidth than "
-        "saves: every data-parallel replica reads the same checkpoint.",
-        [target(f"max by (op, mode) (ckpt_emu_throughput_bytes_per_second{{{J}}}) / {GIB}", "{{op}} ({{mode}})",
-                "A")],
-        unit="GiBs", grid=(0, 24, 12, 8)))
+        "Save / load throughput at full size",
+        "MLPerf-style throughput of the latest save and load at full size: the full-size checkpoint's "
+        "bytes over the slowest rank's time on the design's clock (the report's save throughput in "
+        "brackets), published by rank 0 after each checkpoint (save: the local write, or the direct "
+        "global write) and each restore (load, labelled with the last mode). Restores need more "
+        "bandwidth than saves: every data-parallel replica reads the same checkpoint.",
+        [target(f"max by (op, mode) (ckpt_emu_throughput_bytes_per_second{{{J}}})", "{{op}} ({{mode}})", "A")],
+        unit="Bps", grid=(0, 24, 12, 8)))
     out.append(panel(
         "Phase duration p99 by phase and tier",
         "99th percentile over `window` of each checkpoint phase, per rank (snapshot, its device-to-host part d2h on a GPU, local_write, load) "
@@ -216,8 +219,8 @@ def panels() -> list[timeseries.Panel]:
     # ---- row 5: training and faults
     out.append(panel(
         "Training step time p50 / p99 by mode",
-        "Wall time of one training step's emulated compute, per rank. It should stay at the configured "
-        "step time; if it grows during async checkpoints, the background writes and drains compete with "
+        "Time of one training step's emulated compute at full size, per rank. It should stay at the "
+        "configured step time (training.step_seconds); if it grows during async checkpoints, the background writes and drains compete with "
         "the training loop for the host (CPU, memory bandwidth).",
         [target(f"histogram_quantile(0.5, sum by (le, mode) "
                 f"(rate(ckpt_emu_step_duration_seconds_bucket{{{J}}}[$__rate_interval])))", "p50 {{mode}}", "A"),
@@ -234,8 +237,8 @@ def panels() -> list[timeseries.Panel]:
     # ---- row 6: what the job loses end to end, and how long a checkpoint takes to be safe
     out.append(panel(
         "Slowdown against the no-checkpoint baseline",
-        "Each checkpointing mode's wall time per training step over the baseline's (mode `none`: the "
-        "same steps without checkpoints, run first), minus 1, worst rank: everything checkpointing costs "
+        "Each checkpointing mode's time per training step over the baseline's (mode `none`: the "
+        "same steps without checkpoints, run first), minus 1, on the design's clock, worst rank: everything checkpointing costs "
         "the job, stalls and interference (background writes and drains slowing the steps) alike. "
         "The report splits it into the two.",
         [target(f"max by (mode) (ckpt_emu_slowdown_ratio{{{J}}})", "{{mode}}", "A")],
@@ -256,9 +259,10 @@ def panels() -> list[timeseries.Panel]:
         "S3 requests per second by kind and phase",
         "Requests the ranks send to an S3 global tier, every attempt (retries included), by kind (PUT, "
         "the multipart requests, GET, HEAD, LIST, DELETE) and the phase they are charged to: checkpoint "
-        "(upload, verification, manifest, retention) or restore. Compare with the store's per-prefix "
-        "limits (AWS: 3,500 PUT-class and 5,500 GET-class per second); all zero without S3. "
-        "docs/s3-requests.md prices them.",
+        "(upload, verification, manifest, retention) or restore, per wall second. These are this run's "
+        "requests, at its scale (fewer parts than the full-size files have): the report's S3 section "
+        "gives them at full size. Compare those with the store's per-prefix limits (AWS: 3,500 PUT-class "
+        "and 5,500 GET-class per second); all zero without S3. docs/s3-requests.md prices them.",
         [target(f"sum by (kind, phase) (rate(ckpt_emu_s3_requests_total{{{J}}}[$__rate_interval]))",
                 "{{kind}} ({{phase}})", "A")],
         unit="reqps", grid=(0, 48, 24, 8)))
@@ -313,6 +317,31 @@ def tier_panels() -> list[timeseries.Panel]:
               "that has not failed.",
               [target(f"max by (failure_class) (ckpt_emu_last_lost_work_seconds{{{J}}})", "{{failure_class}}", "A")],
               unit="s", grid=(12, 64, 12, 8)),
+    ] + soak_panels()
+
+
+def soak_panels() -> list[timeseries.Panel]:
+    """Row 10: a soak (ckpt-emu run --soak): how many recoveries it made, and what must stay flat."""
+    return [
+        panel("Soak: recoveries per window, by failure class",
+              "Recoveries of a soak (`ckpt-emu run --soak`, failures injected on a schedule) per `window`, "
+              "by failure class, and their total: every scheduled failure should show here once, and the run "
+              "train on after it. Their durations are in the panel 'Recovery time by failure class'.",
+              [target(f"sum by (failure_class) (increase(ckpt_emu_recovery_seconds_count{{{J}}}[$window]))",
+                      "{{failure_class}}", "A"),
+               target(f"sum(ckpt_emu_recovery_seconds_count{{{J}}})", "total", "B")],
+              unit="short", grid=(0, 72, 12, 8),
+              overrides=[override("total", {"custom.axisPlacement": AxisPlacement.RIGHT, **DASHED})]),
+        panel("Soak: resident memory and tier files",
+              "What a soak must keep flat, sampled after each of its checkpoints: the resident memory of "
+              "the nodes' rank processes (left axis, summed over ranks and nodes) and the files in each "
+              "directory tier's folder (right axis, the fullest node's). A line that keeps rising over "
+              "hours is a leak; a saw-tooth of a checkpoint's files is retention at work.",
+              [target(f"sum(ckpt_emu_resident_bytes{{{J}}})", "resident memory", "A"),
+               target(f"max by (tier) (ckpt_emu_tier_files{{{J}}})", "{{tier}} files", "B")],
+              unit="decbytes", grid=(12, 72, 12, 8),
+              overrides=[override(".* files", {"unit": "short", "custom.axisPlacement": AxisPlacement.RIGHT,
+                                              "decimals": 0})]),
     ]
 
 

@@ -11,8 +11,11 @@
 #   PYTHONPATH=$PWD python3 -m bench.gpu
 #
 # --tests also fetches what the S3 tests need (moto, flask, flask-cors and their dependencies).
+# DEST is made (mode 0755) or must be a folder of yours that nobody else may write: pip writes the
+# wheels there by name (scripts/private-folder.sh; docs/security.md).
 set -eu
 cd "$(dirname "$0")/.."
+. scripts/private-folder.sh
 dest=wheels
 extra=""
 for arg in "$@"; do
@@ -22,6 +25,7 @@ for arg in "$@"; do
         *) dest=$arg ;;
     esac
 done
+dest=$(own_folder "$dest") || exit 1  # it said why, in one line
 # shellcheck disable=SC2086  # $extra is a list of requirements
 python3 -m pip download --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \

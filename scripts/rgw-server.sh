@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # A single-node Ceph RGW (one mon, one OSD, radosgw) on 127.0.0.1, self-contained in one folder.
 #
-#   scripts/rgw-server.sh start DIR   lay out a cluster in DIR, start it, print endpoint and keys
+#   scripts/rgw-server.sh start [DIR] lay out a cluster in DIR, start it, print endpoint and keys
 #   scripts/rgw-server.sh stop DIR    stop exactly the daemons that start recorded in DIR/pids
 #
-# start prints three shell-assignable lines (also written to DIR/env):
+# DIR is a folder start makes (mode 0700), or an empty one of yours that nobody else may enter
+# (mktemp -d); without DIR start makes one with mktemp -d. Anything else (another user's folder, a
+# link, a folder others may write, or one on a way through such folders) is refused: the daemons run
+# as you and read DIR/ceph.conf (scripts/private-folder.sh; docs/security.md).
+#
+# start prints four shell-assignable lines (the last three also written to DIR/env):
+#   dir=DIR
 #   endpoint=http://127.0.0.1:PORT
 #   access_key=...
 #   secret_key=...
@@ -15,6 +21,8 @@
 # radosgw's port is picked when it starts; one another process took first is picked again (3 tries).
 # RGW_TRY_PORT: the port its first try takes (the tests use it to take one that is in use).
 set -euo pipefail
+# shellcheck source=scripts/private-folder.sh
+. "$(dirname "${BASH_SOURCE[0]}")/private-folder.sh"
 
 BLOCK_SIZE=${RGW_BLOCK_SIZE:-$((8 << 30))}
 START_TIMEOUT_S=${RGW_START_TIMEOUT_S:-120}
@@ -164,14 +172,19 @@ ceph_cli() {  # ceph_cli DIR ARGS...: the ceph CLI against this cluster
 }
 
 start() {
-  local dir=$1
-  [ -e "$dir/pids" ] && die "$dir already holds a running cluster (stop it first: $0 stop $dir)"
-  [ -z "$(ls -A "$dir" 2>/dev/null)" ] || die "$dir is not empty: start lays out a new cluster in an empty folder"
+  local dir=${1:-}
   for cmd in ceph-mon ceph-osd radosgw radosgw-admin ceph monmaptool; do
     command -v "$cmd" >/dev/null || die "$cmd not found: apt-get install --no-install-recommends ceph-mon ceph-osd radosgw ceph-common"
   done
-  mkdir -p "$dir"/{mon,osd/0,run,log}
-  dir=$(cd "$dir" && pwd)
+  if [ -z "$dir" ]; then
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-emu-rgw.XXXXXX") || die "mktemp -d failed"
+  fi
+  if [ -e "$dir/pids" ] && [ ! -L "$dir" ] && [ ! -L "$dir/pids" ]; then
+    die "$dir already holds a running cluster (stop it first: $0 stop $dir)"
+  fi
+  dir=$(private_folder "$dir") || exit 1  # it said why, in one line
+  echo "dir=$dir"
+  mkdir "$dir"/{mon,osd,osd/0,run,log}
   local mon_port rgw_port fsid osd_uuid
   mon_port=$(free_port)
   rgw_port=$(free_port)
@@ -221,8 +234,9 @@ osd_up() {  # osd_up DIR: true once osd.0 is up
 # command line still names this cluster's ceph.conf, so a recycled PID is never hit.
 stop() {
   local dir=$1 name pid i entries=()
-  [ -f "$dir/pids" ] || return 0
-  dir=$(cd "$dir" && pwd)
+  [ -e "$dir" ] || [ -L "$dir" ] || return 0
+  dir=$(own_folder "$dir") || exit 1  # it said why, in one line
+  [ -f "$dir/pids" ] && [ ! -L "$dir/pids" ] || return 0
   mapfile -t entries <"$dir/pids"
   for ((i = ${#entries[@]} - 1; i >= 0; i--)); do
     read -r name pid <<<"${entries[i]}"
@@ -236,7 +250,7 @@ stop() {
 }
 
 case "${1:-}" in
-  start) [ $# -eq 2 ] || die "usage: $0 start DIR"; start "$2" ;;
+  start) [ $# -le 2 ] || die "usage: $0 start [DIR]"; start "${2:-}" ;;
   stop) [ $# -eq 2 ] || die "usage: $0 stop DIR"; stop "$2" ;;
-  *) die "usage: $0 start DIR | stop DIR" ;;
+  *) die "usage: $0 start [DIR] | stop DIR" ;;
 esac

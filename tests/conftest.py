@@ -12,6 +12,8 @@ TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS / "support"))
 
 import quickguard  # noqa: E402
+import tierdir  # noqa: E402
+import timings  # noqa: E402
 from rgwserver import rgw_server  # noqa: E402,F401 - one RGW for the whole session
 
 #: the first folder under tests/ -> the marker of every test in it
@@ -20,10 +22,9 @@ TIERS = {"unit": "quick", "system": "system"}
 #: the parallel part's tail when xdist handed it out last (one test: files with more went first).
 #: The kill campaign and the alert rule handed out beside it, as well, overloaded the start: the
 #: scale test's dilated runs ran a phase past its pace (docs/testing.md)
-#: Then the two that wait on Prometheus' alert evaluations (2.8 and 2 min, little CPU): among the
-#: one-test files they started in the last 3 minutes and ended the part, one worker busy
-FIRST = ("tests/system/run/test_scale.py", "tests/system/metrics/test_alerts_live.py",
-         "tests/system/metrics/test_metrics_tiers_live.py")
+#: Then the one that waits on Prometheus' alert evaluations (2 min, little CPU): among the
+#: one-test files it started in the last 3 minutes and ended the part, one worker busy
+FIRST = ("tests/system/run/test_scale.py", "tests/system/metrics/test_metrics_tiers_live.py")
 #: one-test files that mostly wait (a 60-second soak): handed out before the other one-test files,
 #: not in path order, which left them for last, with one worker busy and the 2 cores 70 % idle
 WAITING_FIRST = ("tests/system/run/test_progress_e2e.py",)
@@ -63,6 +64,31 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xfail(strict=True, reason=f"on RGW: {reason}"))
 
 
+def pytest_addoption(parser):
+    timings.add_option(parser)  # --durations-json FILE: every test's seconds (.ci/test keeps them)
+
+
+def pytest_configure(config):
+    """This process's default tier folder for the session (tests/support/tierdir.py): what the
+    fixtures shared by several tests see; each test gets its own (``own_tiers_dir``)."""
+    config._ckpt_emu_tiers_dir = tierdir.start_session()
+    timings.configure(config)
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_ckpt_emu_tiers_dir", None)
+    if folder is not None:
+        tierdir.end_session(folder)
+
+
+@pytest.fixture(autouse=True)
+def own_tiers_dir(monkeypatch):
+    """Every test's default tier folder (``{tiers_dir}`` of the shipped configs) is its own: two
+    suites, or a suite and a run of the same user's, never meet in /dev/shm/ckpt-emu-<uid>."""
+    with tierdir.own(monkeypatch) as folder:
+        yield folder
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     if item.get_closest_marker("quick"):
@@ -76,6 +102,22 @@ def pytest_runtest_protocol(item, nextitem):
     if not item.get_closest_marker("quick"):
         yield
         return
-    with pytest.MonkeyPatch.context() as mp:
-        quickguard.guard(mp)
+    with pytest.MonkeyPatch.context() as mp, quickguard.guarding(mp) as refused:
+        item._quick_refused, item._quick_reported = refused, 0
         yield
+        del item._quick_refused
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A quick test whose process or a child of it started what the quick tier may not fails,
+    even where the code under test swallowed the guard's error."""
+    report = (yield).get_result()
+    refused = getattr(item, "_quick_refused", None)
+    if refused is None:
+        return
+    seen = refused()
+    new, item._quick_reported = seen[item._quick_reported:], len(seen)
+    if new and report.passed:
+        report.outcome = "failed"
+        report.longrepr = "\n".join(dict.fromkeys(quickguard.message(what) for what in new))

@@ -83,6 +83,9 @@ class TierScope:
     #: the design's bytes per byte this process moves: paced tiers book each byte at this weight
     #: (a rank's file holds structure that does not shrink with run.scale: ``design_bytes_weight``)
     bytes_weight: float = 1.0
+    #: the modelled job's S3 requests each of this process's stands for (tiers/s3_limits.py
+    #: ``RequestWeights``; None: each stands for itself, and one over the ceiling is refused)
+    request_weights: object = None
 
 
 class Claim:
@@ -217,6 +220,13 @@ class Tier(abc.ABC):
     @abc.abstractmethod
     async def put_file(self, key: str, src: Path) -> None:
         """Copy a local file into the tier atomically and durably."""
+
+    async def put_file_read_back(self, key: str, src: Path) -> tuple[int, int] | None:
+        """``put_file``; a tier that can read its copy back while it copies (a bare directory)
+        returns the CRC32C and the count of the bytes it read back. None (the default): the
+        caller reads the object back after (``open_read``), as it must through any wrapper."""
+        await self.put_file(key, src)
+        return None
 
     @abc.abstractmethod
     async def get_file(self, key: str, dest: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .base import Tier
 from .runsync import run_sync
+from .safepath import open_own_file
 
 
 def _enospc(what: str) -> OSError:
@@ -52,8 +53,8 @@ class Capacity:
                 self._used, result = fn(self._used)
                 return result
             if self._fd is None or self._pid != os.getpid():
-                self._path.parent.mkdir(parents=True, exist_ok=True)
-                self._fd, self._pid = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644), os.getpid()
+                self._fd = open_own_file(self._path, os.O_RDWR | os.O_CREAT, what="emulated capacity")
+                self._pid = os.getpid()
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
                 raw = os.pread(self._fd, 8, 0)

@@ -3,11 +3,12 @@
 Every object is a file under ``root``; writes go to a hidden ``.partial``
 sibling, are fsynced, renamed into place and the directory fsynced, so a crash
 leaves either the old object or the new one, plus partials that
-``recover_after_crash`` removes. Small objects (manifests) go through aiofiles
-on the caller's event loop; bulk bytes through the kernel (``tiers.fileops``).
+``recover_after_crash`` removes; every partial is made, renamed and removed through
+its folder's descriptor (``tiers.safepath.Folder``). Small objects (manifests) are written in a
+worker thread; bulk bytes go through the kernel (``tiers.fileops``).
 
 With ``recycle`` (the memory tier's default), a deleted file moves into a
-bounded pool folder (``POOL_DIR``) and the next ``open_write`` takes one from
+bounded pool folder (``POOL_DIR``, tiers/filepool.py) and the next ``open_write`` takes one from
 it, overwriting it in place: on tmpfs a new file's pages must be allocated and
 zeroed at every checkpoint, a reused one's are already there (as DLRover's
 flash checkpoint and NVRx keep their shared memory). The taken file is renamed
@@ -34,38 +35,36 @@ import os
 import re
 import shutil
 import stat
-import uuid
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Optional
 
-import aiofiles
-import aiofiles.os
-
 from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, UnsafePath, validate_key, validate_prefix
 from .copycrc import copy_crc32c
-from .fileops import (as_bytes, copy_file_durable, fs_type, fsync_dir, is_partial, open_checked, open_regular,
-                      partial_path, publish, remove_empty_dirs, remove_file, write_all)
+from .fileops import (ReadBack, as_bytes, copy_file_durable, fs_type, is_partial, open_regular,
+                      partial_path, remove_empty_dirs, remove_file, write_all)
+from .filepool import POOL_DIR, FilePool
 from .locking import INTERNAL_FILES, WAIT_FOR_ENDED_RUN_S, busy_holder, claim_dir, join_dir
 from .mapped import MapCache
-from .safepath import Folder, check_reach, is_own_file, reach
+from .safepath import Folder, check_reach, is_own_file, path_problem, reach
 
 
 class DirSink(Sink):
     """Writes straight to a hidden partial file (unbuffered: torch.save hands over whole tensors)
-    in a folder the tier made and checked (``DirTier._folder_of``)."""
+    in a folder the tier made and checked (``DirTier._folder_of``), held by its descriptor, which
+    the sink owns: the partial is made, renamed and removed through it, never by path."""
 
-    def __init__(self, final: Path, pool: Optional["FilePool"] = None, prefer=None):
-        self._final = final
+    def __init__(self, final: Path, folder: Folder, pool: Optional["FilePool"] = None, prefer=None):
+        self._final, self._folder = final, folder
         self._tmp = partial_path(final)
         reused = pool is not None and pool.take(self._tmp, prefer)
         # a reused file is overwritten from offset 0, no O_TRUNC: its pages stay allocated
-        self._file = _reopened(self._tmp) if reused else None
+        self._file = _reopened(folder, self._tmp.name) if reused else None
         self._reused = self._file is not None
         if self._file is None:
-            self._file = open(self._tmp, "xb", buffering=0)  # O_EXCL: never through a link
+            self._file = open(folder.create_new(self._tmp.name, 0o666), "wb", buffering=0)
         self.bytes_written = 0
         self._done = False
 
@@ -84,19 +83,22 @@ class DirSink(Sink):
         try:
             if self._reused:  # cut what is left of the file's earlier, longer life
                 os.ftruncate(self._file.fileno(), self.bytes_written)
-            publish(self._tmp, self._final, self._file.fileno())
+            self._folder.publish(self._tmp.name, self._final.name, self._file.fileno())
         except BaseException:
             self._file.close()
-            self._tmp.unlink(missing_ok=True)
+            self._folder.discard(self._tmp.name)
+            self._folder.close()
             raise
         self._file.close()
+        self._folder.close()
 
     def abort(self) -> None:
         if self._done:
             return
         self._done = True
         self._file.close()
-        self._tmp.unlink(missing_ok=True)
+        self._folder.discard(self._tmp.name)
+        self._folder.close()
 
 
 class MappedSink(DirSink):
@@ -104,8 +106,8 @@ class MappedSink(DirSink):
     a shared mapping of it that the tier keeps (``tiers.mapped``), the rest are written after them.
     Same partial, same commit (cut to size, fsync, rename, fsync dir), same abort."""
 
-    def __init__(self, final: Path, pool: "FilePool", maps: MapCache):
-        super().__init__(final, pool, prefer=maps.holds)
+    def __init__(self, final: Path, folder: Folder, pool: "FilePool", maps: MapCache):
+        super().__init__(final, folder, pool, prefer=maps.holds)
         self._maps = maps
         self._map, self._room = self._mapping() if self._reused else (None, 0)
         self.bytes_mapped = 0
@@ -168,106 +170,15 @@ class MappedSink(DirSink):
 RAM_FILESYSTEMS = ("tmpfs", "ramfs")
 
 
-def _reopened(tmp: Path):
-    """A pooled file just renamed to ``tmp``, opened to be overwritten: only a regular file of
-    this user's with one name (else its name is dropped, and None: the caller makes a new file)."""
+def _reopened(folder: Folder, tmp: str):
+    """A pooled file just renamed to ``tmp`` in ``folder``, opened to be overwritten: only a regular
+    file of this user's with one name (else its name is dropped, and None: the caller makes a new file)."""
     try:
-        fd = open_checked(tmp, os.O_RDWR, check=is_own_file, what="recycled file")
+        fd = folder.open_own(tmp, os.O_RDWR, what="recycled file")
     except (UnsafePath, OSError):
-        tmp.unlink(missing_ok=True)
+        folder.discard(tmp)
         return None
     return open(fd, "r+b", buffering=0)
-
-
-POOL_DIR = ".recycle"
-POOL_SUFFIX = ".pool"
-_POOL_NAME = re.compile(r"^[0-9a-f]{32}\.pool$")
-
-
-class FilePool:
-    """Deleted files kept for their pages: at most ``limit``, the largest (the checkpoint files, not
-    manifests). Only the node leader deletes; every rank may take, so a take is an atomic rename
-    and a file another process took first is simply skipped. Pool files are never listed.
-
-    The pool is the tier's own folder ``POOL_DIR`` (never a link, never another user's), and only
-    its own names in it (``<32 hex>.pool``, regular files of this user's with one name) are taken,
-    kept or deleted: a planted name is left alone, never written through."""
-
-    def __init__(self, root: Folder, limit: int):
-        self.root, self.limit = root, limit
-        self.folder = Path(root.path) / POOL_DIR
-
-    def _held(self, create: bool = False) -> Folder | None:
-        try:
-            return self.root.subfolder(POOL_DIR, create=create, what="recycling pool")
-        except (FileNotFoundError, UnsafePath):
-            return None
-
-    def files(self) -> list[Path]:
-        held = self._held()
-        if held is None:
-            return []
-        with held:
-            names = [n for n in held.listdir() if _POOL_NAME.match(n)]
-            return [self.folder / n for n in names if _own_file_at(held, n)]
-
-    def take(self, dest: Path, prefer=None) -> bool:
-        """Rename a pooled file to ``dest`` (a partial), those for which ``prefer(stat)`` is true
-        first (the files this process keeps mapped); False when the pool is empty."""
-        files = self.files()
-        if prefer is not None:
-            files.sort(key=lambda path: not prefer(_stat_or_none(path)))
-        for path in files:
-            try:
-                os.rename(path, dest)
-                return True
-            except FileNotFoundError:
-                continue  # another rank took it
-        return False
-
-    def give(self, path: Path) -> bool:
-        """Keep ``path``'s pages for a later write, or unlink it when the pool already holds
-        ``limit`` files as large; durable either way (the folder is fsynced). False (nothing
-        done) when the pool folder is not the tool's own."""
-        held = self._held(create=True)
-        if held is None:
-            return False
-        with held:
-            os.rename(path, self.folder / f"{uuid.uuid4().hex}{POOL_SUFFIX}")
-        fsync_dir(path.parent)
-        held_files = sorted(self.files(), key=_size_or_zero, reverse=True)
-        for extra in held_files[self.limit:]:
-            extra.unlink(missing_ok=True)
-        if held_files[self.limit:]:
-            fsync_dir(self.folder)
-        return True
-
-    def empty(self) -> int:
-        files = self.files()
-        for path in files:
-            path.unlink(missing_ok=True)
-        if files:
-            fsync_dir(self.folder)
-        return len(files)
-
-
-def _own_file_at(folder: Folder, name: str) -> bool:
-    st = folder.lstat(name)
-    return st is not None and is_own_file(st)
-
-
-def _stat_or_none(path: Path) -> Optional[os.stat_result]:
-    try:
-        return path.stat(follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-
-
-def _size_or_zero(path: Path) -> int:
-    try:
-        return path.stat(follow_symlinks=False).st_size
-    except FileNotFoundError:
-        return 0
 
 
 #: a checkpoint folder at a tier's top level: the emulator's ``step_<digits>``
@@ -292,7 +203,8 @@ class TierLost(TierError):
 @dataclass(frozen=True)
 class DirOptions:
     #: the directory; "{node}" expands to the node's index (per-node folders on a shared machine),
-    #: "{uid}" to this user's id (a per-user folder in a shared place such as /dev/shm)
+    #: "{uid}" to this user's id (a per-user folder in a shared place such as /dev/shm),
+    #: "{tiers_dir}" to the user's default tier folder (:func:`tiers_dir`)
     path: Optional[str] = None
     #: keep deleted files' pages for the next writes (None: off, except on the memory tier)
     recycle: Optional[bool] = None
@@ -303,13 +215,28 @@ class DirOptions:
     def __post_init__(self):
         if not self.path:
             raise OptionError("path: a dir tier needs a path")
+        problem = path_problem(self.path)
+        if problem is not None:
+            raise OptionError(f"path: {problem}")
 
     def for_node(self, node: int) -> str:
         return expand_path(self.path, node)
 
 
+#: moves the folder the shipped configs keep their tiers in (``{tiers_dir}``): a test suite sets
+#: it per test, so its runs never meet a run of the same user's beside it
+TIERS_DIR_ENV = "CKPT_EMU_TIERS_DIR"
+DEFAULT_TIERS_DIR = "/dev/shm/ckpt-emu-{uid}"
+
+
+def tiers_dir() -> str:
+    """The user's default tier folder: ``$CKPT_EMU_TIERS_DIR``, else ``/dev/shm/ckpt-emu-{uid}``."""
+    return os.path.expanduser(os.environ.get(TIERS_DIR_ENV) or DEFAULT_TIERS_DIR)
+
+
 def expand_path(path: str, node: int) -> str:
-    """``{node}`` and ``{uid}`` of a dir tier's path, for this node and user."""
+    """``{tiers_dir}``, ``{node}`` and ``{uid}`` of a dir tier's path, for this node and user."""
+    path = path.replace("{tiers_dir}", tiers_dir())
     return path.replace("{node}", str(node)).replace("{uid}", str(os.geteuid()))
 
 
@@ -366,7 +293,7 @@ class DirTier(Tier):
         if not os.access(self.root, os.W_OK | os.X_OK):
             raise TierError(f"directory tier {self.root} is not writable")
 
-    def _live(self) -> None:
+    def check_live(self) -> None:
         """The tier's path still names the folder it opened; TierLost (and nothing written) if not."""
         why = self._folder.still_there()
         if why is not None:
@@ -379,7 +306,7 @@ class DirTier(Tier):
     def _folder_of(self, key: str, *, create: bool = True):
         """The folder ``key`` lives in, made (0700) and checked one level at a time from the tier's
         own folder: a level that is a link or another user's is refused (UnsafePath)."""
-        self._live()
+        self.check_live()
         folder, opened = self._folder, []
         try:
             for part in validate_key(key).split("/")[:-1]:
@@ -391,17 +318,11 @@ class DirTier(Tier):
                 f.close()
 
     async def put(self, key, data) -> None:
-        final = self._path(key)
-        await asyncio.to_thread(self._make_folder, key)
-        tmp = partial_path(final)
-        try:
-            async with aiofiles.open(tmp, "xb") as fh:  # O_EXCL: never through a link
-                await fh.write(data)  # a buffered file: writes every byte
-                await fh.flush()
-                await aiofiles.os.wrap(publish)(tmp, final, fh.fileno())
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        await asyncio.to_thread(self._put_sync, key, data)
+
+    def _put_sync(self, key, data) -> None:
+        with self._folder_of(key) as folder:  # a partial renamed into place, by the folder's descriptor
+            folder.write_file(self._path(key).name, data, mode=0o666)
 
     def _make_folder(self, key: str) -> None:
         with self._folder_of(key):
@@ -416,15 +337,21 @@ class DirTier(Tier):
 
     def _open_fd(self, key) -> int:
         """A descriptor to read ``key``: a regular file, never a link, a FIFO or a device."""
-        self._live()
+        self.check_live()
         return open_regular(self._path(key), what=f"dir tier {self.root}")
 
     async def put_file(self, key, src) -> None:
         await asyncio.to_thread(self._put_file_sync, key, Path(src))
 
-    def _put_file_sync(self, key, src: Path) -> None:
+    def _put_file_sync(self, key, src: Path, read_back: ReadBack | None = None) -> None:
         with self._folder_of(key):
-            copy_file_durable(src, self._path(key))
+            copy_file_durable(src, self._path(key), read_back=read_back)
+
+    async def put_file_read_back(self, key, src) -> tuple[int, int]:
+        """The copy read back from its own file a chunk behind the copy, beside it (tiers.fileops)."""
+        reader = ReadBack()
+        await asyncio.to_thread(self._put_file_sync, key, Path(src), reader)
+        return reader.crc, reader.bytes
 
     async def get_file(self, key, dest) -> None:
         path = self._path(key)
@@ -446,7 +373,7 @@ class DirTier(Tier):
     def _list_sync(self, prefix: str) -> list[str]:
         """Every regular file under the tier's own folders, never through a link or into another
         user's folder; only the folders the prefix can reach are read."""
-        self._live()
+        self.check_live()
         keys: list[str] = []
         self._list_in(self._folder, "", prefix, keys)
         return sorted(keys)
@@ -489,10 +416,15 @@ class DirTier(Tier):
         remove_file(path, stop_at=self.root)
 
     def open_write(self, key) -> Sink:
-        self._make_folder(key)
-        if self._pool is not None:
-            return MappedSink(self._path(key), self._pool, self.maps)
-        return DirSink(self._path(key), self._pool)
+        with self._folder_of(key) as folder:
+            held = Folder(os.dup(folder.fd), folder.path)  # the sink's own, closed when it ends
+        try:
+            if self._pool is not None:
+                return MappedSink(self._path(key), held, self._pool, self.maps)
+            return DirSink(self._path(key), held, self._pool)
+        except BaseException:
+            held.close()
+            raise
 
     def open_read(self, key) -> BinaryIO:
         return open(self._open_fd(key), "rb")
@@ -503,7 +435,7 @@ class DirTier(Tier):
     def claim(self, holder) -> Claim:
         """Own the folder for this run: refused when it holds names the tool did not make (unless
         ``allow_foreign``), then its locks (tiers/locking.py), held with the folder's descriptor."""
-        self._live()
+        self.check_live()
         if not self.allow_foreign:
             _refuse_foreign(self.root, self._folder.listdir())
         return claim_dir(self._folder, holder, what=f"dir tier {self.root}")
@@ -536,7 +468,7 @@ class DirTier(Tier):
         """What a crash left, by the tool's own names only: its partials at the top level and in
         its checkpoint folders (one level, never deeper), then those folders if left empty. Nothing
         else in the folder is read or touched. (partials removed, folders removed)"""
-        self._live()
+        self.check_live()
         partials = folders = 0
         for name in self._folder.listdir():
             if is_partial(name):

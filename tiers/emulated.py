@@ -120,6 +120,14 @@ def emulated_behind(tier) -> "EmulatedTier | None":
     return tier
 
 
+def settle_requests(tier, phase: str | None = None) -> float:
+    """Wait until the object store's requests that ``tier``'s transfers of ``phase`` (default: the
+    current one) stood for are done, where a run of a design paces them (tiers/s3_limits.py
+    ``settle``); the seconds waited."""
+    limiter = getattr(emulated_behind(tier), "limiter", None)
+    return limiter.settle(phase or current_phase()) if limiter is not None else 0.0
+
+
 def device_waits(tier) -> dict | None:
     """The first EmulatedTier behind ``tier``'s wrappers: {"shared": reads and writes share one
     device, "waits": {phase: {direction: seconds}}}; None if nothing emulates a device."""
@@ -337,6 +345,7 @@ class EmulatedTier(TierWrapper):
     """Wraps ``inner`` and paces it; rates in bytes/s, times in seconds."""
 
     request_limits = ""  # the inner S3 tier's emulated request limits, in words (from_config)
+    limiter = None  # and the limiter that applies them (tiers/s3_limits.py)
 
     def __init__(self, inner: Tier, write_bps: float | None = None, read_bps: float | None = None,
                  latency_s: float = 0.0, jitter_s: float = 0.0, shared_by: str = "none",
@@ -387,12 +396,14 @@ class EmulatedTier(TierWrapper):
         """Build from ``EmulateOptions`` (a config's ``emulate:`` section; GiB = 2**30 bytes, ms)."""
         c = emulate_cfg
         gib = lambda v: None if v is None else v * GIB  # noqa: E731
-        limiter = limit_requests(inner, RequestLimits.from_options(c), scope)
+        limiter = limit_requests(inner, RequestLimits.from_options(c), scope, phase=current_phase,
+                                 on_wait=paced.record)
         tier = cls(inner, write_bps=gib(c.write_gib_s), read_bps=gib(c.read_gib_s),
                    latency_s=c.latency_ms / 1000, jitter_s=c.jitter_ms / 1000, shared_by=c.shared_by,
                    capacity_bytes=None if c.capacity_gib is None else int(c.capacity_gib * GIB),
                    scope=scope, duplex=c.duplex, nic_bps=gib(c.nic_gib_s))
         tier.request_limits = limiter.limits.describe() if limiter is not None else ""
+        tier.limiter = limiter
         return tier
 
     # ------------------------------------------------------------------ pacing plumbing

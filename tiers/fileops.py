@@ -25,9 +25,13 @@ import fcntl
 import os
 import re
 import stat
+import threading
 import uuid
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+
+import crc32c
 
 from .base import UnsafePath
 
@@ -77,8 +81,9 @@ def write_all(fd: int, data) -> int:
     return total
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+def fsync_dir(path: Path, *, dir_fd: int | None = None) -> None:
+    """fsync the folder ``path`` (with ``dir_fd``: the folder that descriptor holds; ``path`` only names it)."""
+    fd = os.open(path if dir_fd is None else ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         os.fsync(fd)
     finally:
@@ -110,26 +115,6 @@ def publish(tmp: Path, final: Path, fd: int | None = None) -> None:
         os.fsync(fd)
     os.replace(tmp, final)
     fsync_dir(final.parent)
-
-
-def write_replacing(path: Path, data, *, durable: bool = True) -> None:
-    """``data`` (bytes or text) as the whole file ``path``: written into a new partial beside it
-    (``O_EXCL``: never through a link planted anywhere), then renamed over ``path``, so a link
-    planted at ``path`` is replaced, never written through. ``durable``: fsynced (``publish``)."""
-    path = Path(path)
-    tmp = partial_path(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        write_all(fd, data.encode() if isinstance(data, str) else data)
-        if durable:
-            publish(tmp, path, fd)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    finally:
-        os.close(fd)
 
 
 def remove_file(path: Path, *, stop_at: Path | None = None) -> None:
@@ -226,8 +211,9 @@ def copy_can_clone(src_fd: int, dst_fd: int) -> bool:
     return not all(fs_type(os.fstat(fd).st_dev) in NO_CLONE_FSTYPES for fd in (src_fd, dst_fd))
 
 
-def copy_fd(src_fd: int, dst_fd: int, count: int) -> int:
-    """Copy ``count`` bytes between descriptors through the kernel, always moving real bytes."""
+def copy_fd(src_fd: int, dst_fd: int, count: int, *, copied=None) -> int:
+    """Copy ``count`` bytes between descriptors through the kernel, always moving real bytes;
+    ``copied(done)`` (optional) is told the bytes copied so far after each chunk."""
     methods = (_sendfile, _read_write) if copy_can_clone(src_fd, dst_fd) else \
         (_copy_file_range, _sendfile, _read_write)
     done = 0
@@ -238,6 +224,8 @@ def copy_fd(src_fd: int, dst_fd: int, count: int) -> int:
                 if n == 0:
                     raise EOFError(f"source ended after {done} of {count} bytes")
                 done += n
+                if copied is not None:
+                    copied(done)
             return done
         except OSError as exc:  # e.g. EXDEV on old kernels, EINVAL on odd filesystems
             if done or exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
@@ -258,17 +246,26 @@ def _read_write(src_fd: int, dst_fd: int, n: int) -> int:
     return write_all(dst_fd, data) if data else 0
 
 
-def copy_file_durable(src: Path, dest: Path) -> int:
-    """Copy ``src`` to ``dest`` atomically (temp file + rename) and durably; returns bytes."""
+def copy_file_durable(src: Path, dest: Path, *, read_back: "ReadBack | None" = None) -> int:
+    """Copy ``src`` to ``dest`` atomically (temp file + rename) and durably; returns bytes.
+
+    With ``read_back``, the copy is also read back from ``dest``'s file as it is written, a chunk
+    behind the copy on a thread of its own, and the fsync runs while the last chunk is read; the
+    reader then holds the CRC32C and the count of the bytes it read."""
     make_dirs(dest.parent)
     tmp = partial_path(dest)
     src_fd = open_regular(src)
     try:
         size = os.fstat(src_fd).st_size
-        dst_fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        dst_fd = os.open(tmp, (os.O_WRONLY if read_back is None else os.O_RDWR) | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            copy_fd(src_fd, dst_fd, size)
-            publish(tmp, dest, dst_fd)
+            if read_back is None:
+                copy_fd(src_fd, dst_fd, size)
+            else:
+                with read_back.reading(dst_fd):
+                    copy_fd(src_fd, dst_fd, size, copied=read_back.up_to)
+                    os.fsync(dst_fd)
+            publish(tmp, dest, dst_fd if read_back is None else None)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -277,3 +274,57 @@ def copy_file_durable(src: Path, dest: Path) -> int:
     finally:
         os.close(src_fd)
     return size
+
+
+class ReadBack:
+    """CRC32C of a file's bytes read back from the file while another thread writes it: told how
+    far the writer got (``up_to``), it reads that far (``pread``) through one small buffer and
+    checksums each piece while it is in cache. The bytes are those the file system holds for the
+    file, as a reader after the copy would get them, read beside the copy instead of after it."""
+
+    PIECE = 4 << 20
+
+    def __init__(self):
+        self.crc, self.bytes = 0, 0
+        self._wanted, self._ended, self._error = 0, False, None
+        self._moved = threading.Condition()
+
+    @contextmanager
+    def reading(self, fd: int):
+        """Read ``fd`` back on a thread while the ``with`` block writes it (telling ``up_to``);
+        on leaving, the reader finishes what it was told and its error, if any, is raised."""
+        thread = threading.Thread(target=self._run, args=(fd,), name="read-back", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            with self._moved:
+                self._ended = True
+                self._moved.notify()
+            thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def up_to(self, offset: int) -> None:
+        """The writer has written the file's first ``offset`` bytes."""
+        with self._moved:
+            self._wanted = offset
+            self._moved.notify()
+
+    def _run(self, fd: int) -> None:
+        buf = memoryview(bytearray(self.PIECE))
+        try:
+            while True:
+                with self._moved:
+                    self._moved.wait_for(lambda: self._wanted > self.bytes or self._ended)
+                    wanted, ended = self._wanted, self._ended
+                while self.bytes < wanted:
+                    n = os.preadv(fd, [buf[:min(self.PIECE, wanted - self.bytes)]], self.bytes)
+                    if n == 0:
+                        return  # shorter than the writer said: the caller sees the count
+                    self.crc = crc32c.crc32c(buf[:n], self.crc)
+                    self.bytes += n
+                if ended:
+                    return
+        except BaseException as exc:  # noqa: BLE001 - raised in the writer's thread
+            self._error = exc

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from .safepath import open_own_file
+
 MIB = 1 << 20
 
 
@@ -90,14 +92,14 @@ class FileTokenBucket(TokenBucket):
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
         super().__init__(rate, burst, clock, sleep)
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = None
         self._pid = -1
 
     def _file(self) -> int:
         # flock belongs to the open file, which a forked child would share: reopen per process
         if self._fd is None or self._pid != os.getpid():
-            self._fd, self._pid = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644), os.getpid()
+            self._fd = open_own_file(self.path, os.O_RDWR | os.O_CREAT, what="shared pacing")
+            self._pid = os.getpid()
         return self._fd
 
     def reserve(self, n: int, start: float | None = None) -> float:

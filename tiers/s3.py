@@ -53,9 +53,10 @@ import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from . import s3_errors
+from . import s3_errors, s3_wire
 from .base import Claim, OptionError, Sink, Tier, TierError, TierScope, validate_key, validate_prefix
 from .fileops import as_bytes
+from .locking import Holder
 from .s3_errors import is_not_found, retryable
 from .s3_lease import S3Lease
 from .s3_requests import ContextPool, RequestTally, count_requests
@@ -144,6 +145,15 @@ class S3Tier(Transfers, Tier):
         finally:
             _asyncio.run(tier.close())
 
+    @classmethod
+    def busy(cls, options: S3Options, node: int = 0) -> str | None:
+        """Who holds the prefix now (its lease read, nothing written), or None."""
+        tier = cls.from_options(options, scope=TierScope())
+        try:
+            return S3Lease(tier, Holder(job="")).held_by_another()
+        finally:
+            asyncio.run(tier.close())
+
     def claim(self, holder) -> Claim:
         self._lease = S3Lease(self, holder).acquire()
         return self._lease
@@ -222,6 +232,7 @@ class S3Tier(Transfers, Tier):
         client = self._session.client("s3", endpoint_url=self.endpoint_url, region_name=self.region, config=cfg)
         s3_errors.retry_throttled(client)  # SlowDown: the same request again, after a backoff
         count_requests(client, self.requests)
+        s3_wire.quick_acks(client)  # a small response is not held 40 ms by the server's Nagle
         return client
 
     def on_request(self, handler) -> None:

@@ -145,14 +145,18 @@ class S3Lease(Claim):
 
     def _check_takeover(self, record: dict) -> None:
         """Raise TierBusy unless the lease in ``record`` has expired or its holder is gone."""
-        expires = float(record.get("expires", 0))
-        holder = Holder(**{k: record[k] for k in ("job", "pid", "host", "started") if k in record})
-        if expires < time.time():
-            return
-        if holder.host == self.holder.host and not process_alive(holder.pid, holder.started):
-            return
-        raise TierBusy(f"{self._where()} is in use by another run: {holder.describe()} "
-                       f"(its lease expires in {expires - time.time():.0f} s)")
+        line = live_holder(record, self.holder.host)
+        if line is not None:
+            raise TierBusy(f"{self._where()} is in use by another run: {line}")
+
+    def held_by_another(self) -> str | None:
+        """Who holds the prefix now (one GET of its lease, nothing written), in words, or None: what a
+        second run is refused with before it writes anything anywhere (emulator/launch/runner.py)."""
+        try:
+            found = self._read()
+        except ClientError as exc:
+            raise TierError(f"{self._where()}: lease: {self._tier._reason(exc)}") from None
+        return None if found is None else live_holder(found[0], self.holder.host)
 
     def _where(self) -> str:
         return f"s3 tier {self._tier.describe()}"
@@ -228,6 +232,16 @@ class S3Lease(Claim):
                 self._tier._client.delete_object(Bucket=self._tier.bucket, Key=self._key)
         except Exception:  # noqa: BLE001 - an expired lease frees the prefix anyway
             pass
+
+
+def live_holder(record: dict, host: str) -> str | None:
+    """The holder of the lease ``record`` in words while it holds the prefix (not expired, and not a
+    process of ``host`` that is gone), else None."""
+    expires = float(record.get("expires", 0))
+    holder = Holder(**{k: record[k] for k in ("job", "pid", "host", "started") if k in record})
+    if expires < time.time() or (holder.host == host and not process_alive(holder.pid, holder.started)):
+        return None
+    return f"{holder.describe()} (its lease expires in {expires - time.time():.0f} s)"
 
 
 def _warn(line: str) -> None:

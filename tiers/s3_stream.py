@@ -12,9 +12,12 @@ fetch the aligned ``BLOCK`` around them and keep the last few, so
 ``torch.load(map_location="meta")`` reads the zip directory and pickle in a
 handful of GETs; a large read, or one that goes on where the last one ended
 beyond the cached blocks, starts a sequential stream from there on: one
-GET read straight into the caller's buffer for objects up to
-``single_get_threshold``, parallel part-sized ranged GETs above it. Memory is
-bounded by the blocks and the ranges in flight, never the object.
+GET read straight from the socket into the caller's buffer (``tiers/s3_wire.py``)
+for objects up to ``single_get_threshold``, parallel part-sized ranged GETs above
+it. A restore, which reads the structure and then every byte, says so first
+(``will_read_all``): the first and last blocks and the body's GET are then asked
+for at once, so the structure's round trips and the body's first byte overlap.
+Memory is bounded by the blocks and the ranges in flight, never the object.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import io
 import threading
 from collections import OrderedDict, deque
 
+from . import s3_wire
 from .base import Sink, TierError
 from .fileops import as_bytes
 from .s3_errors import Cancelled
@@ -136,6 +140,7 @@ class S3Reader(io.RawIOBase):
         self.size, self._etag = head["ContentLength"], head.get("ETag")
         self._pos, self._read_up_to = 0, -1  # where the last read ended: reading on from there is sequential
         self._blocks: OrderedDict[int, bytes] = OrderedDict()  # start -> bytes, least recent first
+        self._ahead: dict[int, tuple] = {}  # start -> (end, future): a block asked for ahead (will_read_all)
         self._stream: _Body | _Ranges | None = None
 
     def readable(self) -> bool:
@@ -188,7 +193,33 @@ class S3Reader(io.RawIOBase):
             self._blocks.popitem(last=False)
         return _copy(view, self._blocks[start], self._pos - start)
 
+    def will_read_all(self, *, structure: bool = True) -> None:
+        """The caller reads every byte from here on, in order: at once (``structure`` False), or after
+        a few small reads of the structure from the start (``torch.load``). So the bytes are asked
+        for now, where one GET serves the object (up to ``single_get_threshold``; above it the
+        part-sized ranges begin at the first read): one GET from here, or with ``structure`` one
+        from the end of the first ``BLOCK``, in parallel with the first and the last ``BLOCK`` (a
+        zip's records begin at the start, its directory is at the end). The body's bytes are on the
+        way while the caller prepares or parses, and its reads take them straight into its buffers."""
+        if self._blocks or self._ahead or self._stream is not None or self._pos >= self.size:
+            return
+        pool, one_get = self._tier._pool_get(), self.size <= self._tier.single_get_threshold
+        if not structure:
+            self._read_up_to = self._pos  # what comes is sequential: the first read streams on from here
+            if one_get:
+                self._stream = _Body(self, self._pos, pool)
+            return
+        for start in sorted({0, max(0, self.size - BLOCK)}):
+            end = min(start + BLOCK, self.size)
+            self._ahead[start] = (end, pool.submit(lambda a, b: self._get(a, b).read(), start, end))
+        if one_get and self.size > BLOCK:
+            self._stream = _Body(self, BLOCK, pool)
+
     def _block_at(self, pos: int):
+        for start, (end, asked) in list(self._ahead.items()):
+            if start <= pos < end:  # asked for ahead: a cached block once it is here
+                del self._ahead[start]
+                self._blocks[start] = asked.result()
         for start, data in self._blocks.items():
             if start <= pos < start + len(data):
                 self._blocks.move_to_end(start)
@@ -201,9 +232,12 @@ class S3Reader(io.RawIOBase):
         self._stream = _Ranges(self, self._pos) if ranged else _Body(self, self._pos)
 
     def _get(self, start: int, end: int):
-        """The body of a GET of bytes [start, end) of the version this reader opened."""
+        """The body of a GET of bytes [start, end) of the version this reader opened (the whole object
+        without a Range: a server may read the whole object for any range, moto does)."""
         extra = {"IfMatch": self._etag} if self._etag else {}
-        return self._tier._get_object(self._full, self._key, Range=f"bytes={start}-{end - 1}", **extra)
+        if (start, end) != (0, self.size):
+            extra["Range"] = f"bytes={start}-{end - 1}"
+        return self._tier._get_object(self._full, self._key, **extra)
 
     def _close_stream(self) -> None:
         stream, self._stream = self._stream, None
@@ -214,6 +248,11 @@ class S3Reader(io.RawIOBase):
         if not self.closed:
             self._close_stream()
             self._blocks.clear()
+            asked = [fut for _, fut in self._ahead.values()]
+            for fut in asked:
+                fut.cancel()
+            cf.wait(asked)
+            self._ahead.clear()
         super().close()
 
 
@@ -224,21 +263,29 @@ def _copy(view: memoryview, data, offset: int) -> int:
 
 
 class _Body:
-    """One GET from ``start`` to the end, read straight into the caller's buffers."""
+    """One GET from ``start`` to the end, read straight into the caller's buffers; asked for on
+    ``pool`` (in the background, read when first needed) if one is given, else at once."""
 
-    def __init__(self, reader: S3Reader, start: int):
+    def __init__(self, reader: S3Reader, start: int, pool=None):
         self.pos, self._key = start, reader._key
-        self._body = reader._get(start, reader.size)
+        self._asked = pool.submit(reader._get, start, reader.size) if pool is not None else None
+        self._body = None if pool is not None else reader._get(start, reader.size)
 
     def readinto(self, view: memoryview) -> int:
-        n = self._body.readinto(view)
+        if self._body is None:
+            self._body = self._asked.result()
+        n = s3_wire.readinto(self._body, view)  # straight from the socket into the caller's buffer
         if not n:
             raise IOError(f"short read of {self._key} at byte {self.pos}")
         self.pos += n
         return n
 
     def close(self) -> None:
-        self._body.close()
+        if self._body is None and (self._asked.cancel() or self._asked.exception() is not None):
+            return
+        if self._body is None:
+            self._body = self._asked.result()
+        s3_wire.finish(self._body)
 
 
 class _Ranges:
@@ -267,12 +314,15 @@ class _Ranges:
         if self._cancel.is_set():
             raise Cancelled()
         view, got = memoryview(buf)[:length], 0
-        with self._reader._get(offset, offset + length) as body:
+        body = self._reader._get(offset, offset + length)
+        try:
             while got < length:
-                n = body.readinto(view[got:])
+                n = s3_wire.readinto(body, view[got:])
                 if not n or self._cancel.is_set():
                     break
                 got += n
+        finally:
+            s3_wire.finish(body)
         if got != length and not self._cancel.is_set():
             raise IOError(f"short read of {self._reader._key}: {got} of {length} bytes at {offset}")
 

@@ -24,6 +24,7 @@ except ImportError:
     raise ImportError("tiers.testing runs the backend contract under pytest: pip install 'ckpt-emu[testing]'") from None
 
 from tiers.base import InvalidKey, Tier
+from tiers.copycrc import copy_crc32c
 from tiers.runsync import run_sync
 
 BAD_KEYS = ["", "/abs/path", "../escape", "a/../../b", "a//b", "./a", "a/./b", "a\\b", "nul\x00byte", "a/"]
@@ -101,6 +102,16 @@ class TierContract:
         dest.parent.mkdir()
         run(tier.get_file("f/src.bin", dest))
         assert dest.read_bytes() == data
+        with tier.open_read("f/src.bin") as fh:
+            assert fh.read() == data
+
+    def test_put_file_read_back_stores_the_file_and_says_what_it_read(self, tier: Tier, tmp_path):
+        """Stored as ``put_file`` stores it; a read-back, where the tier gives one, is of those bytes."""
+        src = tmp_path / "src.bin"
+        data = os.urandom(3 * (1 << 20) + 7)
+        src.write_bytes(data)
+        read_back = run(tier.put_file_read_back("f/src.bin", src))
+        assert read_back is None or read_back == (copy_crc32c(bytearray(len(data)), 0, data, 0), len(data))
         with tier.open_read("f/src.bin") as fh:
             assert fh.read() == data
 

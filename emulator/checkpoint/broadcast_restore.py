@@ -61,10 +61,11 @@ def new_dp_group(cfg, rank: int):
     return mine
 
 
-def restore_state(cfg, state: RankState, rank: int, device) -> RankState:
-    """What ``rank`` restores into: its own state, or a member's replica of its leader's state."""
+def restore_state(cfg, design, state: RankState, rank: int, device) -> RankState:
+    """What ``rank`` restores into: its own state, or a member's replica of its leader's state (a run
+    of ``cfg`` on ``design``)."""
     leader = dp_group(cfg.parallelism, rank)[0]
-    return state if leader == rank else RankState.from_config(cfg, leader, device)
+    return state if leader == rank else RankState.of_run(cfg, design, leader, device)
 
 
 def make_restorer(cfg, state: RankState, tiers, comm, *, group=None, **kwargs) -> Restorer:

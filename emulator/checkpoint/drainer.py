@@ -7,9 +7,11 @@ kernel's copy path and S3 uses multipart uploads. Each copy is verified before
 the drain counts as done: by default its bytes are read back from the global
 tier, streamed in small chunks, and their CRC32C compared with the one the
 local write recorded (``verify="checksum"``); ``verify="size"`` only compares
-the size, which a copy with wrong bytes passes. A copy that fails verification
-is retried like a transient error. The manifest is written by the caller only
-after every node's drain succeeded.
+the size, which a copy with wrong bytes passes. A bare directory tier reads its
+copy back from the copy's own file a chunk behind the copy, beside it
+(``put_file_read_back``); through any wrapper the copy is read back after. A
+copy that fails verification is retried like a transient error. The manifest
+is written by the caller only after every node's drain succeeded.
 
 Transient global-tier errors (an S3 5xx, a timeout, a refused connection) are
 retried per file with exponential backoff (``drain.retries``,
@@ -24,17 +26,21 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulator.checkpoint.integrity import DEFAULT_READ_TIMEOUT_S, BoundedReader, crc_of_stream, reader_size
+from emulator.checkpoint.integrity import (DEFAULT_READ_TIMEOUT_S, BoundedReader, crc_of_stream, format_crc,
+                                          reader_size)
 from emulator.checkpoint.layout import FileEntry
 from emulator.checkpoint.retry import Abandoned, RetryPolicy, retrying
 from emulator.checkpoint.tally import Tally
+from emulator.design.links import lone_drain_seconds
+from emulator.design.requests import file_requests
 from emulator.metrics import NULL_METRICS
 from tiers import paced
-from tiers.base import Tier
-from tiers.emulated import anchored_at, emulated_behind
+from tiers.base import Tier, unwrap
+from tiers.emulated import anchored_at, emulated_behind, settle_requests
 
 
 #: the phases that write into a node tier a drain may be reading (tiers/paced.py)
@@ -95,8 +101,8 @@ class Drainer:
             self.tally.count("drain_retry")
 
         async def copy_verified(entry: FileEntry):
-            await self._copy(entry)
-            await self._verify(entry)
+            read_back = await self._copy(entry)
+            await self._verify(entry, read_back)
 
         async def one(entry: FileEntry):
             async with sem:
@@ -109,6 +115,7 @@ class Drainer:
                     after_file()
 
         outcomes = await asyncio.gather(*(one(e) for e in entries), return_exceptions=True)
+        await asyncio.to_thread(settle_requests, self.dest)  # the job's drain ends with its last request
         failures = [o for o in outcomes if isinstance(o, BaseException)]
         if failures:  # reported to every rank; the checkpoint stays incomplete
             exc = failures[0]
@@ -145,7 +152,7 @@ class Drainer:
         as emulator/design/costs.py's drain: every byte at the copy's rate (the destination's write, or
         the source's read where slower), the smallest file read back (``checksum``; every file where
         reads and writes share the device), and a request latency at each end of every wave of
-        ``concurrency`` files. None where the devices' time may also be another transfer's (a NIC the
+        ``concurrency`` files; no less than an object store's request ceilings allow. None where the devices' time may also be another transfer's (a NIC the
         peer copies cross, a bucket per call; :meth:`paced_seconds` also leaves out a source device
         the next checkpoint's write shared during the drain)."""
         dest, source = emulated_behind(self.dest), emulated_behind(self.source)
@@ -153,31 +160,55 @@ class Drainer:
             return None
         if source is not None and (source.nic_bps or source.shared_by == "none"):
             return None
-        copy = min(r for r in (dest.rate("write"), source and source.rate("read")) if r)
-        verify = 0.0
-        if self.verify == "checksum" and dest.rate("read"):
-            verify = (sum(sizes) if dest.shares_device else min(sizes)) / dest.rate("read")
-        waves = -(-len(sizes) // self.concurrency)
-        return sum(sizes) / copy + verify + 2 * waves * dest.latency_s
+        return max(lone_drain_seconds(sizes, write_bps=dest.rate("write"), source_read_bps=source and source.rate("read"),
+                                      read_back_bps=dest.rate("read") if self.verify == "checksum" else None,
+                                      latency_s=dest.latency_s, concurrency=self.concurrency,
+                                      shared_device=dest.shares_device),
+                   self._requests_floor(dest, sizes))
 
-    async def _copy(self, entry: FileEntry) -> None:
+    def _requests_floor(self, dest, sizes: list[int]) -> float:
+        """The least time the drain's requests (each file's upload and check) take at the store's
+        ceilings, each at the requests it stands for (tiers/s3_limits.py); 0 where nothing limits them."""
+        store = unwrap(dest)
+        if dest.limiter is None or not hasattr(store, "part_size"):
+            return 0.0
+        counts = Counter()
+        for size in sizes:
+            counts += file_requests(1, size, store.part_size, self.verify, store.single_get_threshold)
+        return dest.limiter.floor_seconds(counts, "drain")
+
+    async def _copy(self, entry: FileEntry) -> tuple[int, int] | None:
+        """Copy ``entry`` to the global tier; where that tier read the copy back beside it (a bare
+        directory, ``checksum``), the CRC32C and count of the bytes it read."""
+        try:
+            return await self._copy_from_source(entry)
+        except FileNotFoundError:
+            check_live = getattr(unwrap(self.source), "check_live", None)
+            if check_live is not None:
+                check_live()  # the source tier's folder went under the run: TierLost, not a missing file
+            raise
+
+    async def _copy_from_source(self, entry: FileEntry) -> tuple[int, int] | None:
+        put = self.dest.put_file_read_back if self.verify == "checksum" else self.dest.put_file
         path = self.source.local_path(entry.key)
         if path is not None and path.is_file():
             # the copy reads the local device as it writes the global tier: the slower of the two
             # (and the real copy) sets its time; an emulated local tier is not read for free
-            await asyncio.gather(self.dest.put_file(entry.key, path),
-                                 self.source.read_from_path(entry.key, entry.size))
-            return
+            read_back, _ = await asyncio.gather(put(entry.key, path), self.source.read_from_path(entry.key, entry.size))
+            return read_back
         with tempfile.TemporaryDirectory(prefix="ckpt-emu-drain-", dir=self.spool_dir) as tmp:
             spool = Path(tmp) / "file"
             await self.source.get_file(entry.key, spool)
-            await self.dest.put_file(entry.key, spool)
+            return await put(entry.key, spool)
 
-    async def _verify(self, entry: FileEntry) -> None:
+    async def _verify(self, entry: FileEntry, read_back: tuple[int, int] | None = None) -> None:
         if self.verify == "size":
             _check_size(entry, await self.dest.size(entry.key))
             return
-        crc, size = await asyncio.to_thread(self._read_back, entry)
+        if read_back is not None:  # read back from the copy beside it, by the tier
+            crc, size = format_crc(read_back[0]), read_back[1]
+        else:
+            crc, size = await asyncio.to_thread(self._read_back, entry)
         _check_size(entry, size)
         if crc != entry.crc32c:
             raise DrainError(f"{entry.key}: global copy checksum {crc} != {entry.crc32c} (CRC32C of the local write)")

@@ -15,7 +15,8 @@ Why it looks like this:
   they name (the job's attempt, emulator/rank/membership.py); global faults and corruption only
   in the first attempt, so a restarted job recovers instead of crashing again.
 * A global outage wraps the global tier in ``tiers.faulty.FaultyTier`` and opens
-  its window when this process starts the checkpoint named.
+  its window when this process starts the checkpoint named (in a soak, ``recurring``:
+  every that many checkpoints).
 * Corruption damages a rank's file once its checkpoint is complete on the tier.
 """
 from __future__ import annotations
@@ -70,8 +71,8 @@ NO_FAULTS = NoFaults()
 class Faults(NoFaults):
     active = True
 
-    def __init__(self, failures, rank: int, attempt: int, tally: Tally):
-        self.rank, self.attempt, self.tally = rank, attempt, tally
+    def __init__(self, failures, rank: int, attempt: int, tally: Tally, *, recurring: bool = False):
+        self.rank, self.attempt, self.tally, self.recurring = rank, attempt, tally, recurring
         self.kills = {(k.checkpoint, k.phase) for k in failures.kill if k.rank == rank and k.attempt == attempt}
         self.global_fault = failures.global_fault if attempt == 0 else None
         c = failures.corrupt
@@ -79,10 +80,10 @@ class Faults(NoFaults):
         self._faulty: FaultyTier | None = None
 
     @classmethod
-    def from_config(cls, failures, rank: int, attempt: int, tally: Tally) -> NoFaults:
+    def from_config(cls, failures, rank: int, attempt: int, tally: Tally, *, recurring: bool = False) -> NoFaults:
         if not (failures.kill or failures.global_fault or failures.corrupt):
             return NO_FAULTS
-        return cls(failures, rank, attempt, tally)
+        return cls(failures, rank, attempt, tally, recurring=recurring)
 
     def hit(self, phase: str, seq: int) -> None:
         if (seq, phase) not in self.kills:
@@ -101,7 +102,8 @@ class Faults(NoFaults):
 
     def checkpoint_started(self, seq: int) -> None:
         g = self.global_fault
-        if g is not None and self._faulty is not None and seq == g.checkpoint:
+        due = seq % g.checkpoint == 0 if g is not None and self.recurring else g is not None and seq == g.checkpoint
+        if due and self._faulty is not None:
             self.tally.count("injected")
             self._faulty.activate(g.seconds)
 

@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass, field
 
 import crc32c
 
+from emulator.design.requests import file_requests, limit_classes
 from tiers.base import Tier, validate_key
 from tiers.s3_limits import AWS_GET_PER_S, AWS_PUT_PER_S, prefix_of
-from tiers.s3_transfer import upload_requests
 
 FORMAT = "ckpt-emu/2"  # /2: the manifest carries its own CRC32C
 MANIFEST = "manifest.json"
@@ -233,5 +233,6 @@ def key_layout(files: list, *, part_size: int, tier_prefix: str = "", prefix_dep
     base = tier_prefix.strip("/") + "/" if tier_prefix.strip("/") else ""
     keys = [rank_file_key(0, rank, dp, mp) for rank, dp, mp, _ in files] + [manifest_key(0)]
     prefixes = sorted({prefix_of(base + k, prefix_depth).replace(step_dir(0), "step_<8 digits>") for k in keys})
-    requests = sum(sum(upload_requests(size, part_size).values()) for *_, size in files) + 1
+    requests = sum(limit_classes(file_requests(1, size, part_size, "none", 4 * part_size))["put"]
+                   for *_, size in files) + 1  # the one request model (emulator/design/requests.py)
     return KeyLayout(len(files), prefixes, requests, put_per_s, get_per_s)

@@ -9,6 +9,8 @@ the peer copies it held for others (the node was replaced); the run then
 recovers at once from the nearest tier that survived, and reports it as the
 failure class ``node``, or ``group`` when a node and every node holding its
 copies are lost together (only global storage is left to restore it from).
+In a soak (``recurring``) the failure comes again every N checkpoints, and the
+run recovers from each and trains on (emulator/rank/soak.py).
 """
 from __future__ import annotations
 
@@ -35,29 +37,36 @@ def failure_class(lost: tuple, nodes: int, holders) -> str:
 
 
 class NodeLoss:
-    def __init__(self, failures_cfg):
+    def __init__(self, failures_cfg, *, recurring: bool = False):
         lose = failures_cfg.lose_nodes
         self.after = lose.after if lose is not None else failures_cfg.lose_local_after
         self.nodes = lose.nodes if lose is not None else (failures_cfg.lose_local_node,)
         self.whole_node = lose is not None  # memory, local and peer copies; else the local tier only
+        self.recurring = recurring
+        self.due = self.after  # the checkpoint count at which the next failure comes (None: never)
 
     @property
     def node(self) -> int:
         return self.nodes[0]
 
     def happened(self, checkpoints_taken: int) -> bool:
-        return self.after is not None and checkpoints_taken >= self.after
+        return self.due is not None and checkpoints_taken >= self.due
+
+    def recovered(self) -> None:
+        """The failure that was due is over: a recurring one comes again ``after`` checkpoints later."""
+        if self.recurring and self.due is not None:
+            self.due += self.after
 
     def lose_local(self, comm, local, loop) -> dict:
         """Collective: the failed node's leader empties its local tier; returns the report's record."""
         self._empty(comm, [local], loop)
-        return {"kind": "lose_local", "after_checkpoint": self.after, "node": self.node}
+        return {"kind": "lose_local", "after_checkpoint": self.due, "node": self.node}
 
     def lose_nodes(self, comm, tiers: list, loop, *, holders=None) -> dict:
         """Collective: each lost node's leader empties ``tiers`` (its memory, local and held peer
         tiers); returns the report's record, with the failure class."""
         self._empty(comm, tiers, loop)
-        return {"kind": "lose_nodes", "after_checkpoint": self.after, "nodes": list(self.nodes),
+        return {"kind": "lose_nodes", "after_checkpoint": self.due, "nodes": list(self.nodes),
                 "class": failure_class(self.nodes, comm.nodes, holders)}
 
     def _empty(self, comm, tiers: list, loop) -> None:

@@ -127,7 +127,7 @@ class PeerTransport:
         self.node, self.local_rank = divmod(self.rank, ranks_per_node)
         self.chunk = int(chunk)
         self.pacer = pacer
-        #: the design's bytes per byte sent (emulator/checkpoint/checkpointer.py ``design_bytes_weight``)
+        #: the design's bytes per byte sent (emulator/checkpoint/rank_file.py ``design_bytes_weight``)
         self.bytes_weight = 1.0
         self.tag = tag
 

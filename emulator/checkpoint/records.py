@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from emulator.checkpoint.layout import FileEntry
+from emulator.design import ladder
 
 
 class Record:
@@ -30,10 +31,32 @@ class Receipt(Record):
     local_full: bool = False
     skipped: bool = False
     write_s: float = 0.0
+    #: the write's seconds and the file's bytes as the full-size design's (the live save throughput)
+    full_s: float = 0.0
+    full_bytes: float = 0.0
+    #: further files this rank wrote (checkpoint.engine dcp: more writer threads' files, the
+    #: coordinator's .metadata), drained and listed like the first
+    extra: list = field(default_factory=list)
+    #: files only its node's tier keeps (dcp: a node's copy of .metadata, so the node can load alone)
+    node_only: list = field(default_factory=list)
 
     @property
     def entry(self) -> FileEntry:
         return FileEntry(self.key, self.rank, self.size, self.crc32c)
+
+    @property
+    def entries(self) -> list[FileEntry]:
+        """The files the global manifest lists and a drain copies."""
+        return [self.entry] + list(self.extra)
+
+    @property
+    def node_entries(self) -> list[FileEntry]:
+        """The files the node's manifest lists."""
+        return self.entries + list(self.node_only)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(e.size for e in self.entries)
 
 
 @dataclass
@@ -71,7 +94,7 @@ class CkptRecord(Record):
     #: S3 requests this rank made for it, by kind (tiers/s3_requests.py), retention included
     requests: dict = field(default_factory=dict)
     #: the tiers that take this checkpoint (emulator/checkpoint/schedule.py), nearest first
-    due: list = field(default_factory=lambda: ["local", "global"])
+    due: list = field(default_factory=lambda: list(ladder.lasting_file_tiers()))
     #: per tier it was due on: {"complete": bool, "lag_s": snapshot to complete there (0: never),
     #: "seconds": that tier's stage (write, copy, send or drain), "paced": of it, the paced seconds,
     #: "stream_s" (peer sends): of it, the streams' seconds; the rest is the software around them}
@@ -81,6 +104,8 @@ class CkptRecord(Record):
     paced: dict = field(default_factory=dict)
     #: of the lag, the seconds waiting for the previous checkpoint's pipeline (drains run in order)
     queue_s: float = 0.0
+    #: checkpoint.engine dcp: the library's own seconds on this rank (staging, planning, write, metadata)
+    engine_s: dict = field(default_factory=dict)
 
     @property
     def global_due(self) -> bool:
@@ -165,11 +190,16 @@ class RankResult(Record):
     s3_requests: dict = field(default_factory=dict)
     #: the run's time dilation (emulator/rank/dilation.py ``describe``): its factor and the probe
     dilation: dict = field(default_factory=dict)
+    #: run.wall_target's fit (emulator/rank/dilation.py ``ScaleFit.describe``); None without one
+    scale_fit: dict | None = None
     #: the tiers in host memory this rank emptied when the run ended (run.keep_tiers: false)
     tiers_emptied: list = field(default_factory=list)
     #: the design's bytes per byte of this rank's file: how its tiers booked each byte it moved
-    #: (emulator/checkpoint/checkpointer.py ``design_bytes_weight``)
+    #: (emulator/checkpoint/rank_file.py ``design_bytes_weight``)
     bytes_weight: float = 1.0
+    #: a soak (emulator/rank/soak.py): its duration and, after its checkpoints, this rank's resident
+    #: memory and its node's tier files
+    soak: dict | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -59,12 +59,14 @@ class PeerReplicas:
     last: dict = field(default_factory=dict)
 
     @classmethod
-    def build(cls, cfg, comm, group, scope, *, pacer=None) -> "PeerReplicas":
+    def build(cls, cfg, keep: int, comm, group, scope, *, pacer=None) -> "PeerReplicas":
+        """The peer tier of ``cfg`` (its placement, the memory tier beside whose folder it keeps its
+        copies), keeping ``keep`` copies of each node it holds (its rung's, in the run's design)."""
         peer = cfg.tiers.peer
         layout_ = PeerLayout(comm.nodes, peer.replicas, peer.placement, peer.jump)
         transport = PeerTransport(group, ranks_per_node=comm.local_world_size, pacer=pacer)
         store = make_tier(store_config(memory_tier_config(cfg)), scope=scope)
-        return cls(layout_, transport, store, peer.keep or cfg.checkpoint.keep, comm.local_world_size)
+        return cls(layout_, transport, store, keep, comm.local_world_size)
 
     def holders(self, node: int) -> list[int]:
         return self.layout.holders(node)

@@ -32,12 +32,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import threading
 import time
 
 import crc32c
 import torch
 
 from emulator.checkpoint import layout
+from emulator.checkpoint.file_plan import expected_layout
 from emulator.checkpoint.integrity import (DEFAULT_READ_TIMEOUT_S, READ_CHUNK, BoundedReader, crc_of_stream,
                                           format_crc, reader_size)
 from emulator.checkpoint.records import LoadRecord
@@ -52,6 +54,18 @@ from tiers.runsync import run_sync
 from tiers.s3_requests import Bill, charged_to
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
+_OTHER_LAYOUT = object()  # a file read intact whose structure is not the one this run writes
+
+
+def _against_manifest(body, size: int, crc: str, entry) -> str | None:
+    """Why the bytes just read are not the manifest's file, or None when size and CRC32C match."""
+    if size == entry.size and body.longer():
+        return f"size more than manifest {entry.size}"
+    if size != entry.size:
+        return f"size {size} != manifest {entry.size}"
+    if crc != entry.crc32c:
+        return f"checksum mismatch ({crc} != {entry.crc32c})"
+    return None
 
 
 def drop_page_cache() -> bool:
@@ -105,19 +119,32 @@ def lists_tier(comm, *, shared: bool) -> bool:
     return comm.rank == 0 if shared else comm.is_node_leader
 
 
+#: a process's buffer for reading a file whose structure is not read first (16 MiB), one for every
+#: restore: a buffer of its own per restore left the allocator's heap 16 MiB larger after each of a
+#: soak's first recoveries (glibc raises its mmap threshold once such a block is freed)
+_READ_BUFFER = threading.local()
+
+
+def _read_buffer() -> bytearray:
+    buf = getattr(_READ_BUFFER, "buf", None)
+    if buf is None:
+        buf = _READ_BUFFER.buf = bytearray(16 << 20)
+    return buf
+
+
 class Restorer:
     def __init__(self, state, tiers: list[tuple[str, object]], comm, *, metrics=NULL_METRICS,
                  loop=None, mode: str = "async", meta: dict | None = None,
                  tally: Tally | None = None, policy: RetryPolicy | None = None,
                  shared: tuple[str, ...] = ("global",), source: int | None = None,
-                 read_timeout_s: float = DEFAULT_READ_TIMEOUT_S, time_factor: float = 0.0,
-                 metrics_clock: float = 1.0):
+                 read_timeout_s: float = DEFAULT_READ_TIMEOUT_S, time_factor: float = 0.0, dcp=None):
         self.state, self.tiers, self.comm, self.mode = state, tiers, comm, mode
         # loads at a dilation of their own (emulator/rank/dilation.py): the time factor their tiers
-        # are paced at (0: the run's), and the run's seconds per second of theirs, so that the
-        # metrics stay in the run's time, which the dashboards divide by ckpt_emu_time_factor
-        self.time_factor, self.metrics_clock = time_factor, metrics_clock
+        # are paced at (0: the run's); their records carry it, so the metrics' clock converts them
+        self.time_factor = time_factor
         self.read_timeout_s = read_timeout_s  # a file's read is given up after it (checkpoint.read_timeout_s)
+        # checkpoint.engine dcp: DCP loads the step's files (emulator/checkpoint/dcp_engine.py DcpSaver)
+        self.dcp = dcp
         # whose file this rank restores: its own, or (a replicated layout) its DP group leader's,
         # with ``state`` then a replica of the leader's layout (checkpoint/broadcast_restore.py)
         self.source = comm.rank if source is None else source
@@ -129,7 +156,7 @@ class Restorer:
         self.meta = meta or {}  # expected manifest meta (preset, scale, tp, ...); {} accepts any
         self.tally = tally or Tally(metrics)
         self.manifest = None  # the manifest of the step restored last (its meta carries the lineage)
-        self._buf = bytearray(16 << 20)
+        self._buf = _read_buffer()
         self._stream = None  # (start, end) of this rank's last stream of a file's bytes (wall clock)
         self._found = None  # during a load: (tier, step) -> what _locate found
 
@@ -192,7 +219,7 @@ class Restorer:
         rec.seconds = time.perf_counter() - start
         rec.time_factor = self.time_factor
         mine = paced.spans(("restore", "fetch"), wall, wall + rec.seconds)
-        everyone = self.comm.all_gather((rec.seconds * self.metrics_clock, rec.bytes, self.comm.node, mine))
+        everyone = self.comm.all_gather((rec.seconds, wall, rec.bytes, self.comm.node, mine))
         # its stream is behind when its node's device is idle (the node's ranks read through one);
         # its load is paced while any node's reads are (device_seconds)
         node_spans = [s for *_, node, spans in everyone if node == self.comm.node for s in spans]
@@ -200,13 +227,20 @@ class Restorer:
         if rec.ok and self._stream is not None:
             rec.lag_s = self._stream[1] - self._stream[0] - paced.covered(node_spans, *self._stream)
         if rec.ok:
-            backend = dict(self.tiers)[rec.tier].backend
-            self.metrics.observe_phase("load", rec.tier, rec.seconds * self.metrics_clock, backend=backend)
-            self.metrics.add_bytes("read", rec.tier, rec.bytes, backend=backend)
-            if self.comm.rank == 0:  # MLPerf style: all bytes / slowest rank
-                slowest = max(s for s, *_ in everyone)
-                self.metrics.set_throughput("load", self.mode, sum(b for _, b, *_ in everyone) / max(slowest, 1e-9))
+            self._observe(rec, everyone)
         return rec
+
+    def _observe(self, rec: LoadRecord, everyone: list) -> None:
+        """The load's metrics at full size; rank 0's throughput, MLPerf style: every rank's bytes over
+        the slowest rank's time (each rank's paced part from every rank's spans, as its own)."""
+        clock, backend = self.metrics.clock, dict(self.tiers)[rec.tier].backend
+        self.metrics.observe_phase("load", rec.tier, clock.load(rec), backend=backend)
+        self.metrics.add_bytes("read", rec.tier, clock.bytes(rec.bytes), backend=backend)
+        if self.comm.rank == 0:
+            slowest = max(clock.load({"seconds": s, "paced_s": device_seconds(everyone, w, s),
+                                      "time_factor": rec.time_factor}) for s, w, *_ in everyone)
+            self.metrics.set_throughput("load", self.mode, clock.bytes(sum(b for _, _, b, *_ in everyone))
+                                        / max(slowest, 1e-9))
 
     def _everyone_holds(self, step: int, rec: LoadRecord) -> bool:
         """Whether every rank finds a complete copy of its file of ``step`` on one of its tiers
@@ -242,6 +276,8 @@ class Restorer:
         if isinstance(found, str):
             return found
         manifest, entry = found
+        if self.dcp is not None:
+            return self._try_dcp(name, tier, manifest, step, rec)
         try:  # a tier error (an S3 read cut off) is tried again under the run's retry policy
             reason = self._retried(f"read of {entry.key}", lambda: asyncio.to_thread(
                 self._read_from_tier, tier, entry, step))
@@ -252,6 +288,19 @@ class Restorer:
         if reason is not None:
             return reason
         rec.tier, rec.bytes, rec.read_bytes = name, entry.size, entry.size
+        self.manifest = manifest
+        return None
+
+    def _try_dcp(self, name: str, tier, manifest, step: int, rec: LoadRecord) -> str | None:
+        """DCP's load of the step from one tier into the staging buffers, every file it reads checked
+        against the manifest first; None on success, else why not."""
+        try:
+            read = self._retried(f"DCP load of step {step}", lambda: asyncio.to_thread(
+                self.dcp.load_staging, tier, layout.step_dir(step), manifest.files))
+        except Exception as exc:  # noqa: BLE001 - an unreadable or corrupt copy falls back
+            text = describe_error(exc)
+            return f"checksum mismatch: {text}" if "CRC32C" in text else f"unreadable: {text}"
+        rec.tier, rec.bytes, rec.read_bytes = name, read, read
         self.manifest = manifest
         return None
 
@@ -304,6 +353,13 @@ class Restorer:
         then seek: an S3 object is read with a few small ranged GETs, nothing goes to disk."""
         if path is None and not fh.seekable():
             return "unreadable: the tier's reader cannot seek (a tier without files needs one)"
+        if path is None:  # no file to parse in place (S3): first as the run's writer lays it out
+            planned = self._read_as_written(fh, entry, step)
+            if planned is not _OTHER_LAYOUT:
+                return planned
+            fh.seek(0)
+        if path is None and hasattr(fh, "will_read_all"):
+            fh.will_read_all()  # S3: the structure's GETs and the body's in parallel (tiers/s3_stream.py)
         try:  # structure and tensor offsets only, no data; trusted only once the bytes verify
             meta = torch.load(path if path is not None else fh, map_location="meta", weights_only=True)
             self._check_shapes(meta)
@@ -321,12 +377,8 @@ class Restorer:
         with anchored_at(begun):
             crc, size = _read_into(body, spans, gaps) if spans is not None else crc_of_stream(body, self._buf)
         self._stream = (begun, time.time())  # the file's bytes streamed (wall clock)
-        if size == entry.size and body.longer():
-            return f"size more than manifest {entry.size}"
-        if size != entry.size:
-            return f"size {size} != manifest {entry.size}"
-        if crc != entry.crc32c:
-            return f"checksum mismatch ({crc} != {entry.crc32c})"
+        if (wrong := _against_manifest(body, size, crc, entry)) is not None:
+            return wrong
         if bad is not None:  # intact bytes, but not this rank's layout
             raise bad
         if meta.get("step") != step or meta.get("rank") != self.source:
@@ -338,6 +390,27 @@ class Restorer:
             loaded = torch.load(fh if path is None else path, mmap=path is not None, weights_only=True)
             self.state.fill_staging(loaded)
             del loaded
+        return None
+
+    def _read_as_written(self, fh, entry, step: int):
+        """Read the file in one pass as this run's writer lays it out for ``step``
+        (emulator/checkpoint/file_plan.py): None on success, else why not, or ``_OTHER_LAYOUT`` when
+        it is intact but laid out otherwise (read again the general way)."""
+        if hasattr(fh, "will_read_all"):
+            fh.will_read_all(structure=False)  # S3: one GET, first to last byte, asked for as the plan is made
+        plan = expected_layout(self.state, step)
+        if plan is None or plan.size != entry.size:
+            return _OTHER_LAYOUT
+        body = BoundedReader(fh, entry.size, timeout_s=self.read_timeout_s, what=entry.key)
+        gaps, begun = [], time.time()
+        with anchored_at(begun):
+            crc, size = _read_into(body, plan.spans, gaps)
+        self._stream = (begun, time.time())
+        if (wrong := _against_manifest(body, size, crc, entry)) is not None:
+            return wrong
+        if not plan.matches(gaps):
+            return _OTHER_LAYOUT
+        self.plan = (plan.spans, gaps, size) if self.keep_plan and plan.whole_tensors else None
         return None
 
     def _spans(self, meta: dict) -> list | None:

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: the tiers that hold files a rank writes or a copy lands in, nearest first (a peer holds
-#: copies of the memory tier in other nodes' memory)
-ORDER = ("memory", "peer", "local", "global")
-FILE_TIERS = ("memory", "local", "global")
+from emulator.design import ladder
 
 
 @dataclass(frozen=True)
@@ -24,24 +21,24 @@ class Schedule:
     keep: dict   # tier name -> complete checkpoints kept
 
     @classmethod
-    def from_config(cls, cfg) -> "Schedule":
-        keep = {n: cfg.tiers.entry(n).keep or cfg.checkpoint.keep for n in cfg.tiers.configured()}
-        return cls(cfg.tier_every, keep)
+    def of(cls, rungs) -> "Schedule":
+        """The schedule of a design's ladder (its :class:`~emulator.design.ladder.Rung` s)."""
+        return cls({r.name: r.every for r in rungs}, {r.name: r.keep for r in rungs})
 
     @classmethod
     def two_tier(cls, local: bool, keep: int) -> "Schedule":
         """Every checkpoint to the local tier (if any) and the global tier: the design before levels."""
-        names = ("local", "global") if local else ("global",)
+        names = tuple(n for n in ladder.lasting_file_tiers() if local or not ladder.kind(n).node_local)
         return cls({n: 1 for n in names}, {n: keep for n in names})
 
     def due(self, count: int) -> tuple[str, ...]:
         """The tiers that take the mode's ``count``-th checkpoint (1-based), nearest first."""
-        return tuple(n for n in ORDER if n in self.every and count % self.every[n] == 0)
+        return tuple(n for n in ladder.in_order(self.every) if count % self.every[n] == 0)
 
     @staticmethod
     def first(due) -> str | None:
         """The tier a rank writes its file to: the nearest file tier that takes the checkpoint."""
-        return next((n for n in FILE_TIERS if n in due), None)
+        return ladder.nearest_file_tier(due)
 
     def interval_steps(self, name: str, base: int) -> int:
         return self.every[name] * base

@@ -3,8 +3,11 @@ config arguments and loading the config they name."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import sys
+from pathlib import Path
 
 from emulator.errors import EXIT_MISSED, EXIT_OK, UserError, shown
 
@@ -64,6 +67,11 @@ _SHORTCUTS = (("scale", "run.scale"), ("out", "run.out"), ("metrics_port", "metr
               ("keep_tiers", "run.keep_tiers"))
 
 
+#: shortcut flags whose value is text (a path, an address): passed as a YAML string, so ``--out 'a: b'``
+#: is that folder, not a mapping
+_TEXT_FLAGS = ("out", "metrics_addr")
+
+
 def add_fail_on_miss(p) -> None:
     p.add_argument("--fail-on-miss", action="store_const", const="true",
                    help="exit 1 when the design missed its goals (run.fail_on_miss; exit statuses: README)")
@@ -85,6 +93,35 @@ def load(args):
     overrides = list(args.set or [])
     for flag, key in _SHORTCUTS:
         value = getattr(args, flag, None)
-        if value is not None and value != "":
-            overrides.append(f"{key}={value}")
+        if value is None:
+            continue
+        if flag in _TEXT_FLAGS:  # a path or an address as given (a quoted YAML string), never parsed as YAML
+            value = json.dumps(str(value))
+        overrides.append(f"{key}={value}")  # an empty --out is refused by the key's own check, never dropped
     return load_config(args.config, overrides)
+
+
+def check_output_path(path, flag: str, *, folder: bool) -> Path:
+    """An output the user named (``folder``: a folder the command writes its files in, else one file):
+    a path with no control character and no name too long, whose folders are safe to reach and
+    writable (tiers.safepath), checked before any work and without making anything. The folder of a
+    file may be shared (root's, sticky): the file is renamed into it, never opened there by name."""
+    from tiers.base import TierError
+    from tiers.safepath import check_reach, path_problem
+    text = str(path)
+    where = f"{flag} {shown(text, 200, quote=False)}"
+    problem = path_problem(text)
+    if problem is not None:
+        raise UserError(f"{where}: {problem}")
+    target = Path(os.path.abspath(os.path.expanduser(text)))
+    try:
+        there, missing = check_reach(target if folder else target.parent, what=where, owned=folder)
+    except NotADirectoryError as exc:
+        raise UserError(f"{where}: cannot write: {exc.filename} is not a directory") from None
+    except TierError as exc:
+        raise UserError(str(exc)) from None
+    if not folder and (there / target.name).is_dir() and not missing:
+        raise UserError(f"{where}: is a folder; give the file's name")
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise UserError(f"{where}: cannot write: {there} is not writable")
+    return target

@@ -16,24 +16,21 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from pathlib import Path
+from dataclasses import replace
 
 from emulator import planner
-from emulator.cli.common import config_completer
+from emulator.cli.common import check_output_path, config_completer
+from emulator.cli.plan_report import as_config, render, render_napkin, render_sweep, write_plot
+from emulator.design.wear import parse_endurance
 from emulator.errors import ConfigError, UserError
 from emulator.units import (
-    fmt_bytes,
-    fmt_duration,
-    fmt_pct,
-    fmt_rate,
+    DECIMAL,
+    byte_family,
     parse_duration,
     parse_size,
     rate_and_family,
-    table,
+    size_and_family,
 )
-from tiers.base import TierError
-from tiers.safepath import check_reach
 
 DEFAULT_PLOT = "./ckpt-emu-data/plan-sweep.png"
 #: bounds far outside anything real that keep every derived figure finite (no overflow, no 0 interval)
@@ -81,6 +78,8 @@ def add_plan_parser(subparsers):
     a("--overlap-target", metavar="F", help="the largest share of a tier's interval its copy may take (default 0.10)")
     a("--sweep", action="store_true", help="also print goodput against the base interval and write a plot")
     a("--plot", metavar="PATH", help=f"where --sweep writes its PNG (default {DEFAULT_PLOT}; implies --sweep)")
+    a("--nvme-endurance", metavar="RATING", help="the NVMe's rated endurance: drive writes a day over 5 years "
+      "(1DWPD, 3DWPD) or the bytes it may write (7PB); bounds the recommendation (default 1DWPD)")
     a("--json", action="store_true", help="print one JSON object instead of tables")
     a("--config", dest="plan_config", metavar="FILE", help="removed: give the run config as `plan CONFIG`")
     p.set_defaults(func=run_plan)
@@ -127,6 +126,11 @@ def _rate(value, flag: str) -> tuple[float | None, str | None]:
     if not RATES[0] <= bps <= RATES[1]:
         raise UserError(f"{flag}: {value!r} is outside {RATES[0]:g} B/s .. {RATES[1]:g} B/s")
     return bps, family
+
+
+def _rate_text(value, flag: str) -> str | None:
+    """A rate flag checked (:func:`_rate`) and kept as written, for the design it restates."""
+    return None if value is None or _rate(value, flag)[0] is None else str(value).strip()
 
 
 def _duration(value, flag: str, *, zero: bool = False) -> float | None:
@@ -185,30 +189,24 @@ def config_design(args, *, calibration=None):
     """(config, design) of ``plan CONFIG``: the job the flags name, the design's tiers and failures."""
     from emulator.config import load_config
     from emulator.design import resolve
+    from emulator.design.capacity import fitted
+    from emulator.design.overrides import Overrides
     if args.size is not None:
         raise UserError("--size: the config's model sizes its checkpoint (--size is for a napkin plan, "
                         "without CONFIG)")
     cfg = load_config(args.config, list(args.set or []))
     nodes, per_node = job_shape(cfg, _whole(args.accelerators, "--accelerators"), _whole(args.nodes, "--nodes"))
-    bandwidth, _ = _rate(args.bandwidth, "--bandwidth")
-    nic, _ = _rate(args.nic, "--nic")
-    snapshot, _ = _rate(args.snapshot_rate, "--snapshot-rate")
-    design = resolve(cfg, nodes=nodes, accelerators_per_node=per_node, calibration=calibration,
-                     global_write_bps=bandwidth, nic_bps=nic, snapshot_bps=snapshot,
-                     base_interval_s=_duration(args.interval, "--interval"), **_failure_flags(args))
-    unpaced = [n for n in design.tiers if n != "peer" and design.sources.get(f"{n}_write") == "none"]
-    if unpaced:
-        keys = " and ".join(f"{'design.global' if n == 'global' else f'design.node.{n}'} (or "
-                            f"tiers.{n}.emulate.write_gib_s)" for n in unpaced)
-        raise UserError(f"plan: the {' and '.join(unpaced)} tier{'s have' if len(unpaced) > 1 else ' has'} no rate "
-                        f"to plan with: give {keys}, or --calibrate RESULTS_JSON of a run")
+    rates = {key: _rate_text(getattr(args, flag), f"--{flag.replace('_', '-')}")
+             for key, flag in (("global_write", "bandwidth"), ("nic", "nic"), ("snapshot", "snapshot_rate"))}
+    flags = Overrides(nodes=nodes, accelerators_per_node=per_node, **_failure_flags(args), **rates)
+    design = resolve(cfg, calibration=calibration, overrides=flags,
+                     base_interval_s=_duration(args.interval, "--interval"))
+    design = fitted(design, cfg.checkpoint.on_local_full)
     return cfg, design
 
 
 def _trace_rates(design, path: str):
     """``design`` failing at the rates of the trace at ``path`` (each class's failures over its span)."""
-    from dataclasses import replace
-
     from emulator.simulation.arrivals import Arrivals, read_trace
     rates = Arrivals(design.failures, trace=read_trace(path)).rates()
     return replace(design, failures=design.failures.at_rates(rates))
@@ -230,8 +228,11 @@ def job_shape(cfg, accelerators: int | None, nodes: int | None) -> tuple[int | N
 
 
 def napkin(args):
-    """(design or None, reference figures, size, preset) of a napkin plan."""
-    from emulator.design.napkin import napkin_design
+    """(design or None, reference figures, size, preset, the family its sizes are said in) of a napkin
+    plan: the family ``--size`` was written in; for a preset's size, ``--bandwidth``'s, else decimal
+    (as storage is quoted). A size from a config keeps its layout (emulator/design/napkin.py ``layout_job``)."""
+    from emulator.config import load_config
+    from emulator.design.napkin import layout_job, napkin_design, unfilled_note
     if args.set:
         raise UserError("--set: overrides a config's keys; give a CONFIG (or describe the napkin with flags)")
     if args.calibrate is not None:
@@ -243,6 +244,8 @@ def napkin(args):
         raise UserError("plan: give a CONFIG, or --accelerators N (with --size and --bandwidth) for a napkin plan")
     size, preset = resolve_size(args.size) if args.size is not None else (None, None)
     bandwidth, family = _rate(args.bandwidth, "--bandwidth")
+    sizes = (size_and_family(args.size, "--size")[1] if size is not None and preset is None
+             else byte_family(family) if family is not None else DECIMAL)
     if bandwidth is not None and size is None:
         raise UserError("--bandwidth: needs --size, the checkpoint it moves")
     nic, _ = _rate(args.nic, "--nic")
@@ -258,229 +261,18 @@ def napkin(args):
         per_node = accelerators // nodes
     design = None
     if bandwidth is not None:
+        sized_by = load_config(preset) if preset is not None else None
+        job = layout_job(sized_by, accelerators, per_node) if sized_by is not None else None
         design = napkin_design(accelerators, size, bandwidth, family=family, accelerators_per_node=per_node,
-                               nic_bps=nic, snapshot_bps=snapshot, base_interval_s=interval, **failures)
+                               nic_bps=nic, snapshot_bps=snapshot, base_interval_s=interval, job=job, **failures)
+        if sized_by is not None and job is None:
+            design = replace(design, notes=design.notes + (unfilled_note(sized_by, accelerators),))
     mttf = failures["mttf_hours"] or 50_000.0
     figures = planner.reference_figures(accelerators, mttf, **{k: v for k, v in options.items()
                                                                if k != "overlap_target"})
     if figures.cluster_mttf_s < 1:
         raise UserError(f"--mttf-hours: {mttf:g} h over {accelerators:,} accelerators is a cluster MTTF under a second")
-    return design, figures, size, preset
-
-
-# --------------------------------------------------------------------------- the report
-
-def _rate_of(bps: float, family: str) -> str:
-    return "unlimited" if math.isinf(bps) else fmt_rate(bps, family)
-
-
-def _header(p: planner.Plan, label: str) -> list:
-    d = p.design
-    j = d.job
-    per = "" if len(j.groups) == 1 else f", the heaviest node {fmt_bytes(j.heaviest.node_bytes)}"
-    return [f"Plan for {label}: {j.nodes:,} node{'s' if j.nodes != 1 else ''} x {j.accelerators_per_node} "
-            f"accelerators ({j.accelerators:,}), checkpoint {fmt_bytes(j.checkpoint_bytes)}"
-            f" ({fmt_bytes(j.heaviest.node_bytes)} per node{per})", ""]
-
-
-def _failure_rows(p: planner.Plan) -> list:
-    r = p.reference
-    rows = [[f"Failures (MTTF {r.mttf_hours:,g} h per accelerator)"],
-            ["  cluster MTTF", fmt_duration(r.cluster_mttf_s)],
-            ["  failures per day", f"{r.failures_per_day:.3g}"]]
-    return rows
-
-
-def _class_table(p: planner.Plan) -> str:
-    rows = [[c.name, f"{c.per_day:.3g}", c.tier, fmt_duration(c.detect_s), fmt_duration(c.restart_s),
-             fmt_duration(c.restore_s), fmt_duration(c.recovery_s)] for c in p.classes]
-    return table(rows, ["class", "per day", "restores from", "detect", "restart", "restore", "recovery"],
-                 left=(0, 2))
-
-
-def _cost_rows(p: planner.Plan) -> list:
-    c, d = p.costs, p.design
-    rows = [["One checkpoint, alone (every node at once)"], ["  snapshot", fmt_duration(c.snapshot_s),
-                                                              f"{d.sources.get('snapshot', 'design')}"]]
-    for name in d.tiers:
-        rows.append([f"  {name} copy", fmt_duration(c.copy_s[name]), f"durable {fmt_duration(c.lag_s[name])} "
-                     f"after the snapshot"])
-    rows += [["  sync stall C", fmt_duration(c.sync_stall_s), "snapshot + every copy"],
-             ["  async stall", fmt_duration(c.async_stall_s), "the snapshot"]]
-    return rows
-
-
-def _reference_rows(r) -> list:
-    rows = [[f"Reference intervals ({r.checkpoints_per_failure:g} checkpoints per failure, "
-             f"{r.overhead_budget * 100:g}% overhead budget)"],
-            ["  rule of thumb", fmt_duration(r.rule_of_thumb_s), f"{r.checkpoints_per_day:,.1f} a day, a sync "
-             f"checkpoint may take {fmt_duration(r.sync_budget_s)}"]]
-    if r.young_s is not None:
-        rows += [["  Young sqrt(2CM)", fmt_duration(r.young_s), "for the sync stall C"],
-                 ["  Daly", fmt_duration(r.daly_s), "for the sync stall C"]]
-    return rows
-
-
-def _every_text(cell) -> str:
-    return ", ".join(f"{n} every {e}" for n, e in list(cell.every.items())[1:]) or "one tier"
-
-
-def _best_table(p: planner.Plan) -> str:
-    rows = []
-    for m, s in p.modes.items():
-        mark = "<- recommended" if m == p.recommended else ""
-        edge = f"on the grid's edge: {', '.join(s.on_edge)}" if s.on_edge else ""
-        rows.append([m, fmt_duration(s.best.base_interval_s), _every_text(s.best), fmt_pct(s.best.goodput),
-                     fmt_pct(s.configured.goodput), " ".join(x for x in (mark, edge) if x)])
-    own = next(iter(p.modes.values())).configured
-    return table(rows, ["mode", "interval", "other tiers", "goodput",
-                        f"at the design's ({fmt_duration(own.base_interval_s)}, {_every_text(own)})", ""],
-                 left=(0, 2, 5))
-
-
-def _tier_table(p: planner.Plan) -> str:
-    rows = []
-    for t in p.tiers:
-        per = "for the job" if t.scope == "job" else "per node"
-        rows.append([t.name, f"every {t.every}", fmt_duration(t.interval_s), fmt_duration(t.copy_s),
-                     fmt_pct(t.overlap), f"{_rate_of(t.rate_bps, t.family)} {per}",
-                     f"{fmt_rate(t.needed_bps, t.family)} {per}", f"x{t.headroom:.3g}",
-                     "" if t.overlap <= p.overlap_target else "over the overlap target"])
-    return table(rows, ["tier", "takes", "interval", "copy", "overlap", "moves at",
-                        f"needs ({p.overlap_target * 100:g}% overlap)", "headroom", ""], left=(0, 1, 5, 6, 8))
-
-
-def _volume_lines(p: planner.Plan, s3: dict | None) -> list:
-    v = p.volume
-    if v is None:
-        return []
-    lines = [f"Global storage: {fmt_bytes(v.bytes_per_day)} a day ({v.checkpoints_per_day:,.1f} checkpoints, "
-             f"{v.per_failure:,.0f} per failure that restores from it)"]
-    if v.flagged:
-        kept = p.modes[p.recommended].kept
-        lines.append(f"  FLAG: more than {v.limit_per_failure:g} checkpoints per failure ("
-                     f"{v.limit_per_failure / p.reference.checkpoints_per_failure:g} x the rule of thumb) and more "
-                     f"than one every 15 minutes: storage traffic, wear and cost the model does not price, for little goodput")
-        if kept is not None:
-            g = kept.every.get("global", 1) * kept.base_interval_s
-            lines.append(f"  best under that: every {fmt_duration(kept.base_interval_s)}, {_every_text(kept)} "
-                         f"(global every {fmt_duration(g)}), goodput {fmt_pct(kept.goodput)} "
-                         f"({(kept.goodput - p.best.goodput) * 100:+.2f} points)")
-    if s3 is not None:
-        from emulator.simulation import s3cost
-        lines.append(f"  S3 cost at the recommended interval: {s3cost.format_cost(s3)}")
-    return lines
-
-
-def _config_lines(p: planner.Plan, cfg) -> list:
-    step = cfg.training.step_seconds if cfg is not None else 0
-    if not step:
-        return []
-    base = max(1, round(p.best.base_interval_s / step))
-    tiers = ", ".join(f"tiers.{n}.interval_steps: {base * e}" for n, e in list(p.best.every.items())[1:] if e > 1)
-    return [f"  as config: checkpoint.interval_steps: {base} ({fmt_duration(base * step)} of "
-            f"{fmt_duration(step)} steps){', ' + tiers if tiers else ''}"]
-
-
-def render(p: planner.Plan, label: str, *, cfg=None, s3: dict | None = None) -> str:
-    out = _header(p, label)
-    out.append(table(_failure_rows(p), indent="", left=(0, 2)))
-    out.append(_class_table(p))
-    out.append(table(_cost_rows(p) + _reference_rows(p.reference), indent="", left=(0, 2)))
-    out += ["", "Best intervals (the multi-level model over a grid of base intervals and every-N-th per tier)",
-            _best_table(p), "",
-            f"Tiers at the recommended intervals ({p.recommended}, every {fmt_duration(p.best.base_interval_s)})",
-            _tier_table(p)]
-    out += _config_lines(p, cfg) + _volume_lines(p, s3)
-    if p.notes:
-        out += ["Notes"] + [f"  - {n}" for n in p.notes]
-    return "\n".join(out)
-
-
-def render_napkin(r, size: int | None, preset: str | None, overlap_target: float) -> str:
-    out = [f"Plan for {r.accelerators:,} accelerators (MTTF {r.mttf_hours:,g} h each)"
-           + (f", checkpoint {fmt_bytes(size)}" + (f" ({preset})" if preset else "") if size else ""), ""]
-    rows = [["Failures"], ["  cluster MTTF", fmt_duration(r.cluster_mttf_s)],
-            ["  failures per day", f"{r.failures_per_day:.3g}"]] + _reference_rows(r)
-    if size:
-        rows += [["Bandwidth needed at the rule of thumb's interval"],
-                 ["  sync: size / time budget", fmt_rate(size / r.sync_budget_s)],
-                 [f"  async: size / ({overlap_target * 100:g}% x interval)",
-                  fmt_rate(size / (overlap_target * r.rule_of_thumb_s))],
-                 ["  written per day", fmt_bytes(size * r.checkpoints_per_day)]]
-    out.append(table(rows, indent="", left=(0, 2)))
-    out.append("give --size and --bandwidth (or a CONFIG) for the best intervals and their goodput"
-               if not size else "give --bandwidth (the global storage's write rate) for the best intervals and "
-                                "their goodput")
-    return "\n".join(out)
-
-
-#: the sweep shows the base intervals where some mode is within this many points of its best
-SWEEP_SPAN = 0.20
-
-
-def _shown(p: planner.Plan) -> list:
-    """Indices of the grid's base intervals the sweep shows: where some mode comes within SWEEP_SPAN of its best."""
-    curves = [(s.curve, s.best.goodput) for s in p.modes.values()]
-    return [k for k in range(len(curves[0][0])) if any(c[k][1] >= best - SWEEP_SPAN for c, best in curves)]
-
-
-def render_sweep(p: planner.Plan) -> str:
-    modes = list(p.modes)
-    curves = [p.modes[m].curve for m in modes]
-    rows = []
-    for k in _shown(p):
-        marks = [f"<- {m}" for m, c in zip(modes, curves) if c[k][0] == p.modes[m].grid_best.base_interval_s]
-        rows.append([fmt_duration(curves[0][k][0])] + [fmt_pct(c[k][1]) for c in curves] + [" ".join(marks)])
-    lines = [f"Goodput against the base interval (each at its best every-N-th per tier; within "
-             f"{SWEEP_SPAN * 100:g} points of a best)", table(rows, ["interval", *modes, ""], left=(0, len(modes) + 1))]
-    for m in modes:
-        b = p.modes[m].best
-        lines.append(f"  best {m}: every {fmt_duration(b.base_interval_s)}, goodput {fmt_pct(b.goodput)}")
-    return "\n".join(lines)
-
-
-def plot_figure(p: planner.Plan):
-    """Goodput against the base interval for each mode, the optima and the reference intervals marked."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter
-
-    fig = Figure(figsize=(8, 5), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    shown = _shown(p)
-    for (mode, s), color in zip(p.modes.items(), ("tab:blue", "tab:orange")):
-        ax.plot([s.curve[k][0] / 60 for k in shown], [s.curve[k][1] * 100 for k in shown], color=color, label=mode)
-        ax.plot([s.best.base_interval_s / 60], [s.best.goodput * 100], marker="*", markersize=14, color=color,
-                linestyle="none", label=f"best {mode}: {fmt_duration(s.best.base_interval_s)}, "
-                                        f"{fmt_pct(s.best.goodput)}")
-    r = p.reference
-    for name, t, style in (("rule of thumb", r.rule_of_thumb_s, ":"), ("Young", r.young_s, "--"),
-                           ("Daly", r.daly_s, "-.")):
-        if t is not None:
-            ax.axvline(t / 60, color="grey", linestyle=style, linewidth=1, label=f"{name}: {fmt_duration(t)}")
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    best = [s.best.goodput * 100 for s in p.modes.values()]
-    ax.set_ylim(max(0.0, min(best) - 25), min(100.0, max(best) + 2))
-    ax.set_xlabel("base checkpoint interval (minutes)")
-    ax.set_ylabel("expected goodput (%)")
-    ax.set_title(f"{p.design.job.accelerators:,} accelerators, cluster MTTF {fmt_duration(r.cluster_mttf_s)}")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower center")
-    return fig
-
-
-def write_plot(p: planner.Plan, path: str) -> Path:
-    """PNG of :func:`plot_figure` at ``path`` (parent folders are created)."""
-    out = Path(path)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        plot_figure(p).savefig(out, format="png")
-    except OSError as exc:
-        raise UserError(f"--plot {path}: cannot write: {exc.strerror}") from None
-    return out
+    return design, figures, size, preset, sizes
 
 
 def s3_figures(cfg, p: planner.Plan) -> dict | None:
@@ -492,7 +284,7 @@ def s3_figures(cfg, p: planner.Plan) -> dict | None:
     groups = [(g.nodes, g.files, g.file_bytes) for g in p.design.job.groups]
     verify = p.design.verify if p.design.tiers[0] != "global" else "none"
     ckpt, restore = s3cost.job_requests(groups, part, verify=verify, keep=p.design.tier("global").keep)
-    interval = p.best.every["global"] * p.best.terms.period_s
+    interval = planner.DAY / p.volume.checkpoints_per_day  # as the volume counts them: while the job runs
     return s3cost.cost_figures(cfg.cost, checkpoint=ckpt, checkpoint_bytes=p.design.job.checkpoint_bytes,
                                keep=p.design.tier("global").keep, interval_s=interval, restore=restore,
                                restore_bytes=p.design.job.checkpoint_bytes)
@@ -502,27 +294,16 @@ def _label(cfg) -> str:
     return cfg.model.name if cfg is not None else "a napkin design"
 
 
-def _check_plot_path(path: str) -> None:
-    """Before any work: the plot's folder exists or can be made (a file on its way is refused)."""
-    try:
-        there, _ = check_reach(Path(path).parent, what=f"--plot {path}")
-    except NotADirectoryError as exc:
-        raise UserError(f"--plot {path}: cannot write: {exc.filename} is not a directory") from None
-    except TierError as exc:
-        raise UserError(str(exc)) from None
-    if not os.access(there, os.W_OK | os.X_OK):
-        raise UserError(f"--plot {path}: cannot write: {there} is not writable")
-
-
 def run_plan(args) -> int:
     if args.plan_config is not None:
         raise UserError("--config: a plan: section is no longer read; give the run config as `plan CONFIG`, or "
                         "describe the job with flags (--accelerators, --size, --bandwidth)")
+    parse_endurance(args.nvme_endurance)  # checked before anything is written
     want_sweep = args.sweep or args.plot is not None
     if want_sweep:
-        _check_plot_path(args.plot or DEFAULT_PLOT)
+        check_output_path(DEFAULT_PLOT if args.plot is None else args.plot, "--plot", folder=False)
     options = _plan_options(args)
-    cfg = None
+    cfg, family = None, None
     if args.config is not None:
         calibration = None
         if args.calibrate is not None:
@@ -532,25 +313,27 @@ def run_plan(args) -> int:
         if args.failures is not None:
             design = _trace_rates(design, args.failures)
     else:
-        design, figures, size, preset = napkin(args)
+        design, figures, size, preset, family = napkin(args)
         if design is None:
             if want_sweep:
                 raise UserError("--sweep: needs the costs: give --size and --bandwidth (or a CONFIG)")
             overlap = options.get("overlap_target", planner.OVERLAP_TARGET)
             if args.json:
-                print(json.dumps({"reference": vars(figures), "checkpoint_bytes": size, "size_from": preset}, indent=1))
+                needs = planner.rule_of_thumb_needs(figures, size, overlap) if size else None
+                print(json.dumps({"reference": vars(figures), "checkpoint_bytes": size, "size_from": preset,
+                                  "overlap_target": overlap, "rule_of_thumb_needs": needs}, indent=1))
             else:
-                print(render_napkin(figures, size, preset, overlap))
+                print(render_napkin(figures, size, preset, overlap, family))
             return 0
-    p = planner.plan(design, **options)
-    plot = write_plot(p, args.plot or DEFAULT_PLOT) if want_sweep else None
+    p = planner.plan(design, **options, endurance=parse_endurance(args.nvme_endurance))
+    plot = write_plot(p, DEFAULT_PLOT if args.plot is None else args.plot) if want_sweep else None
     s3 = s3_figures(cfg, p)
     if args.json:
         d = p.to_dict()
-        d.update(s3_cost=s3, plot=str(plot) if plot else None)
+        d.update(label=_label(cfg), as_config=as_config(p, cfg), s3_cost=s3, plot=str(plot) if plot else None)
         print(json.dumps(d, indent=1))
         return 0
-    print(render(p, _label(cfg), cfg=cfg, s3=s3))
+    print(render(p, _label(cfg), cfg=cfg, s3=s3, family=family))
     if want_sweep:
         print()
         print(render_sweep(p))

@@ -6,6 +6,7 @@ import json
 from emulator.checkpoint.injection import kill_override
 from emulator.checkpoint.node_loss import lose_nodes_override
 from emulator.cli.common import add_config_args, add_fail_on_miss, load, report_misses
+from emulator.errors import UserError
 from emulator.job import outdir
 from emulator.results.verdict import load_failed, misses
 from emulator.units import parse_duration
@@ -15,11 +16,16 @@ def add_run_parser(sub) -> None:
     run = sub.add_parser("run", help="run the emulator (sync and async checkpointing, then loads)", examples=(
         "ckpt-emu run  # the embedded default, about a minute",
         "ckpt-emu run llama3-70b-subset --scale 0.01 --out runs/70b",
-        "ckpt-emu run design.yaml --duration 2h --metrics-port 9400 --quiet"))
+        "ckpt-emu run design.yaml --soak 2h --lose-local-after 60 --metrics-port 9400 --quiet"))
     add_config_args(run)
     run.add_argument("--out", help="results folder (run.out); one that holds a finished run's results is refused")
     run.add_argument("--force", action="store_true", help="replace the results a finished run left in --out")
-    run.add_argument("--duration", help="soak mode: train for this long (90s, 30m, 2h), split over the modes")
+    run.add_argument("--duration", help="train for this long (90s, 30m, 2h) of wall time here, split over the "
+                     "modes (the baseline, sync, async)")
+    run.add_argument("--soak", metavar="DURATION",
+                     help="a soak (a proof of concept's hours): async checkpoints only, for this long of wall "
+                          "time here; the failures given (--lose-local-after N, --lose-nodes N:NODES, "
+                          "failures.global_fault) come again every N checkpoints, and the run recovers from each")
     add_fail_on_miss(run)
     run.add_argument("--keep-tiers", action="store_const", const="true",
                      help="keep the checkpoints of tiers in host memory (tmpfs: the default's) after the run "
@@ -43,16 +49,32 @@ def add_run_parser(sub) -> None:
     run.add_argument("--rdzv-id", default="ckpt-emu", help="rendezvous id shared by the nodes of one job")
     run.add_argument("--node-rank", type=int, help="this node's fixed rank (torchrun's static rendezvous, at node "
                      "0's --rdzv-endpoint): a replacement started with a lost node's rank takes its place")
+    run.add_argument("--node-addr", metavar="ADDR",
+                     help="this node's IPv4 address on the job's network (multi-node): the rendezvous (on the "
+                          "endpoint's node), the job's store, gloo and the metrics (unless --metrics-addr) "
+                          "listen on it alone")
     run.set_defaults(func=cmd_run)
+
+
+#: a soak's modes: async alone, no baseline (emulator/rank/soak.py)
+SOAK_SETTINGS = ("checkpoint.modes=[async]", "checkpoint.baseline=false")
 
 
 def cmd_run(args) -> int:
     from emulator.launch.runner import execute_run  # the run's stack (torchrun, tiers) only when running
+    if args.node_addr and not args.metrics_addr:  # the metrics listen where the node does
+        args.metrics_addr = args.node_addr
+    if args.soak is not None:
+        if args.duration is not None:
+            raise UserError("--soak DURATION is the run's duration: give it or --duration, not both")
+        args.set = list(args.set or []) + list(SOAK_SETTINGS)
     cfg = load(args)
-    duration = parse_duration(args.duration, "--duration") if args.duration else None
-    out = execute_run(cfg, duration=duration, nnodes=args.nnodes, nproc_per_node=args.nproc_per_node,
-                      rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, quiet=args.quiet,
-                      node_rank=args.node_rank, force=args.force)
+    duration = parse_duration(args.duration, "--duration") if args.duration is not None else None
+    if args.soak is not None:
+        duration = parse_duration(args.soak, "--soak")
+    out = execute_run(cfg, duration=duration, soak=args.soak is not None, nnodes=args.nnodes,
+                      nproc_per_node=args.nproc_per_node, rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id,
+                      quiet=args.quiet, node_rank=args.node_rank, node_addr=args.node_addr, force=args.force)
     report = out / outdir.REPORT
     if not report.exists():
         print(f"this node finished; the report is written where rank 0 runs ({out})")

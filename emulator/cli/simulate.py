@@ -13,7 +13,9 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+from emulator.cli.common import check_output_path
 from emulator.design.failures import CLASSES, class_of
+from emulator.design.wear import parse_endurance
 from emulator.errors import UserError
 from emulator.launch.progress import Counted
 from emulator.units import parse_duration, parse_rate
@@ -64,6 +66,8 @@ def add_simulate_parser(subparsers):
       help="each accelerator's copy of its state to host memory, e.g. 48GiB/s (default: design.node.snapshot)")
     a("--sweep", action="append", metavar="SPEC", help="grid: interval=5m,10m,... global_bandwidth=100GB/s..800GB/s:4 "
       "peer_every=1,2,4 local_every=... global_every=... (multiples of the base interval)")
+    a("--nvme-endurance", metavar="RATING", help="the NVMe's rated endurance: drive writes a day over 5 years "
+      "(1DWPD, 3DWPD) or the bytes it may write (7PB); default 1DWPD")
     a("--as-run", action="store_true", help="simulate exactly what `ckpt-emu run CONFIG` emulates (to check)")
     a("--seed", default="0", metavar="N", help="random seed of the failures (default 0)")
     a("--out", default=DEFAULT_OUT, metavar="DIR", help=f"where pictures and sweep JSON go ({DEFAULT_OUT})")
@@ -98,9 +102,13 @@ def _num(args, name: str, *, kind=float, minimum: float | None = None, above: fl
     return v
 
 
-def _rate(args, name: str) -> float | None:
+def _rate(args, name: str) -> str | None:
+    """A rate flag checked in the unit grammar and kept as written, for the design it restates."""
     raw = getattr(args, name, None)
-    return None if raw is None else parse_rate(str(raw).strip(), "--" + name.replace("_", "-"))
+    if raw is None:
+        return None
+    parse_rate(str(raw).strip(), "--" + name.replace("_", "-"))
+    return str(raw).strip()
 
 
 def parse_restarts(specs) -> dict | None:
@@ -135,77 +143,63 @@ def parse_inputs(args) -> dict:
         "node_loss_fraction": _num(args, "node_loss_fraction", minimum=0, maximum=1, optional=True),
         "group_loss_fraction": _num(args, "group_loss_fraction", minimum=0, maximum=1, optional=True),
         "restart_s": parse_restarts(getattr(args, "restart", None)),
-        "global_write_bps": _rate(args, "global_bandwidth"),
-        "nic_bps": _rate(args, "nic"),
-        "snapshot_bps": _rate(args, "snapshot_rate"),
+        "global_write": _rate(args, "global_bandwidth"),
+        "nic": _rate(args, "nic"),
+        "snapshot": _rate(args, "snapshot_rate"),
         "seed": _num(args, "seed", kind=int) if getattr(args, "seed", None) is not None else 0,
     }
+    parse_endurance(getattr(args, "nvme_endurance", None))  # checked here, read where capacity is said
     if (v["node_loss_fraction"] or 0) + (v["group_loss_fraction"] or 0) > 1:
         raise UserError(f"--node-loss-fraction + --group-loss-fraction: "
                         f"{v['node_loss_fraction'] + v['group_loss_fraction']:g} is above 1")
     return v
 
 
-def resolve_designs(cfg, args, v: dict, modes) -> tuple[dict, object]:
-    """({mode: the design}, the calibrating run's figures or None) from the config, the flags and
+def overrides(v: dict, *, as_run: bool = False):
+    """The flags that restate the design (emulator/design/overrides.py), from :func:`parse_inputs`
+    (``--nodes`` is the run's own nodes with ``--as-run``, not the job's)."""
+    from emulator.design.overrides import Overrides
+    job = {} if as_run else {"nodes": v["nodes"], "accelerators_per_node": v["per_node"]}
+    return Overrides(**job, **{k: v[k] for k in ("global_write", "nic", "snapshot", "mttf_hours",
+                                                 "node_loss_fraction", "group_loss_fraction", "restart_s")})
+
+
+def resolve_designs(cfg, args, v: dict, modes) -> tuple[dict, object, object]:
+    """({mode: the design}, the calibrating run's figures or None, the function that resolves a
+    mode's design with more figures restated: a sweep's rows) from the config, the flags and
     ``--calibrate`` (one calibration per mode: each mode's own host costs)."""
     from emulator.design import resolve
+    from emulator.design.capacity import fitted
     from emulator.simulation.calibrate import check_same_preset, mode_calibrations, read_results, run_groups
     fig = read_results(args.calibrate) if getattr(args, "calibrate", None) else None
     if fig is not None:
         check_same_preset(cfg, fig)
     cals = mode_calibrations(fig, modes) if fig is not None else {m: None for m in modes}
     as_run = bool(getattr(args, "as_run", False))
-    job = {"emulated_nodes": v["nodes"] or 1} if as_run else {"nodes": v["nodes"],
-                                                                  "accelerators_per_node": v["per_node"]}
-    kw = {k: v[k] for k in ("global_write_bps", "nic_bps", "snapshot_bps", "mttf_hours", "node_loss_fraction",
-                            "group_loss_fraction", "restart_s")}
+    flags = overrides(v, as_run=as_run)
+    emulated = v["nodes"] or 1 if as_run else 1
+
+    def design_of(mode: str, more=None):
+        return fitted(resolve(cfg, calibration=cals[mode], as_run=as_run, emulated_nodes=emulated,
+                              overrides=more.over(flags) if more else flags), cfg.checkpoint.on_local_full)
     designs, shared = {}, None
     for m in modes:
         if cals[m] is None:  # one design serves every mode
-            shared = shared or _fitted(cfg, resolve(cfg, as_run=as_run, **job, **kw))
+            shared = shared or design_of(m)
             designs[m] = shared
         else:
-            designs[m] = _fitted(cfg, resolve(cfg, calibration=cals[m], as_run=as_run, **job, **kw))
+            designs[m] = design_of(m)
     groups = run_groups(fig) if as_run and fig is not None else None
     if groups is not None and sum(g.nodes for g in groups) == designs[modes[0]].job.nodes:
         designs = {m: replace(d, job=replace(d.job, groups=groups)) for m, d in designs.items()}
-    return designs, fig
-
-
-def _fitted(cfg, d):
-    """The design as the pipeline will run it: every tier paced (else refused), and a local tier too
-    small for keep + 1 checkpoints left out (``on_local_full: global``) or refused (``skip``)."""
-    for name in d.tiers:
-        t = d.link(name)
-        if math.isinf(t.write.node_rate(1)):
-            part = "design.global" if name == "global" else f"design.node.{name}"
-            raise UserError(f"tiers.{name}: no rate to simulate it with: describe it ({part}), give "
-                            f"tiers.{name}.emulate.write_gib_s, or --calibrate with a run that measured it")
-    local = d.link("local")
-    if local is None or local.capacity_bytes is None:
-        return d
-    keep = d.tier("local").keep
-    need = (keep + 1) * d.job.heaviest.node_bytes
-    if need <= local.capacity_bytes:
-        return d
-    gib = 2 ** 30
-    if cfg.checkpoint.on_local_full == "skip":
-        raise UserError(f"tiers.local: a capacity of {local.capacity_bytes / gib:,.1f} GiB per node cannot hold "
-                        f"keep + 1 = {keep + 1} checkpoints ({need / gib:,.1f} GiB) and checkpoint.on_local_full "
-                        f"is skip: no checkpoint would ever be taken")
-    note = (f"local tier: {local.capacity_bytes / gib:,.1f} GiB per node cannot hold keep + 1 checkpoints "
-            f"({need / gib:,.1f} GiB): every checkpoint skips it (checkpoint.on_local_full: global)")
-    ladder = tuple(t for t in d.ladder if t.name != "local")
-    if ladder[0].every != 1:
-        ladder = (replace(ladder[0], every=1),) + ladder[1:]
-    return replace(d, ladder=ladder, notes=d.notes + (note,))
+    return designs, fig, design_of
 
 
 def _intervals(args, cfg, study, fig) -> dict:
     """Each mode's training time between checkpoints and where it came from; the planner's answer
     per mode where it set them."""
     from emulator.simulation.calibrate import step_seconds
+    from emulator.simulation.planning import with_every
     planned = {}
     for mode in study.modes:
         d = study.designs[mode]
@@ -221,13 +215,15 @@ def _intervals(args, cfg, study, fig) -> dict:
             if d.base_interval_s < 60:
                 study.interval_sources[mode] += (f"; only {d.base_interval_s:g} s at full size: give --interval T "
                                                  f"or --interval planner to ask a full-scale question")
-        elif args.interval == "planner":
+        elif args.interval == "planner":  # the planner's whole cell: its interval and each tier's every
             p = study.planned(mode)
             study.intervals[mode] = p.interval_s
-            study.interval_sources[mode] = ("the planner's optimum for this design's costs "
-                                            "(emulator/simulation/planning.py)")
+            study.designs[mode] = with_every(d, p.every)
+            study.interval_sources[mode] = ("the planner's recommendation for this design's costs (the best within "
+                                            "its bounds), each tier at its every (emulator/simulation/planning.py)")
             planned[mode] = {"interval_s": p.interval_s, "every": p.every, "goodput": p.goodput,
-                             "global_bytes_per_day": p.global_bytes_per_day, "notes": list(p.notes),
+                             "global_bytes_per_day": p.global_bytes_per_day,
+                             "global_checkpoints_per_day": p.global_per_day, "notes": list(p.notes),
                              **_s3_per_day(cfg, d, p)}
         else:
             study.intervals[mode] = parse_duration(args.interval, "--interval")
@@ -240,10 +236,7 @@ def _s3_per_day(cfg, d, p) -> dict:
     if cfg.tiers.global_.backend != "s3" or "global" not in p.every:
         return {}
     from emulator.simulation import s3cost
-    from emulator.design.costs import checkpoint_costs
-    stall = checkpoint_costs(d).async_stall_s if "async" in d.modes else 0.0
-    fig = s3cost.job_figures(cfg, d.job.groups, interval_s=(p.interval_s + stall) * p.every["global"],
-                             drain_s=1.0, restore_s=1.0)
+    fig = s3cost.job_figures(cfg, d.job.groups, interval_s=86400.0 / p.global_per_day, drain_s=1.0, restore_s=1.0)
     return {"s3_per_day_usd": fig["cost"]["per_day_usd"], "s3_price_list": fig["cost"]["price_list"]}
 
 
@@ -258,8 +251,8 @@ def build_study(args):
     if args.as_run and (args.failures or args.sweep):
         raise UserError("--as-run reproduces an emulation run: no --failures or --sweep with it")
     modes = list(cfg.checkpoint.modes)
-    designs, fig = resolve_designs(cfg, args, v, modes)
-    study = Study(cfg, designs, modes, v["days"], trace=trace, seed=v["seed"],
+    designs, fig, redesigner = resolve_designs(cfg, args, v, modes)
+    study = Study(cfg, designs, modes, v["days"], trace=trace, seed=v["seed"], redesigner=redesigner,
                   as_run_saves=cfg.checkpoint.saves if args.as_run else None)
     planned = _intervals(args, cfg, study, fig)
     return cfg, study, planned
@@ -280,13 +273,14 @@ def cmd_simulate(args) -> int:
     from emulator.simulation.output import describe, write_outputs
     from emulator.simulation.report import render, render_sweep
     from emulator.simulation.sweep import check_spec, parse_spec
+    check_output_path(args.out, "--out", folder=True)
     cfg, study, planned = build_study(args)
     spec = parse_spec(args.sweep, cfg.limits.sweep_points) if args.sweep else None
     if spec is not None:
         check_spec(study.design, spec)
     outcomes = {m: study.run(m) for m in study.modes}
     sweep = _sweep(args, study, spec) if spec else None
-    info = describe(cfg, study, args, planned)
+    info = describe(cfg, study, args, planned, outcomes)
     files = write_outputs(Path(args.out), info, outcomes, sweep)
     if args.json:
         print(json.dumps({**info, "modes": {m: o.to_dict() for m, o in outcomes.items()}, "sweep": sweep,

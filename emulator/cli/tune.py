@@ -13,7 +13,8 @@
 4. Confirm: one more run at the recommended interval (whole steps; time-compressed by c <= 1 when
    it would outlast ``--confirm-seconds``; the prediction is recomputed at the interval run),
    comparing predicted and measured overhead and overlap, and whether every drain beat the next
-   checkpoint. Compression makes the check stricter: overhead and overlap grow as 1/interval.
+   checkpoint. Compression makes the check stricter: overhead and overlap grow as 1/interval. It
+   never brings async checkpoints closer than the pipeline commits them (waits the schedule never has).
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ from pathlib import Path
 from emulator import planner
 from emulator.cli.common import add_config_args, add_fail_on_miss, load, number, report_misses
 from emulator.cli.plan import job_shape, s3_figures
-from emulator.errors import UserError
+from emulator.errors import EXIT_INTERRUPTED, Interrupted, UserError
 from emulator.job import outdir
+from emulator.job.clock import Clock
 from emulator.results.verdict import tune_misses
 from emulator.units import fmt_bytes, fmt_duration, fmt_pct, fmt_rate
 
@@ -84,10 +86,14 @@ def tune(cfg, *, accelerators: int, mttf_hours: float | None = None, confirm_sec
     res = _run(cfg, measure, modes=["sync", "async"], saves=measure_checkpoints,
                interval_steps=cfg.checkpoint.interval_steps, loads=1, force=force, quiet=quiet,
                stage="run 1 of 2, measuring")
+    if res.get("stopped_early"):
+        raise Interrupted(f"tune stopped during its measurement run: nothing planned (its results: {measure})")
     design = resolve(cfg, calibration=read_calibration(str(measure / outdir.RESULTS)), mttf_hours=mttf_hours)
     p = planner.plan(design, overlap_target=overlap_target)
-    # the confirmation runs at the dilation the measurement's probe chose: no second probe
-    cfg = cfg.with_overrides(f"run.dilation={(res.get('dilation') or {}).get('factor', 1.0)}")
+    # the confirmation runs at the dilation the measurement's probe chose, and at the scale it chose it
+    # for (run.wall_target may have lowered it): no second probe
+    cfg = cfg.with_overrides(f"run.dilation={(res.get('dilation') or {}).get('factor', 1.0)}",
+                             f"run.scale={res.get('scale', cfg.run.scale)}")
     confirmation = _confirm(cfg, base / "tune-confirm", p, max(3, measure_checkpoints), confirm_seconds,
                             force=force, quiet=quiet)
     return {
@@ -168,28 +174,50 @@ def _confirm(cfg, out: Path, p: planner.Plan, checks: int, confirm_seconds: floa
     (checks x interval x the time factor) would exceed ``confirm_seconds``; compare with the
     prediction at c*T."""
     mode, best = p.recommended, p.best
-    compression = min(1.0, confirm_seconds / (best.base_interval_s * cfg.time_factor * checks))
+    wall_per_design_s = Clock.of(cfg.run).time_factor  # the run's clock, outside the design
+    compression = min(1.0, confirm_seconds / (best.base_interval_s * wall_per_design_s * checks))
     step = cfg.training.step_seconds
-    steps = max(1, round(best.base_interval_s * compression / step))
+    steps = max(1, round(best.base_interval_s * compression / step), _fewest_steps(p, step))
     run_interval = steps * step  # full size
+    compression = min(1.0, run_interval / best.base_interval_s)
     extra = tuple(f"tiers.{n}.interval_steps={steps * e if e > 1 else 'null'}"  # each tier its every-N-th
                   for n, e in list(best.every.items())[1:])
     overhead, overlap = _run_predictions(p, run_interval)
-    got = _run(cfg, out, modes=[mode], saves=checks, interval_steps=steps, extra=extra, force=force, quiet=quiet,
-               stage=f"run 2 of 2, confirming {mode}")["modes"][mode]
+    run = _run(cfg, out, modes=[mode], saves=checks, interval_steps=steps, extra=extra, force=force, quiet=quiet,
+               stage=f"run 2 of 2, confirming {mode}")
+    got = run["modes"][mode]
+    stopped = bool(run.get("stopped_early"))
     return {
         "interval_s": run_interval, "interval_steps": steps, "compression": compression, "every": best.every,
-        "checkpoints": got["checkpoints"],
+        "checkpoints": got["checkpoints"], "checks": checks, "stopped_early": stopped,
         "predicted_overhead": overhead, "measured_overhead": _design_clock(got, "overhead_ratio"),
         "predicted_overlap": overlap, "measured_overlap": _design_clock(got, "drain_overlap_ratio"),
         "deadline_misses": got["deadline_misses"], "incomplete": got["incomplete"],
-        "drains_beat_next_checkpoint": got["deadline_misses"] == 0 and got["incomplete"] == 0,
+        # None: stopped early (Ctrl-C), nothing confirmed either way
+        "drains_beat_next_checkpoint": None if stopped else got["deadline_misses"] == 0 and got["incomplete"] == 0,
     }
+
+
+def _fewest_steps(p: planner.Plan, step_s: float) -> int:
+    """The fewest steps between async checkpoints that the pipeline commits in, with a tenth to spare:
+    closer ones wait for the one before, a regime the recommended schedule never runs in."""
+    if p.recommended != "async":
+        return 1
+    return max(1, math.ceil(1.1 * max(p.costs.lag_s.values()) / step_s))
 
 
 def _design_clock(mode: dict, key: str) -> float:
     """A mode's ratio at full size (its stalls and drains as the design's), as the prediction is."""
     return (mode.get("full_size") or {}).get(key, mode[key])
+
+
+def _beat(c: dict) -> str:
+    if c["drains_beat_next_checkpoint"] is None:
+        return (f"not confirmed: the confirmation run was stopped after {c['checkpoints']} of {c['checks']} "
+                "checkpoints (Ctrl-C)")
+    if c["drains_beat_next_checkpoint"]:
+        return "yes"
+    return f"NO ({c['deadline_misses']} deadline misses, {c['incomplete']} incomplete)"
 
 
 def _x(ratio: float) -> str:
@@ -224,9 +252,7 @@ def format_tune(r: dict) -> str:
         f"{c['checkpoints']} checkpoints",
         f"    overhead  predicted {c['predicted_overhead'] * 100:6.2f} %   measured {c['measured_overhead'] * 100:6.2f} %",
         f"    overlap   predicted {c['predicted_overlap'] * 100:6.2f} %   measured {c['measured_overlap'] * 100:6.2f} %",
-        "    drains finished before the next checkpoint: "
-        + ("yes" if c["drains_beat_next_checkpoint"] else
-           f"NO ({c['deadline_misses']} deadline misses, {c['incomplete']} incomplete)"),
+        "    drains finished before the next checkpoint: " + _beat(c),
         f"  global bandwidth headroom: x{_x(bw['headroom'])} (drain {fmt_rate(bw['measured_drain_bytes_per_s'], fam)}"
         f" for the job, {bw['measured_as']} draining; needed {fmt_rate(bw['needed_bytes_per_s'], fam)} for the job's "
         f"checkpoint every {fmt_duration(bw['interval_s'])} at {bw['overlap_target'] * 100:g} % overlap)",
@@ -267,4 +293,5 @@ def cmd_tune(args) -> int:
                   confirm_seconds=args.confirm_seconds, measure_checkpoints=args.measure_checkpoints,
                   nodes=args.nodes, force=args.force, quiet=args.quiet)
     print(json.dumps(result, indent=1) if args.json else format_tune(result), end="" if not args.json else "\n")
-    return report_misses(tune_misses(result), cfg.run.fail_on_miss)
+    missed = report_misses(tune_misses(result), cfg.run.fail_on_miss)
+    return EXIT_INTERRUPTED if result["confirmation"]["stopped_early"] else missed

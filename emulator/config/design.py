@@ -6,7 +6,8 @@
         memory: {capacity: 512GiB, write: 20GB/s, read: 20GB/s}
         local: {write: 7GB/s, read: 7GB/s, capacity: 3.84TB, latency_ms: 0.1, duplex: false}
         nic: 400Gb/s
-        snapshot: {rate: 48GiB/s, fixed_ms: 0}     # per accelerator: device-to-host (or host) copy
+        fabric: 3.2Tb/s                            # optional: the compute fabric peer copies use
+        snapshot: {staging: pinned, fixed_ms: 140} # per accelerator: device-to-host (or host) copy
       global: {write: 400GB/s, read: 400GB/s, latency_ms: 1}
       failures:
         mttf_hours: 50000                          # per accelerator
@@ -23,7 +24,9 @@ writes (the next checkpoint) share it unless ``duplex``. The global storage's
 rates are the aggregate of the whole job; each node reaches it through its NIC
 (emulator/design/links.py). The node's host memory (the memory tier) is the
 share of it a checkpoint may use, and the rate a copy into it runs at; a peer
-copy travels over the node's NIC. The snapshot is each accelerator's copy of
+copy travels over the node's NIC, or over its compute fabric where the design
+states one (``fabric``: the accelerators' scale-out network, e.g. 8 x 400 Gb/s
+InfiniBand, which the storage traffic does not use). The snapshot is each accelerator's copy of
 its state to host memory (device-to-host on a GPU). ``failures`` is the failure
 model (emulator/design/failures.py). The spec keeps the user's text, so a config
 written back (results.json, ``tune``'s runs) reads the same.
@@ -43,10 +46,14 @@ DEFAULT_NIC = "400Gb/s"
 #: each accelerator's copy of its state to host memory without a design's figure: device-to-host
 #: into reused pinned buffers on one H100, measured at 48.6 GiB/s (the project's measurement notes)
 DEFAULT_SNAPSHOT = "48GiB/s"
-_SECTIONS = {"job": ("nodes", "accelerators_per_node"), "node": ("memory", "local", "nic", "snapshot"),
+#: the copy rate of each kind of staging buffer, one H100, measured (the project's measurement notes):
+#: reused pinned buffers; reused pageable ones (a shared-memory segment CUDA did not register); fresh
+#: host memory each time (``.cpu()``, DCP's stager without a cache)
+STAGING_RATES = {"pinned": DEFAULT_SNAPSHOT, "pageable": "8.8GiB/s", "fresh": "0.9GiB/s"}
+_SECTIONS = {"job": ("nodes", "accelerators_per_node"), "node": ("memory", "local", "nic", "fabric", "snapshot"),
              "global": ("write", "read", "latency_ms"),
              "failures": ("mttf_hours", "node_loss_fraction", "group_loss_fraction", "process", "node", "group")}
-_SNAPSHOT = ("rate", "fixed_ms")
+_SNAPSHOT = ("rate", "staging", "fixed_ms", "per_tensor_us", "pin_rate", "plan_hop_ms", "plan_item_us")
 _RECOVERY = ("detect", "restart")
 _LOCAL = ("write", "read", "capacity", "latency_ms", "duplex")
 _MEMORY = ("capacity", "write", "read")
@@ -77,9 +84,17 @@ class GlobalStorage:
 
 @dataclass(frozen=True)
 class Snapshot:
-    rate_bps: float                   # per accelerator
-    fixed_s: float = 0.0              # per checkpoint, whatever its bytes (barriers, metadata)
-    stated: bool = False              # False: DEFAULT_SNAPSHOT was assumed (reports say so)
+    """What the design says of the snapshot (emulator/design/snapshot.py): None where it says nothing
+    (the model's default is used, and reports say so)."""
+
+    rate_bps: float                   # per accelerator: as given, else the staging's (STAGING_RATES)
+    fixed_s: Optional[float] = None   # per checkpoint, whatever its bytes
+    stated: bool = False              # False: the rate is the staging's assumed default (reports say so)
+    staging: str = "pinned"           # the staging buffers: pinned, pageable or fresh
+    per_tensor_s: Optional[float] = None
+    pin_bps: Optional[float] = None   # the first save's pinning of its buffers (inf: none)
+    plan_hop_s: Optional[float] = None
+    plan_item_s: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +119,7 @@ class DesignSpec:
     text: dict                        # the section as the user wrote it
     snapshot: Snapshot = None
     failures: Optional[FailuresSpec] = None
+    fabric_bps: Optional[float] = None  # the compute fabric peer copies use (None: they use the NIC)
 
     def job_nodes(self, world_size: int) -> int:
         """The modelled job's nodes: as given, else the preset's ranks over accelerators per node."""
@@ -191,8 +207,23 @@ def _global(d: dict) -> Optional[GlobalStorage]:
 
 def _snapshot(d) -> Snapshot:
     d = _mapping(d, "design.node.snapshot", _SNAPSHOT)
-    rate = _user(parse_rate, d.get("rate", DEFAULT_SNAPSHOT), "design.node.snapshot.rate")
-    return Snapshot(rate, _latency(d.get("fixed_ms"), "design.node.snapshot.fixed_ms"), "rate" in d)
+    staging = d.get("staging", "pinned")
+    if staging not in STAGING_RATES:
+        raise ConfigError(f"design.node.snapshot.staging: must be {', '.join(STAGING_RATES)}, got {staging!r}")
+    rate = _user(parse_rate, d.get("rate", STAGING_RATES[staging]), "design.node.snapshot.rate")
+    pin = d.get("pin_rate")
+    pin_bps = None if pin is None else math.inf if pin == "none" else \
+        _user(parse_rate, pin, "design.node.snapshot.pin_rate")
+
+    def seconds(key: str, unit: float):  # fixed_ms, per_tensor_us, ...: a finite number >= 0 of its unit
+        value = d.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+            raise ConfigError(f"design.node.snapshot.{key}: must be a finite number >= 0, got {value!r}")
+        return value * unit
+    return Snapshot(rate, seconds("fixed_ms", 1e-3), "rate" in d, staging, seconds("per_tensor_us", 1e-6),
+                    pin_bps, seconds("plan_hop_ms", 1e-3), seconds("plan_item_us", 1e-6))
 
 
 def _fraction(value, key: str) -> Optional[float]:
@@ -243,4 +274,6 @@ def parse_design(data, key: str = "design") -> DesignSpec:
         global_=_global(data.get("global")),
         text=dict(data),
         snapshot=_snapshot(node.get("snapshot")),
-        failures=_failures(data.get("failures")))
+        failures=_failures(data.get("failures")),
+        fabric_bps=_user(parse_rate, node["fabric"], "design.node.fabric") if node.get("fabric") is not None
+        else None)

@@ -35,15 +35,33 @@ class _AliasRefused(yaml.YAMLError):
         self.name, self.problem_mark = event.anchor, event.start_mark
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, mark):
+        super().__init__()
+        self.problem_mark = mark
+
+
 class ConfigLoader(yaml.SafeLoader):
     """``yaml.safe_load`` that refuses aliases (``*name``: shared references expand without bound, a
-    1.2 KB file to over 2 GiB) and reads YAML 1.2 floats such as ``1e-05`` as numbers (YAML 1.1
-    reads them as text)."""
+    1.2 KB file to over 2 GiB) and a key given twice in one mapping (the second silently won), and
+    reads YAML 1.2 floats such as ``1e-05`` as numbers (YAML 1.1 reads them as text)."""
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             raise _AliasRefused(self.peek_event())
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in seen:
+                    raise _DuplicateKey(key_node.start_mark)
+                seen.add(key)
+            except TypeError:
+                pass  # an unhashable key: the constructor below says so
+        return super().construct_mapping(node, deep=deep)
 
 
 ConfigLoader.add_implicit_resolver(
@@ -62,6 +80,9 @@ def load_yaml(text: str, origin: str, *, text_if_not_yaml: bool = False):
     except _AliasRefused as exc:
         raise ConfigError(f"{origin}: YAML aliases are not allowed (*{shown(exc.name, 40, quote=False)} at line "
                           f"{exc.problem_mark.line + 1}): write the value out") from None
+    except _DuplicateKey as exc:  # the key itself is not quoted: it may be anything a file holds
+        raise ConfigError(f"{origin}: a key given twice in one mapping (line {exc.problem_mark.line + 1}): "
+                          "write each key once") from None
     except RecursionError:
         raise ConfigError(f"{origin}: nested too deeply to read") from None
     except yaml.YAMLError as exc:
@@ -76,6 +97,12 @@ YAML_NAMES = {"global_": "global"}
 
 #: dataclasses with their own builder and plain form (TierConfig: the backend decides its keys)
 CUSTOM: dict[type, tuple] = {}
+
+
+def check(cond: bool, key: str, msg: str) -> None:
+    """Raise ``ConfigError`` "key: msg" unless ``cond``: a dataclass's ``__post_init__`` names its own field."""
+    if not cond:
+        raise ConfigError(f"{key}: {msg}")
 
 
 def names_a_file(path, *, or_folder: bool = False) -> bool:
@@ -117,7 +144,7 @@ def to_plain(obj):
         if isinstance(obj, cls):
             return plain(obj)
     if dataclasses.is_dataclass(obj):
-        return {yaml_name(f.name): to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {yaml_name(f.name): to_plain(getattr(obj, f.name)) for f in keys(obj)}
     if isinstance(obj, (list, tuple)):
         return [to_plain(v) for v in obj]
     return obj
@@ -165,10 +192,15 @@ def _scalar(value, tp, origin, key: str):
     raise ConfigError(f"{key}: unsupported type {getattr(tp, '__name__', tp)}")  # pragma: no cover
 
 
+def keys(cls) -> list:
+    """The fields of a config dataclass a mapping gives: not those ``derived`` from other keys."""
+    return [f for f in dataclasses.fields(cls) if "derived" not in f.metadata]
+
+
 def build(cls, data: dict, prefix: str, *, extra_known: tuple = ()):
     """An instance of dataclass ``cls`` from ``data``; errors name the dotted key."""
     hints = typing.get_type_hints(cls)
-    by_yaml = {yaml_name(f.name): f for f in dataclasses.fields(cls)}
+    by_yaml = {yaml_name(f.name): f for f in keys(cls)}
     kwargs = {}
     for raw_key, value in data.items():
         key = f"{prefix}.{raw_key}" if prefix else str(raw_key)
@@ -183,8 +215,9 @@ def build(cls, data: dict, prefix: str, *, extra_known: tuple = ()):
         raise ConfigError(f"{prefix}.{exc}" if prefix else str(exc)) from None
 
 
-#: a mapping with this key is a tier; changing its value drops the old backend's options
-SWITCH_KEY, DEFAULT_BACKEND, KEPT_ON_SWITCH = "backend", "dir", ("emulate",)
+#: a mapping with this key is a tier; changing its value drops the old backend's options, never
+#: what every tier has beside them (its emulation and its own schedule: interval and retention)
+SWITCH_KEY, DEFAULT_BACKEND, KEPT_ON_SWITCH = "backend", "dir", ("emulate", "interval_steps", "keep")
 
 
 def _switched(base: dict, backend) -> dict:
@@ -215,6 +248,10 @@ def apply_override(data: dict, assignment: str) -> dict:
     parts = dotted.strip().split(".")
     if not all(parts):
         raise ConfigError(f"--set {shown(assignment)}: bad key {shown(dotted)}")
+    control = next((c for c in raw if ord(c) < 0x20 and c != "\t" or ord(c) == 0x7f), None)
+    if control is not None:  # YAML would fold a newline into a space: a path would silently change
+        raise ConfigError(f"--set {shown(dotted, 80, quote=False)}: the value holds a control character "
+                          f"({control!r}); a --set value is one line of text")
     value: Any = load_yaml(raw, f"--set {shown(dotted, 80, quote=False)}", text_if_not_yaml=True) \
         if raw.strip() else ""
     return apply_value(data, dotted, value)

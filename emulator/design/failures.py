@@ -11,7 +11,7 @@ Poisson process of rate N/m (50,000 h reproduces Llama 3's 419 interruptions in 
 
 A class's recovery is detection (a timeout, a heartbeat), then a restart in place or a
 replacement (scheduling, container start, communicators, warm-up), then the restore from the
-nearest tier that survived it (emulator/design/model.py), then the work since that checkpoint.
+nearest tier that survived it (each rung kind's ``survives``, emulator/design/ladder.py), then the work since that checkpoint.
 The times are the design's (``design.failures``); their defaults are assumptions, stated.
 """
 from __future__ import annotations
@@ -32,9 +32,6 @@ DEFAULT_GROUP_LOSS_FRACTION = 0.01
 #: process restart reuses its nodes (tens of seconds to re-launch and re-initialise communicators,
 #: plus warm-up); a node replacement schedules a spare and starts its container; a group, several.
 DEFAULT_RECOVERY = {"process": (30.0, 150.0), "node": (60.0, 540.0), "group": (60.0, 840.0)}
-#: the tiers whose copies survive each class: a crash keeps host memory, the peers' copies and the
-#: NVMe; a lost node its peers' copies (its own memory and NVMe are gone); a lost group global storage
-SURVIVES = {"process": ("memory", "peer", "local", "global"), "node": ("peer", "global"), "group": ("global",)}
 #: what the trace files and older configs called the classes
 ALIASES = {"restart": "process", "process_restart": "process", "node_loss": "node", "node-loss": "node"}
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from emulator.config import ParallelismConfig
 from emulator.errors import ConfigError, UserError
-from emulator.sizing import rank_coords, rank_size, writes
+from emulator.sizing import rank_coords, rank_size, size_key
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,8 @@ class Job:
 
 
 def job_layout(parallelism: ParallelismConfig, nodes: int, per_node: int, where: str = "design.job.nodes"):
-    """The layout of ``nodes x per_node`` ranks: the config's TP, PP and ZeRO, DP what the ranks give."""
+    """The layout of ``nodes x per_node`` ranks: the config's (TP, PP, ZeRO, shard group, writers), DP
+    what the ranks give."""
     p = parallelism
     world = nodes * per_node
     if world % (p.tp * p.pp):
@@ -72,8 +73,7 @@ def job_layout(parallelism: ParallelismConfig, nodes: int, per_node: int, where:
     if dp == p.dp:
         return p
     try:
-        return ParallelismConfig(tp=p.tp, pp=p.pp, dp=dp, zero_stage=p.zero_stage, subset=p.subset,
-                                 ranks=p.ranks)
+        return replace(p, dp=dp)
     except ConfigError as exc:
         raise ConfigError(f"parallelism.{exc}") from None
 
@@ -94,7 +94,7 @@ def _rank_bytes(model, layout: ParallelismConfig):
 
     def bytes_of(rank: int) -> tuple:
         c = rank_coords(rank, layout.tp, layout.pp, layout.dp)
-        key = (c.pp, writes(layout, "model", c.dp), writes(layout, "optimizer", c.dp))
+        key = size_key(layout, c)
         if key not in cache:
             s = rank_size(model, layout, rank)
             cache[key] = (s.total_bytes, s.held_bytes)
@@ -145,8 +145,8 @@ def as_run_job(job: Job, scale: float) -> Job:
     """The run itself as a job: its emulated nodes, their bytes at ``run.scale`` (``simulate --as-run``)."""
     counts: Counter = Counter()
     for g in job.emulated:
-        counts[(round(g.node_bytes * scale), round(g.file_bytes * scale), g.files)] += 1
-    groups = tuple(NodeGroup(k, b, f, n) for (b, f, n), k in sorted(counts.items()))
+        counts[(round(g.node_bytes * scale), round(g.file_bytes * scale), g.files, round(g.held_bytes * scale))] += 1
+    groups = tuple(NodeGroup(k, b, f, n, h) for (b, f, n, h), k in sorted(counts.items()))
     return replace(job, nodes=len(job.emulated), accelerators_per_node=max(g.files for g in job.emulated),
                    groups=groups)
 

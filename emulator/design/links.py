@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from emulator.config import EmulateConfig
 from emulator.config.design import DEFAULT_NIC
+from emulator.design import ladder
 from emulator.units import BINARY, DECIMAL, GIB, parse_rate, rate_family
 
 SHARINGS = ("none", "rank", "node", "job")
@@ -97,12 +98,19 @@ class TierLinks:
 
 @dataclass(frozen=True)
 class NodeLinks:
-    """Every tier's links, and the NIC the node's peer copies and global traffic share."""
+    """Every tier's links, the NIC the node's global traffic goes through, and the compute fabric its
+    peer copies go through where the design states one (else the NIC, shared with the global traffic)."""
 
     tiers: dict
     nic_bps: float
     nic_stated: bool
     nic_family: str = "bits"
+    fabric_bps: float | None = None
+
+    @property
+    def peer_bps(self) -> float:
+        """The link a node's peer copies (and a restore's broadcasts) go through."""
+        return self.fabric_bps or self.nic_bps
 
     def of(self, name: str) -> TierLinks | None:
         return self.tiers.get(name)
@@ -140,10 +148,17 @@ def _family(text: dict, *keys) -> str:
     return DECIMAL
 
 
+def shared_store(write_bps: float, read_bps: float, nic_bps: float, *, latency_s: float = 0.0,
+                 family: str = DECIMAL) -> TierLinks:
+    """A global storage of aggregate ``write_bps`` and ``read_bps`` for the job, each node behind its NIC."""
+    w, r = LinkLimits(write_bps, nic_bps), LinkLimits(read_bps, nic_bps)
+    return TierLinks(w, r, w, True, latency_s, None, family, "design")
+
+
 def _from_design(part, name: str, nic_bps: float, text: dict) -> TierLinks:
     if name == "global":
-        w, r = LinkLimits(part.write_bps, nic_bps), LinkLimits(part.read_bps, nic_bps)
-        return TierLinks(w, r, w, True, part.latency_s, None, _family(text, "write", "read"), "design")
+        return shared_store(part.write_bps, part.read_bps, nic_bps, latency_s=part.latency_s,
+                            family=_family(text, "write", "read"))
     w, r = LinkLimits(node_bps=part.write_bps), LinkLimits(node_bps=part.read_bps)
     duplex = getattr(part, "duplex", False)
     return TierLinks(w, r, w, duplex, getattr(part, "latency_s", 0.0), part.capacity_bytes,
@@ -167,15 +182,25 @@ def nic_of(cfg) -> tuple[float, bool, str]:
     return parse_rate(DEFAULT_NIC, "design.node.nic"), False, "bits"
 
 
+def peer_link_of(cfg) -> tuple[float, bool, str]:
+    """(bytes/s, stated, family) of the link a node's peer copies go through: the design's compute
+    fabric where it states one, else the NIC (:func:`nic_of`)."""
+    d = cfg.design
+    if d is not None and d.fabric_bps is not None:
+        return d.fabric_bps, True, rate_family((d.text.get("node") or {}).get("fabric"))
+    return nic_of(cfg)
+
+
 def node_links(cfg, *, files: int) -> NodeLinks:
     """Every configured tier's links for a node of ``files`` ranks: the design's part where it has one,
-    else the tier's emulate: knobs (the peer tier: its sends over the NIC)."""
+    else the tier's emulate: knobs (the peer tier: its sends over the fabric, else the NIC)."""
     nic, stated, nic_family = nic_of(cfg)
     tiers = {}
     for name in cfg.tiers.configured():
         if name == "peer":
-            cap = LinkLimits(node_bps=nic)
-            tiers[name] = TierLinks(cap, cap, cap, True, 0.0, None, nic_family, "design" if stated else "none")
+            rate, peer_stated, family = peer_link_of(cfg)
+            cap = LinkLimits(node_bps=rate)
+            tiers[name] = TierLinks(cap, cap, cap, True, 0.0, None, family, "design" if peer_stated else "none")
             continue
         part, text = _design_part(cfg.design, name)
         if part is not None:
@@ -186,16 +211,16 @@ def node_links(cfg, *, files: int) -> NodeLinks:
             if t.capacity_bytes:  # emulate: counts a run's bytes (at run.scale); the design's are full size
                 t = replace(t, capacity_bytes=int(t.capacity_bytes / cfg.run.scale))
             tiers[name] = t
-    return NodeLinks(_drain_read(tiers, cfg), nic, stated, nic_family)
+    return NodeLinks(_drain_read(tiers, cfg), nic, stated, nic_family,
+                     cfg.design.fabric_bps if cfg.design is not None else None)
 
 
 def drain_source(cfg) -> str | None:
     """The node tier a drain reads each node's files from, as the checkpointer picks it: the NVMe where
-    the ladder has one, else the nearest tier (None: the ranks write global storage directly)."""
-    names = [n for n in ("memory", "local") if cfg.tiers.entry(n) is not None]
-    if "local" in names:
-        return "local"
-    return names[0] if names else None
+    the ladder has one, else the nearest tier: the farthest node tier holding files (None: the ranks
+    write global storage directly)."""
+    names = [n for n in ladder.node_file_tiers() if cfg.tiers.entry(n) is not None]
+    return names[-1] if names else None
 
 
 def _drain_read(tiers: dict, cfg) -> dict:
@@ -206,6 +231,20 @@ def _drain_read(tiers: dict, cfg) -> dict:
     if g is None or source is None or source.read is None or math.isinf(source.read.node_bps):
         return tiers
     return {**tiers, "global": replace(g, drain=g.drain.capped(source.read.node_bps))}
+
+
+def lone_drain_seconds(sizes: list, *, write_bps: float, source_read_bps: float | None, read_back_bps: float | None,
+                       latency_s: float, concurrency: int, shared_device: bool) -> float:
+    """One node's drain of files of ``sizes`` with nothing else on its links (emulator/design/costs.py's
+    drain, for one node): every byte at the copy's rate, the destination's write or the source's read
+    where slower (a node drains no faster than it reads its own files: :func:`_drain_read`); the
+    read-back at ``read_back_bps`` (None: not verified), of every file where the destination's reads
+    and writes share one device, else of the smallest, alone at the end; a request latency at each
+    end of every wave of ``concurrency`` files."""
+    copy = min(r for r in (write_bps, source_read_bps) if r)
+    verify = (sum(sizes) if shared_device else min(sizes)) / read_back_bps if read_back_bps else 0.0
+    waves = -(-len(sizes) // concurrency)
+    return sum(sizes) / copy + verify + 2 * waves * latency_s
 
 
 # --------------------------------------------------------------------------- what a run's node is paced at
@@ -242,7 +281,7 @@ def paced_part(cfg, name: str, job, run_node: int = 0) -> float:
     :func:`node_fraction` on a tier the design describes (and for peer sends, through the NIC the
     design states); 1 on a tier its knobs describe (the run's own node) or that nothing paces."""
     d = cfg.design
-    described = d is not None and d.nic_stated if name == "peer" else _design_part(d, name)[0] is not None
+    described = d is not None and peer_link_of(cfg)[1] if name == "peer" else _design_part(d, name)[0] is not None
     return node_fraction(job, run_node) if described else 1.0
 
 
@@ -274,8 +313,8 @@ def tier_emulation(cfg, name: str, job, *, run_node: int = 0, alone_read: bool =
     if name != "global":
         return _part(e, share)
     e = _paced(e, links, job, run_node, alone_read)
-    if cfg.design.nic_stated and cfg.tiers.peer is not None:  # the drain leaves through the NIC the peer copies use
-        e = replace(e, nic_gib_s=cfg.design.nic_bps / GIB)
+    if cfg.design.nic_stated and cfg.tiers.peer is not None and cfg.design.fabric_bps is None:
+        e = replace(e, nic_gib_s=cfg.design.nic_bps / GIB)  # the drain leaves through the NIC the peer copies use
     return _part(e, share)
 
 
@@ -296,13 +335,14 @@ def _part(e: EmulateConfig, share: float) -> EmulateConfig:
                    nic_gib_s=times(e.nic_gib_s), capacity_gib=times(e.capacity_gib))
 
 
-def run_nic_bps(cfg, job, run_node: int = 0) -> float | None:
-    """The NIC node ``run_node`` of a run of ``job`` sends its peer copies through (bytes/s): the
-    design's, for the part of its job node the run node is; None where the design states none."""
-    d = cfg.design
-    if d is None or not d.nic_stated:
+def run_peer_bps(cfg, job, run_node: int = 0) -> float | None:
+    """The link node ``run_node`` of a run of ``job`` sends its peer copies through (bytes/s): the
+    design's fabric, else its NIC, for the part of its job node the run node is; None where the
+    design states neither."""
+    rate, stated, _ = peer_link_of(cfg)
+    if cfg.design is None or not stated:
         return None
-    return d.nic_bps * paced_part(cfg, "peer", job, run_node)
+    return rate * paced_part(cfg, "peer", job, run_node)
 
 
 def pacing(cfg, name: str, job, run_node: int = 0) -> tuple:
@@ -314,7 +354,8 @@ def pacing(cfg, name: str, job, run_node: int = 0) -> tuple:
     reached over these is the host's efficiency (emulator/design/model.py)."""
     nic = nic_of(cfg)[0]
     if name == "peer":
-        return nic, nic, nic, "node"
+        link = peer_link_of(cfg)[0]
+        return link, link, link, "node"
     e = tier_emulation(cfg, name, job, run_node=run_node, whole_node=True)
     if e is None or not e.write_gib_s:
         return None, None, None, "none"
@@ -337,14 +378,16 @@ def run_links(cfg, job) -> NodeLinks:
         return replace(links, tiers={n: replace(t, capacity_bytes=t.capacity_bytes and int(t.capacity_bytes * scale))
                                      for n, t in links.tiers.items()})
     tiers = dict(links.tiers)
-    nic = run_nic_bps(cfg, job, node) or links.nic_bps  # the peer sends' (the run's tiers cap their own)
+    link = run_peer_bps(cfg, job, node) or links.peer_bps  # the peer sends' (the run's tiers cap their own)
     for name, t in tiers.items():
         if name == "peer":
-            part = nic / links.nic_bps
+            part = link / links.peer_bps
             tiers[name] = replace(t, write=t.write.scaled(part), read=t.read.scaled(part), drain=t.drain.scaled(part))
             continue
         e = tier_emulation(cfg, name, job, run_node=node)
         knobs = _from_knobs(e, links.nic_bps, files=files, concurrency=cfg.drain.concurrency,
                             is_global=name == "global")
         tiers[name] = replace(knobs, family=t.family, source=t.source)
-    return replace(links, tiers=tiers, nic_bps=nic)
+    if links.fabric_bps is not None:
+        return replace(links, tiers=tiers, fabric_bps=link)
+    return replace(links, tiers=tiers, nic_bps=link)

@@ -14,37 +14,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from emulator.config.design import DEFAULT_SNAPSHOT
-from emulator.design.failures import SURVIVES, FailureModel, failure_model
+from emulator.design import ladder, requests
+from emulator.design.emulation import Emulation, emulation_of
+from emulator.design.failures import FailureModel, failure_model
 from emulator.design.job import Job, as_run_job, job_of
-from emulator.design.links import (LinkLimits, NodeLinks, TierLinks, node_links, pacing, run_links, run_nic_bps,
+from emulator.design.ladder import Rung, ladder_of
+from emulator.design.links import (LinkLimits, NodeLinks, TierLinks, node_links, pacing, run_links, run_peer_bps,
                                    tier_emulation)
+from emulator.design.snapshot import Snapshot, snapshot_of
+from emulator.design.overrides import Overrides, applied
 from emulator.errors import UserError
-from emulator.units import parse_rate
 
-LADDER = ("memory", "peer", "local", "global")
 #: a measured rate below this share of the design's was limited by the emulating host, not the design
 HOST_BOUND = 0.9
-
-
-@dataclass(frozen=True)
-class Tier:
-    """One rung of the ladder: takes every ``every``-th checkpoint, keeps ``keep`` of them."""
-
-    name: str
-    every: int
-    keep: int
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Each accelerator's copy of its state to host memory: ``fixed_s`` + its bytes / ``rate_bps``."""
-
-    rate_bps: float
-    fixed_s: float = 0.0
-
-    def seconds(self, rank_bytes: float) -> float:
-        return self.fixed_s + rank_bytes / self.rate_bps
 
 
 @dataclass
@@ -69,6 +51,8 @@ class Calibration:
     retention_request_s: float = 0.0
     #: the run's run.dilation: ``--as-run`` paces the run as it ran, its designed rates / this
     dilation: float = 1.0
+    #: checkpoint.engine dcp: DCP's planning per item of every rank's plan, as the run measured it
+    plan_item_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -96,12 +80,19 @@ class Design:
     retention_request_s: float = 0.0
     #: the run itself (``simulate --as-run``): its nodes at run.scale, paced as the run paced them
     as_run: bool = False
+    #: the training step at full size, and the steps between checkpoints of the ladder's first rung
+    step_seconds: float = 0.0
+    interval_steps: int = 1
+    #: the design of a run (``resolve(..., run=True)``): what each of its nodes is paced at
+    emulation: Emulation | None = None
+    #: global storage as an object store's requests meet it (emulator/design/requests.py; None: no requests)
+    store: object = None
 
     @property
     def tiers(self) -> tuple:
         return tuple(t.name for t in self.ladder)
 
-    def tier(self, name: str) -> Tier | None:
+    def tier(self, name: str) -> Rung | None:
         return next((t for t in self.ladder if t.name == name), None)
 
     def link(self, name: str) -> TierLinks | None:
@@ -110,38 +101,32 @@ class Design:
     def recovery_tier(self, cls: str) -> str:
         """The nearest tier that survives ``cls``: a process crash keeps host memory and the NVMe, a
         node loss its peers' copies, a group loss only global storage."""
-        return next(t for t in self.tiers if t in SURVIVES[cls])
+        return next(t for t in self.tiers if ladder.survives(cls, t))
+
+    def restore_order(self, cls: str) -> tuple:
+        """(tier, alone) a run's recovery from a failure of ``cls`` reads, nearest first: the node's own
+        file tiers (after a node loss, a replacement's memory holds what its peers sent back), then
+        global storage, which after a node loss the lost nodes read ``alone`` (the others restore
+        nearer), and after a crash or a group loss every node reads at once (a storm)."""
+        own = tuple((t, False) for t in self.tiers if t in ladder.node_file_tiers())
+        return own + (("global", cls == "node"),)
 
     def survives(self, cls: str, tier: str) -> bool:
-        """Whether the copies on ``tier`` survive a failure of ``cls`` (failures.SURVIVES)."""
-        return tier in SURVIVES[cls]
+        """Whether the copies on ``tier`` survive a failure of ``cls`` (its rung kind's ``survives``)."""
+        return ladder.survives(cls, tier)
 
 
-def ladder_of(cfg) -> tuple:
-    every, keep = cfg.tier_every, cfg.checkpoint.keep
-    out = []
-    for name in cfg.tiers.configured():
-        entry = cfg.tiers.entry(name)
-        out.append(Tier(name, every[name], getattr(entry, "keep", None) or keep))
-    return tuple(out)
-
-
-def _snapshot(cfg, override_bps: float | None, cal: Calibration | None, sources: dict, notes: list) -> Snapshot:
-    d = cfg.design
-    spec = d.snapshot if d is not None else None
+def _snapshot(cfg, job, flagged: bool, cal: Calibration | None, sources: dict, notes: list) -> Snapshot:
+    """The design's snapshot (emulator/design/snapshot.py): its rate measured, else the design's (a flag
+    restates it there, emulator/design/overrides.py); DCP's planning per item as a run measured it, where
+    one did."""
+    kw = {"sources": sources, "notes": notes, "plan_item_s": cal.plan_item_s if cal is not None else None}
     if cal is not None and cal.snapshot_bps:
-        sources["snapshot"] = "measured"
-        return Snapshot(cal.snapshot_bps, spec.fixed_s if spec else 0.0)
-    if override_bps:
+        return snapshot_of(cfg, job, rate_bps=cal.snapshot_bps, rate_source="measured", **kw)
+    snapshot = snapshot_of(cfg, job, **kw)
+    if flagged:
         sources["snapshot"] = "flag"
-        return Snapshot(override_bps, spec.fixed_s if spec else 0.0)
-    if spec is not None and spec.stated:
-        sources["snapshot"] = "design"
-        return Snapshot(spec.rate_bps, spec.fixed_s)
-    sources["snapshot"] = "assumed"
-    notes.append(f"snapshot: no design.node.snapshot; assumed {DEFAULT_SNAPSHOT} per accelerator "
-                 "(device-to-host into pinned buffers on one H100)")
-    return Snapshot(parse_rate(DEFAULT_SNAPSHOT, "design.node.snapshot.rate"), spec.fixed_s if spec else 0.0)
+    return snapshot
 
 
 def _calibrated(links: NodeLinks, cal: Calibration | None, sources: dict, notes: list,
@@ -212,36 +197,42 @@ def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None 
             snapshot_bps: float | None = None, mttf_hours: float | None = None,
             node_loss_fraction: float | None = None, group_loss_fraction: float | None = None,
             restart_s: float | dict | None = None, base_interval_s: float | None = None,
-            as_run: bool = False, dilation: float | None = None) -> Design:
-    """The design of ``cfg``, with a calibration and the commands' overrides (None: the config's).
+            as_run: bool = False, dilation: float | None = None, run: bool = False,
+            overrides: Overrides | None = None) -> Design:
+    """The design of ``cfg``, with a calibration and the commands' overrides (``overrides``, or each
+    by its keyword; None: the config's), applied on its ``design:`` first (emulator/design/overrides.py).
     ``as_run``: the run of ``cfg`` itself, its ``emulated_nodes`` nodes at ``run.scale`` paced as the
     run paced them at its ``dilation`` (else the calibration's, else run.dilation's; ``simulate
-    --as-run``: the model checked against an emulated run)."""
+    --as-run``: the model checked against an emulated run). ``run``: the design a run of ``cfg`` on
+    ``emulated_nodes`` nodes reads (the launcher's), with each node's pacing (:class:`Emulation`);
+    its steps may take no time."""
+    given = Overrides(nodes, accelerators_per_node, global_write_bps, nic_bps, snapshot_bps, mttf_hours,
+                      node_loss_fraction, group_loss_fraction, restart_s)
+    flags = given.over(overrides) if overrides else given
+    cfg = applied(cfg, flags)
     sources, notes = {}, list(calibration.notes) if calibration is not None else []
-    job = job_of(cfg, nodes=nodes, accelerators_per_node=accelerators_per_node, emulated_nodes=emulated_nodes)
+    job = job_of(cfg, emulated_nodes=emulated_nodes)
     paced = {name: pacing(cfg, name, job) for name in cfg.tiers.configured()}
+    snapshot = _snapshot(cfg, job, flags.snapshot is not None, calibration, sources, notes)  # the full-size job's rank
+    full_job = job
     if as_run:
         links, job = run_links(cfg, job), as_run_job(job, cfg.run.scale)
     else:
         links = node_links(cfg, files=job.heaviest.files)
-    links = _overridden(links, global_write_bps, nic_bps)
-    if not links.nic_stated and nic_bps is None:
+    if not links.nic_stated:
         notes.append("design.node.nic: not given; assumed 400Gb/s per node")
     first = next((t for t in links.tiers if t != "peer"), None)
     links = _calibrated(links, calibration, sources, notes, paced, first)
-    snapshot = _snapshot(cfg, snapshot_bps, calibration, sources, notes)
     if as_run:
         factor = _run_dilation(cfg, calibration, dilation)
         links, snapshot = as_paced_here(links, paced, factor, cfg.run.scale * factor), \
             _snapshot_as_run(cfg, snapshot, factor)
     for name, t in links.tiers.items():
         sources.setdefault(f"{name}_write", t.source)
-    fm = failure_model(cfg.design.failures if cfg.design is not None else None, job.accelerators,
-                       mttf_hours=mttf_hours, node_loss_fraction=node_loss_fraction,
-                       group_loss_fraction=group_loss_fraction, restart_s=restart_s)
+    fm = failure_model(cfg.design.failures if cfg.design is not None else None, job.accelerators)
     interval = base_interval_s if base_interval_s is not None else \
         cfg.checkpoint.interval_steps * cfg.training.step_seconds
-    if not interval > 0:
+    if not interval > 0 and not run:
         raise UserError("the base interval is 0 (training.step_seconds is 0): give an interval")
     cal = calibration or Calibration()
     return Design(job=job, links=links, ladder=ladder_of(cfg), failures=fm,
@@ -249,10 +240,21 @@ def resolve(cfg, *, nodes: int | None = None, accelerators_per_node: int | None 
                   replicas=cfg.tiers.peer.replicas if cfg.tiers.peer is not None else 0,
                   restore_readers=cfg.checkpoint.restore_readers, drain_concurrency=cfg.drain.concurrency,
                   verify=cfg.drain.verify, async_waits_for=cfg.checkpoint.async_waits_for,
-                  fixed_pre_s=cal.fixed_pre_s, fixed_post_s=cal.fixed_post_s,
+                  fixed_pre_s=cal.fixed_pre_s + snapshot.plan_s, fixed_post_s=cal.fixed_post_s,
                   interference_share=cal.interference_share,
                   measured_recovery_s={} if as_run else dict(cal.recovery_s),
-                  sources=sources, notes=tuple(notes), retention_request_s=cal.retention_request_s, as_run=as_run)
+                  sources=sources, notes=tuple(notes), retention_request_s=cal.retention_request_s, as_run=as_run,
+                  step_seconds=cfg.training.step_seconds, interval_steps=cfg.checkpoint.interval_steps,
+                  emulation=emulation_of(cfg, job, snapshot) if run else None,
+                  store=_store(cfg, full_job, cfg.run.scale * factor) if as_run else requests.store_of(cfg))
+
+
+def _store(cfg, job, time_factor: float):
+    """The store as the run of ``cfg`` on ``job``'s emulated nodes met it: its ceilings per second of
+    the run (``time_factor``), each request weighed as the job's it stood for."""
+    store = requests.run_store(cfg, job)
+    return store and replace(store, put_per_s=store.put_per_s and store.put_per_s / time_factor,
+                             get_per_s=store.get_per_s and store.get_per_s / time_factor)
 
 
 def _run_dilation(cfg, calibration: Calibration | None, dilation: float | None) -> float:
@@ -283,34 +285,12 @@ def as_paced_here(links: NodeLinks, paced: dict, factor: float, time_factor: flo
 
 
 def _snapshot_as_run(cfg, snapshot: Snapshot, factor: float) -> Snapshot:
-    """The snapshot as the run paced it: the design's rate (stated or assumed) / the factor, its fixed
-    cost x the time factor; without a design, the host's copy, as measured."""
+    """The snapshot as the run paced it: the design's rate (stated or assumed) / the factor, its other
+    parts x the time factor; without a design, the host's copy, as measured. DCP's planning is the
+    run's own, inside its measured writes (their rate), not paced: none here."""
     if cfg.design is None:
-        return snapshot
-    return Snapshot(snapshot.rate_bps / factor, snapshot.fixed_s * cfg.run.scale * factor)
-
-
-def _overridden(links: NodeLinks, global_write_bps: float | None, nic_bps: float | None) -> NodeLinks:
-    """The flags' global aggregate and NIC (``simulate --global-bandwidth``, ``--nic``) over the config's."""
-    if global_write_bps is None and nic_bps is None:
-        return links
-    tiers = dict(links.tiers)
-    nic = nic_bps or links.nic_bps
-    g = tiers.get("global")
-    if g is not None:
-        agg = global_write_bps or g.drain.aggregate_bps
-        w = LinkLimits(agg, min(nic, g.drain.node_bps) if nic_bps is None else nic)
-        r = g.read and LinkLimits(g.read.aggregate_bps, nic if nic_bps else g.read.node_bps)
-        tiers["global"] = replace(g, write=w, drain=w, read=r)
-    if nic_bps is not None and "peer" in tiers:
-        cap = LinkLimits(node_bps=nic)
-        tiers["peer"] = replace(tiers["peer"], write=cap, read=cap, drain=cap)
-    return replace(links, tiers=tiers, nic_bps=nic, nic_stated=links.nic_stated or nic_bps is not None)
-
-
-def overridden(design: Design, *, global_write_bps: float | None = None, nic_bps: float | None = None) -> Design:
-    """``design`` with the global aggregate and the NIC the flags give (a sweep's row of bandwidths)."""
-    return replace(design, links=_overridden(design.links, global_write_bps, nic_bps))
+        return replace(snapshot, fixed_s=0.0, per_tensor_s=0.0, plan_s=0.0)
+    return replace(snapshot.scaled(1 / factor, cfg.run.scale * factor), plan_s=0.0)
 
 
 def run_emulation(cfg, name: str, *, run_node: int = 0, run_nodes: int = 1, alone_read: bool = False,
@@ -322,7 +302,8 @@ def run_emulation(cfg, name: str, *, run_node: int = 0, run_nodes: int = 1, alon
     return tier_emulation(cfg, name, job, run_node=run_node, alone_read=alone_read, whole_node=whole_node)
 
 
-def run_nic(cfg, *, run_node: int = 0, run_nodes: int = 1) -> float | None:
-    """Bytes/s of the NIC node ``run_node`` of a run of ``cfg`` sends its peer copies through: the
-    design's, for its part of its job node (emulator/design/links.py ``run_nic_bps``); None unstated."""
-    return run_nic_bps(cfg, job_of(cfg, emulated_nodes=run_nodes), run_node)
+def run_peer_link(cfg, *, run_node: int = 0, run_nodes: int = 1) -> float | None:
+    """Bytes/s of the link node ``run_node`` of a run of ``cfg`` sends its peer copies through: the
+    design's fabric, else its NIC, for its part of its job node (emulator/design/links.py
+    ``run_peer_bps``); None unstated."""
+    return run_peer_bps(cfg, job_of(cfg, emulated_nodes=run_nodes), run_node)

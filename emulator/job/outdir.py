@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CONFIG = "config.json"      # the resolved config the ranks read
+DESIGN = "design.json"      # the run's design, resolved once by the launcher (emulator/design/codec.py)
 RESULTS = "results.json"    # every figure, per-rank records, the timeline
 REPORT = "report.txt"       # the summary table
 TIMELINE = "timeline.png"
@@ -85,6 +86,10 @@ class OutDir:
     def nic(self, node: int) -> Path:
         """The node's NIC send bucket: the global tier's writes and the peer tier's sends share it."""
         return self.root / SHARED / "nic" / f"node{node}-send.bucket"
+
+    def fabric(self, node: int) -> Path:
+        """The node's compute fabric send bucket, where the design states one: the peer tier's sends."""
+        return self.root / SHARED / "fabric" / f"node{node}-send.bucket"
 
     @property
     def shared_root(self) -> Path:

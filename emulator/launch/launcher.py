@@ -24,23 +24,26 @@ from emulator.job.lifeline import die_with_parent
 from emulator.job.ownership import JOB_ENV, LAUNCHER_ENV
 from emulator.launch import failure
 from tiers.base import TierError
-from tiers.fileops import open_checked, partial_of, write_replacing
-from tiers.safepath import is_own_file, reach
+from tiers.fileops import partial_of
+from tiers.safepath import is_own_file, open_own_file, reach, write_file
 
 
 #: where a single-node run's rendezvous listens: loopback, port 0 (the kernel picks a free one)
 LOOPBACK = "127.0.0.1"
 
 
-def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, nnodes: int = 1,
+def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, soak: bool = False, nnodes: int = 1,
                      rdzv_endpoint: str | None = None, rdzv_id: str | None = None,
-                     node_rank: int | None = None, log_dir: Path | None = None) -> list[str]:
-    """torchrun for this node, through ``emulator.rank.agent`` (its loopback stores listen on
-    loopback only): alone, a c10d rendezvous on 127.0.0.1 with the ranks' address 127.0.0.1, so
-    nothing of the run listens beyond loopback; with a node rank, the static rendezvous at node
+                     node_rank: int | None = None, node_addr: str | None = None,
+                     log_dir: Path | None = None) -> list[str]:
+    """torchrun for this node, through ``emulator.rank.agent`` (each store it serves listens on the
+    host it is given alone): alone, a c10d rendezvous on 127.0.0.1 with the ranks' address 127.0.0.1,
+    so nothing of the run listens beyond loopback; with a node rank, the static rendezvous at node
     0's address (node ranks never change, so a replacement node takes a lost node's place); else
-    the c10d rendezvous (torchrun numbers the nodes). ``log_dir``: torchrun's log folder (its default
-    is a new folder in the system's temporary folder, left there)."""
+    the c10d rendezvous (torchrun numbers the nodes). ``node_addr``: the node's address, the ranks'
+    (``--local-addr``), and whether it hosts the rendezvous: the endpoint is its address (torchrun
+    guesses from the host name, which may resolve elsewhere). ``log_dir``: torchrun's log folder (its
+    default is a new folder in the system's temporary folder, left there)."""
     cmd = [sys.executable, "-m", "emulator.rank.agent", "--nproc-per-node", str(nproc)]
     if log_dir is not None:
         cmd += ["--log-dir", str(log_dir)]
@@ -54,27 +57,43 @@ def torchrun_command(config_path: Path, *, nproc: int, duration: float | None, n
     else:
         cmd += ["--nnodes", str(nnodes), "--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint,
                 "--rdzv-id", rdzv_id or "ckpt-emu"]
+        if node_addr:
+            cmd += ["--rdzv-conf", f"is_host={int(hosts_endpoint(node_addr, rdzv_endpoint))}"]
+    if node_addr and rdzv_endpoint:
+        cmd += ["--local-addr", node_addr]
     cmd += ["-m", "emulator.rank", "--config", str(config_path)]
     if duration:
-        cmd += ["--duration", str(duration)]
+        cmd += ["--duration", str(duration)] + (["--soak"] if soak else [])
     return cmd
 
 
-def loopback_env(nnodes: int, rdzv_endpoint: str | None) -> dict:
-    """A single-node run's gloo connections between its ranks listen on the loopback interface
-    (``GLOO_SOCKET_IFNAME``), not on the address the host name resolves to."""
+def hosts_endpoint(node_addr: str, rdzv_endpoint: str) -> bool:
+    """Whether the node at ``node_addr`` serves the rendezvous: the endpoint's host is that address."""
+    host = rdzv_endpoint.rpartition(":")[0].strip("[]")
+    try:
+        return node_addr in {a[4][0] for a in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+    except socket.gaierror:
+        return False
+
+
+def gloo_env(nnodes: int, rdzv_endpoint: str | None, node_iface: str | None = None) -> dict:
+    """Where gloo's connections between ranks listen (``GLOO_SOCKET_IFNAME``), not on the address
+    the host name resolves to: a node given its address, on its interface (``node_iface``); a
+    single-node run, on the loopback interface."""
+    if node_iface:
+        return {"GLOO_SOCKET_IFNAME": node_iface}
     if nnodes != 1 or rdzv_endpoint:
         return {}
     names = [name for _, name in socket.if_nameindex()]
     return {"GLOO_SOCKET_IFNAME": "lo"} if "lo" in names else {}
 
 
-def prepare_out(out: Path, cfg_dict: dict, *, keep_write_phase: bool = False) -> Path:
+def prepare_out(out: Path, cfg_dict: dict, design_dict: dict, *, keep_write_phase: bool = False) -> Path:
     """The results folder for a new run (checked by ``runner.check_results_folder``): the last run's
     outputs and shared working state gone (a new run's attempts start at 0), an MLPerf write phase's
     results kept under their ``outdir.WRITE_PHASE`` names for its read phase, every working folder
     made (never through a link: a name in it that is not the tool's is refused), the resolved config
-    written."""
+    written, and beside it the design the ranks read (emulator/design/codec.py)."""
     what = f"results folder {out}"
     try:
         with reach(out, create=True, mode=0o755, what=what) as folder:
@@ -88,7 +107,8 @@ def prepare_out(out: Path, cfg_dict: dict, *, keep_write_phase: bool = False) ->
             for working in outdir.WORKING:
                 folder.subfolder(working, what=what, own_links=True).close()
         path = out / outdir.CONFIG
-        write_replacing(path, json.dumps(cfg_dict, indent=1))
+        write_file(path, json.dumps(cfg_dict, indent=1))
+        write_file(out / outdir.DESIGN, json.dumps(design_dict, indent=1, allow_nan=False))
     except TierError as exc:
         raise UserError(str(exc)) from None
     except OSError as exc:  # e.g. a full disk
@@ -98,9 +118,9 @@ def prepare_out(out: Path, cfg_dict: dict, *, keep_write_phase: bool = False) ->
 
 def _remove_partial_outputs(folder, what: str) -> None:
     """What a killed run left half-written of its outputs or config (``.progress.json.<12 hex>.partial``,
-    as ``write_replacing`` names them): removed where it is a regular file of this user's; anything
+    as ``tiers.safepath.write_file`` names them): removed where it is a regular file of this user's; anything
     else, at such a name or another, is left alone."""
-    outputs = (*outdir.OUTPUTS, outdir.CONFIG)
+    outputs = (*outdir.OUTPUTS, outdir.CONFIG, outdir.DESIGN)
     for name in folder.listdir():
         if partial_of(name) in outputs:
             st = folder.lstat(name)
@@ -110,13 +130,11 @@ def _remove_partial_outputs(folder, what: str) -> None:
 
 def _create(path: Path) -> int:
     """A new, empty file of the results folder (``prepare_out`` removed the last run's), opened to
-    write: never through a link planted at its name, and an existing one only if it is the tool's."""
-    try:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except FileExistsError:
-        fd = open_checked(path, os.O_WRONLY, check=is_own_file, what="results folder")
-        os.ftruncate(fd, 0)
-        return fd
+    write: the folder reached safely, never through a link planted at the name, and an existing
+    file only if it is the tool's (tiers.safepath)."""
+    fd = open_own_file(path, os.O_WRONLY | os.O_CREAT, what="results folder")
+    os.ftruncate(fd, 0)
+    return fd
 
 
 def _keep_write_phase(folder, what: str) -> None:
@@ -136,21 +154,36 @@ def _root_exit_code(lines: list[str]) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def run_failure(log: Path, rc: int, *, oom_killed: bool = False) -> UserError:
+def run_failure(log: Path, rc: int, *, oom_killed: bool = False, folders: tuple = ()) -> UserError:
     """The one-line error of a run whose torchrun ended with ``rc`` (emulator/launch/failure.py says
     why): bad input (exit 2) when its first failed rank found bad input or no rank started (a
     rendezvous that never formed), else a run that could not finish (exit 3: a rank died, was
-    killed, or ended the run)."""
+    killed, or ended the run; the agent was killed; a disk of ``folders`` ((what, folder): the
+    results folder first, then the tiers') filled up)."""
     lines = failure.read_lines(log)
-    reason = failure.first_error(lines, oom_killed=oom_killed) or f"a rank failed (exit status {rc})"
+    if rc < 0:  # the agent itself: a signal, never bad input
+        return RunFailed(f"the ranks' launcher (torchrun's agent) was killed by signal {failure.signal_name(-rc)}: "
+                         f"the run ends (its checkpoints so far stay on the tiers) (full log: {log})")
+    reason = failure.first_error(lines, oom_killed=oom_killed)
+    full = failure.full_folder(list(folders))
+    if full is not None and (reason is None or full[0] == "results folder"):  # its log is not to be trusted then
+        what, where, free = full
+        return RunFailed(f"{what} {where} is full ({free >> 10} KiB free): the run could not write there "
+                         f"(No space left on device); free space there or give it another folder (full log: {log})")
     code = _root_exit_code(lines)
+    if reason is None and code is None:  # no rank failed: torchrun's agent did, by itself
+        agent = failure.agent_error(lines)
+        reason = (f"torchrun's agent failed: {agent}" if agent
+                  else f"torchrun's agent failed (exit status {rc}) and no rank said why")
+    reason = reason or f"a rank failed (exit status {rc})"
     kind = UserError if code is None or code == EXIT_BAD_INPUT else RunFailed
     return kind(f"{reason} (full log: {log})")
 
 
-def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str = "", env: dict | None = None) -> int:
+def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str = "", env: dict | None = None,
+           folders: tuple = ()) -> int:
     """Run torchrun (``env`` added to ours), logging to the results folder's torchrun.log;
-    returns its exit status."""
+    returns its exit status. ``folders``: (what, folder) of the tiers, looked at when the run fails."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONUNBUFFERED="1",
                **{JOB_ENV: job, LAUNCHER_ENV: str(os.getpid())}, **(env or {}))
     log_path = out / outdir.LOG
@@ -185,5 +218,6 @@ def launch(cmd: list[str], out: Path, *, threads: int, progress=None, job: str =
     for line in failure.warnings(lines):  # what the ranks said the user should know
         print(line, file=sys.stderr)
     if rc != 0:
-        raise run_failure(log_path, rc, oom_killed=failure.oom_kills() > oom_before)
+        raise run_failure(log_path, rc, oom_killed=failure.oom_kills() > oom_before,
+                          folders=(("results folder", out), *folders))
     return rc

@@ -13,12 +13,15 @@ import shutil
 from pathlib import Path
 
 
+from emulator.design import ladder, resolve
+from emulator.design.codec import to_json
 from emulator.errors import ConfigError, UserError
 from emulator.job import outdir
 from emulator.job.ownership import FIXED_NODE_RANKS_ENV, claim_results_folder, new_job_id
-from emulator.launch.bounds import (check_host_memory, check_metrics, check_node_counts, check_ranks_per_host,
-                                    parse_endpoint)
-from emulator.launch.launcher import launch, loopback_env, prepare_out, torchrun_command
+from emulator.launch.bounds import (check_host_memory, check_metrics, check_node_addr, check_node_counts,
+                                    check_ranks_per_host, parse_endpoint)
+from emulator.launch.launcher import gloo_env, launch, prepare_out, torchrun_command
+from emulator.launch import private_tiers
 from emulator.launch.progress import RunProgress
 from emulator.sizing import checkpoint_size
 from tiers import TierError, backend_class
@@ -88,22 +91,33 @@ def _check_out(out: str) -> None:
 
 
 def _check_tiers_free(cfg) -> None:
-    """A single node's directory tiers are not held by another run. (With several nodes a node may
-    start while others of its own job hold the shared tier: the ranks' claims decide then.)"""
-    for name in ("memory", "local", "global"):
+    """A single node's tiers are not held by another run, whatever their backend (a folder's lock, an
+    S3 prefix's lease): a refused run writes nothing anywhere. (With several nodes a node may start
+    while others of its own job hold the shared tier: the ranks' claims decide then.)"""
+    for name in ladder.file_tiers():
         tier = cfg.tiers.entry(name)
-        if tier is not None and isinstance(tier.options, DirOptions):
+        if tier is None:
+            continue
+        if isinstance(tier.options, DirOptions):
             busy = DirTier.busy(tier.options)
             if busy is not None:
                 raise UserError(f"tiers.{name}: dir tier {tier.options.for_node(0)} is in use by another run: "
                                 f"{busy.describe()}")
+            continue
+        holder = getattr(backend_class(tier.backend), "busy", None)
+        try:
+            busy = holder(tier.options) if holder is not None else None
+        except TierError as exc:
+            raise UserError(f"tiers.{name}: {exc}") from None
+        if busy is not None:
+            raise UserError(f"tiers.{name}: {tier.backend} tier is in use by another run: {busy}")
 
 
 def _folders(cfg) -> list[tuple[str, Path]]:
     """(what, node 0's folder) of the results folder and of every directory tier (a memory tier's
     peer copies in the folder beside it), made absolute without following anything."""
     found = [("run.out", cfg.run.out)]
-    for name in ("memory", "local", "global"):
+    for name in ladder.file_tiers():
         tier = cfg.tiers.entry(name)
         if tier is not None and isinstance(tier.options, DirOptions):
             found.append((f"tiers.{name}.path", tier.options.for_node(0)))
@@ -181,6 +195,14 @@ def _check_node_rank(node_rank: int | None, nnodes: int, rdzv_endpoint: str | No
         raise UserError(f"--rdzv-endpoint {rdzv_endpoint!r}: with --node-rank, use node 0's HOST:PORT")
 
 
+def check_given_dilation(cfg, duration: float | None) -> None:
+    """A given dilation that makes the run too long is refused before anything is written, unless
+    run.wall_target lowers the scale (the ranks fit it, and refuse what still does not fit: emulator/
+    rank/dilation.py); ``auto``: the ranks' probe decides, and checks, once it has measured."""
+    if not cfg.run.dilation.auto and (cfg.run.wall_target is None or duration is not None):
+        cfg.check_wall(cfg.run.dilation.factor, duration=duration)
+
+
 def check_results_folder(cfg, force: bool) -> bool:
     """A finished run's results are never replaced unasked: a results folder holding them is
     refused (one line, exit 2) without ``force``. An MLPerf read phase continues its write phase's
@@ -205,11 +227,15 @@ def _continues_write_phase(cfg, out: Path) -> bool:
         return False
 
 
-def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_per_node: int | None = None,
+def execute_run(cfg, *, duration: float | None = None, soak: bool = False, nnodes: int = 1,
+                nproc_per_node: int | None = None,
                 rdzv_endpoint: str | None = None, rdzv_id: str = "ckpt-emu", quiet: bool = True,
-                node_rank: int | None = None, force: bool = False, progress_label: str = "") -> Path:
+                node_rank: int | None = None, node_addr: str | None = None, force: bool = False,
+                progress_label: str = "") -> Path:
     """Check, launch and wait for one emulator run; returns its results folder. A folder holding a
-    finished run's results is refused unless ``force`` (:func:`check_results_folder`)."""
+    finished run's results is refused unless ``force`` (:func:`check_results_folder`). ``soak``: the
+    soak mode for ``duration`` (emulator/rank/soak.py). ``node_addr``:
+    this node's address on the job's network, where all it serves listens."""
     check_node_counts(nnodes, nproc_per_node)
     ranks = cfg.parallelism.active_ranks
     nproc = nproc_per_node or (ranks // nnodes)
@@ -220,10 +246,12 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
     _check_node_rank(node_rank, nnodes, rdzv_endpoint)
     if rdzv_endpoint:
         parse_endpoint(rdzv_endpoint)
+    node_iface = check_node_addr(node_addr, rdzv_endpoint)
     _check_nodes(cfg, nnodes, duration)
-    if not cfg.run.dilation.auto:  # auto: the ranks' probe decides, and checks, once it has measured
-        cfg.check_wall(cfg.run.dilation.factor, duration=duration)
+    cfg, private = private_tiers.private_tiers(cfg, nnodes)  # the per-user folder another user took first
+    check_given_dilation(cfg, duration)
     preflight(cfg, nnodes, duration, nproc=nproc, node_rank=node_rank)
+    design = resolve(cfg, emulated_nodes=nnodes, run=True)  # once: every rank reads it (design.json)
     if cfg.checkpoint.protocol == "mlperf" and cfg.checkpoint.phase == "read":
         from emulator.mlperf.protocol import check_read_phase
         check_read_phase(cfg)
@@ -233,14 +261,19 @@ def execute_run(cfg, *, duration: float | None = None, nnodes: int = 1, nproc_pe
     job = new_job_id(rdzv_endpoint, rdzv_id)
     claim = claim_results_folder(out, job)  # before anything in it is touched
     try:
-        config_path = prepare_out(out, cfg.to_dict(), keep_write_phase=write_phase)
-        cmd = torchrun_command(config_path, nproc=nproc, duration=duration, nnodes=nnodes,
+        if private is not None:
+            private_tiers.make(private)
+        config_path = prepare_out(out, cfg.to_dict(), to_json(design), keep_write_phase=write_phase)
+        cmd = torchrun_command(config_path, nproc=nproc, duration=duration, soak=soak, nnodes=nnodes,
                                rdzv_endpoint=rdzv_endpoint, rdzv_id=rdzv_id if rdzv_endpoint else job,
-                               node_rank=node_rank, log_dir=out / outdir.AGENT_LOGS)
+                               node_rank=node_rank, node_addr=node_addr, log_dir=out / outdir.AGENT_LOGS)
         progress = None if quiet else RunProgress(nproc * nnodes, label=progress_label)
         env = {FIXED_NODE_RANKS_ENV: "1"} if node_rank is not None else {}
-        env.update(loopback_env(nnodes, rdzv_endpoint))
-        launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress, job=job, env=env)
+        env.update(gloo_env(nnodes, rdzv_endpoint, node_iface))
+        tiers = tuple((what.removesuffix(".path"), path) for what, path in _folders(cfg) if what.endswith(".path"))
+        launch(cmd, out, threads=cfg.run.threads_per_rank, progress=progress, job=job, env=env, folders=tiers)
     finally:
         claim.release()
+        if private is not None and not cfg.run.keep_tiers:
+            private_tiers.remove(private)
     return out

@@ -19,8 +19,7 @@ from pathlib import Path
 
 from emulator.mlperf.figures import checkpoint_size_gib, figures, rank_rates, stamp
 from emulator.units import GIB
-from tiers.fileops import write_replacing
-from tiers.safepath import reach
+from tiers.safepath import reach, write_file
 
 #: DLIO's dataset defaults, which a checkpoint-only run reports as they are
 NUM_FILES_TRAIN, NUM_FILES_EVAL, NUM_SAMPLES_PER_FILE, RECORD_LENGTH = 8, 0, 1, 64 * 1024
@@ -125,7 +124,7 @@ def csv_row(summ: dict, run: str, model: str) -> dict:
 
 
 def _dump(path: Path, obj) -> None:
-    write_replacing(path, json.dumps(obj, indent=4, allow_nan=False) + "\n")  # strict: NaN raises
+    write_file(path, json.dumps(obj, indent=4, allow_nan=False) + "\n")  # strict: NaN raises
 
 
 def write_folder(folder: Path, ranks: list[dict], *, phase: str, run: str, model: str) -> dict:
@@ -139,10 +138,10 @@ def write_folder(folder: Path, ranks: list[dict], *, phase: str, run: str, model
     for r in ranks:
         _dump(folder / f"{r['rank']}_per_epoch_stats.json", per_epoch_stats(r, size))
     _dump(folder / "summary.json", summ)
-    write_replacing(folder / "dlio.log", "\n".join(log_lines(ranks, summ)) + "\n")
+    write_file(folder / "dlio.log", "\n".join(log_lines(ranks, summ)) + "\n")
     rows = io.StringIO()
     w = csv.DictWriter(rows, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
     w.writerow(csv_row(summ, run, model))
-    write_replacing(folder / "results.csv", rows.getvalue())
+    write_file(folder / "results.csv", rows.getvalue())
     return summ

@@ -224,9 +224,9 @@ async def _copy(src, dest, key: str) -> None:
 class MlperfRank:
     """One rank's run of the protocol: its tensors, its tiers, the timed writes and reads."""
 
-    def __init__(self, cfg, out: Path, comm):
+    def __init__(self, cfg, design, out: Path, comm):
         self.cfg, self.out, self.comm = cfg, Path(out), comm
-        tiers = {name: pace_tier(cfg, comm, out, name, bare, dilated=False)  # the storage as it is
+        tiers = {name: pace_tier(design, None, comm, out, name, bare)  # the storage as it is: no clock
                  for name, bare in build_tiers(cfg, comm, out).items()}
         self.local, self.global_ = tiers.get("local"), tiers["global"]
         self.claims = claim_tiers(comm, self.out, self.local, self.global_)
@@ -338,8 +338,8 @@ class MlperfRank:
                 "storage": (self.local or self.global_).describe()}
 
 
-def run_rank(cfg, out: Path, comm) -> dict:
-    return MlperfRank(cfg, out, comm).run()
+def run_rank(cfg, design, out: Path, comm) -> dict:
+    return MlperfRank(cfg, design, out, comm).run()
 
 
 def check_read_phase(cfg) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from emulator.job import outdir
 from emulator.mlperf.dlio import write_folder
 from emulator.mlperf.figures import figures
-from tiers.fileops import write_replacing
+from tiers.safepath import write_file
 
 #: the longest MLPerf allows between the end of a write run and the start of its read run
 READ_AFTER_WRITE_S = 30.0
@@ -41,7 +41,7 @@ def rule_30s(out: Path, ranks: list[dict], phase: str) -> dict | None:
 def _mark_write_end(out: Path, ranks: list[dict]) -> None:
     saves = [rec["end"] for r in ranks for rec in r["saves"]]
     if saves:
-        write_replacing(out / outdir.MLPERF_WRITE, json.dumps({"end": max(saves), "processes": len(ranks)}))
+        write_file(out / outdir.MLPERF_WRITE, json.dumps({"end": max(saves), "processes": len(ranks)}))
 
 
 def _pm(mean, std, unit: str = "") -> str:
@@ -109,6 +109,6 @@ def write_outputs(cfg, ranks: list[dict], out: Path) -> dict:
            "dlio_folder": str(folder), "ranks": [_slim(r) for r in ranks]}
     if phase in ("both", "write"):
         _mark_write_end(out, ranks)
-    write_replacing(out / outdir.RESULTS, json.dumps(res, indent=1, allow_nan=False) + "\n")
-    write_replacing(out / outdir.REPORT, format_report(res))
+    write_file(out / outdir.RESULTS, json.dumps(res, indent=1, allow_nan=False) + "\n")
+    write_file(out / outdir.REPORT, format_report(res))
     return res

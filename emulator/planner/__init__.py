@@ -10,7 +10,9 @@ One level is the model's special case; ``plan``, ``simulate --interval planner``
 recommend from :func:`plan`.
 """
 from emulator.planner.model import Grid
-from emulator.planner.planning import OVERLAP_TARGET, Plan, plan, reference_figures
+from emulator.planner.planning import (DAY, OVERLAP_TARGET, Plan, design_holdings, plan, reference_figures,
+                                       rule_of_thumb_needs)
 from emulator.planner.search import default_grid
 
-__all__ = ["OVERLAP_TARGET", "Grid", "Plan", "default_grid", "plan", "reference_figures"]
+__all__ = ["DAY", "OVERLAP_TARGET", "Grid", "Plan", "default_grid", "design_holdings", "plan", "reference_figures",
+           "rule_of_thumb_needs"]

@@ -1,117 +1,145 @@
 """The planner's model: goodput of a ladder of checkpoint levels, and the best cell of a grid.
 
-Pure math, no I/O, instant; emulator/planner/inputs.py builds its inputs from a design. A job checkpoints every base interval T (start to start, as the
-planner's interval); checkpoint number n (counted from the job's start, across failures) goes to
+Pure math, no I/O; emulator/planner/inputs.py builds its inputs from a design. The job trains
+``T`` (the base interval: training time between checkpoints, as the emulator and the simulator
+take it) and then checkpoints; checkpoint n (counted from the job's start, across failures) goes to
 every level whose ``every`` divides n: host memory every one, a peer replica every k_peer-th, node
 NVMe every k_local-th, global storage every k_global-th. A failure class (process crash, node loss,
-the loss of a replica group) destroys the levels below the lowest one that survives it and
-recovers from that one: restart, restore, and the work since its newest durable checkpoint is lost.
+the loss of a replica group) destroys the levels that do not survive it; the job restores the
+newest checkpoint a surviving level holds (the nearest level among equals), and loses the work
+since.
 
-First-order model, in the style of Moody et al., "Design, modeling, and evaluation of a scalable
-multi-level checkpointing system" (SC10, SCR) and Di et al., "Optimization of multi-level
-checkpoint model for large scale HPC applications" (IPDPS 2014). Per level l: every e_l, stall
-s_l, lag d_l (stall end to durable); per class c: rate lambda_c, recovering at level l(c) at a
-cost R_c (detection, restart or replacement, and the restore from that level)::
+Two parts, in the style of Moody et al., "Design, modeling, and evaluation of a scalable multi-level
+checkpointing system" (SC10, SCR) and Daly's exact restart model (2006):
 
-    S    = sum_l s_l / e_l                       mean stall per base checkpoint
-    S_l  = sum_j s_j e_l / lcm(e_j, e_l)         mean stall of a checkpoint that goes to l
-    W_l  = max(0, S_l + d_l - e_l T)             wait for l's previous copy (staging reuse)
-    W_R  = mean_n max(0, S_n + d_n + R_n - T)    wait for checkpoint n's retention R_n (d_n: the lag
-                                                 of the farthest level n goes to; R_n: the listings,
-                                                 and the deletes on the levels n goes to); async:
-                                                 max(0, S_n + d_n + R_n + d_n+1 - 2T), the next
-                                                 checkpoint's copies absorbing one interval
-    P    = T + sum_l W_l / e_l + W_R             mean period between base checkpoints
-    f    = (T - S) / P                           working fraction between failures
-    L_c  = R_c + e_l(c) P / 2 + d_l(c)          per failure: recovery, lost work
-    G    = f * max(0, 1 - sum_c lambda_c L_c)
+- **Without failures** the ladder's checkpoints settle into a periodic schedule
+  (emulator/planner/cycle.py): per cycle of lcm(every) checkpoints its length P, the training L*T
+  in it (f = L*T / P), its stalls, waits (a checkpoint waiting for the previous one, or for a
+  retention) and the interference its background copies cost; each checkpoint's start (the progress
+  it saves) and when it is durable on each level.
+- **Failures** are Poisson at rate lambda (the classes' rates lambda_c summed), whatever the job is
+  doing. After a recovery the job runs until the next failure, X ~ Exp(lambda) later; a run phase
+  keeps the progress of the newest checkpoint durable on a level that survives the failure that
+  ends it. With m_k the earliest time any checkpoint from the k-th on is durable there (a run phase
+  starting at the end of checkpoint phi's stall, a_phi), the progress a run phase keeps is::
 
-Assumptions: failures of each class are Poisson and independent; rates are small against the
-intervals (at most one failure per period, so no second failure during a recovery or before the
-destroyed levels are written again: second-order terms dropped); a failure is uniform in time, so
-on average half a level's period plus its lag is lost; a copy becomes durable ``lag_s`` after its
-checkpoint's stall ends; copies to one level are serialised (the next waits for the previous).
-With one level and one class this is exactly :func:`emulator.planner.reference.goodput` (sync:
-lag 0; async: lag = D). A class without its own ``recovery_s`` costs the inputs' ``restart_s`` plus
-its level's ``restore_s`` (one restart for every class, as older callers give it).
+      E[W_c] = T * sum_phi w_phi * sum_{k > phi} exp(-lambda (m_k - a_phi))
+
+  (w_phi: the share of time the job's count stands at phi; the sum is a geometric series over
+  cycles). A recovery of class c costs R_c: detection, restart or replacement, and the restore of
+  the copy it restores, read where the other nodes read that step (its mix over the cycle: a nearer
+  tier holds it until its retention deletes it). A failure during a recovery starts another, from
+  an older copy where the new class spares less (nothing was written since): the chain's time and
+  the progress it throws away (:func:`recovery_chains`). A run phase after a class that wiped a
+  level, ended by a class that needs that level, falls back to an older copy unless it made a new one
+  (emulator/planner/renewal.py ``older_copies``). With a run phase's recoveries taking ``recovery``::
+
+      G = (sum_c (lambda_c / lambda) E[W_c] - thrown) / (recovery + 1 / lambda)
+
+  For lambda P << 1 this is the first-order model G = f (1 - sum_c lambda_c (R_c + e_c P / 2 + d_c)),
+  e_c P / 2 + d_c the age of the newest surviving copy; with one level and one class it is
+  :func:`emulator.planner.reference.goodput`.
+
+Assumptions: failures of each class are Poisson and independent; a run phase after a recovery
+follows the settled schedule from where the count stood; the copies a run phase falls back to are
+those a failure-free cycle would hold (where failures keep a copy from finishing cycle after cycle,
+the newest one is older than that: an open counterexample of the agreement tests).
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-#: the standard ladder, lowest first: a class whose ``nearest`` level is absent from the inputs
-#: recovers from the next level of this ladder that is present
-LADDER = ("memory", "peer", "local", "global")
+import numpy as np
+
+
+from emulator.design import ladder
+from emulator.planner.cycle import Checkpoint, steady
+from emulator.planner.renewal import behind_on_average, class_terms, deletions, newest_times, older_copies
+
+#: the standard ladder, lowest first (emulator/design/ladder.py): a class whose ``nearest`` level is
+#: absent from the inputs recovers from the next level of this ladder that is present
+LADDER = ladder.names()
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
 
 @dataclass(frozen=True)
 class Level:
     """One level. ``every``: it takes every N-th base checkpoint (the first level normally 1);
-    ``stall_s``: training time it costs per checkpoint it takes (the blocking part); ``lag_s``:
-    from the end of that checkpoint's stall until the copy is durable here (background);
-    ``restore_s``: reading the checkpoint back from here, *after* the restart
-    (:attr:`LevelInputs.restart_s`), for a class without a ``recovery_s`` of its own."""
+    ``stall_s``: the training time it blocks per checkpoint it takes; ``lag_s``: from the end of that
+    checkpoint's stall until the copy is durable here (background); ``restore_s``: reading the
+    checkpoint back from here, *after* the restart (:attr:`LevelInputs.restart_s`), for a class
+    without a recovery of its own; ``retention_s``: the deletes here after a checkpoint it takes."""
 
     name: str
     every: int
     stall_s: float
     lag_s: float
     restore_s: float = 0.0
-    #: the retention's deletes on this level after a checkpoint it takes (the next one waits for them)
     retention_s: float = 0.0
 
     def __post_init__(self):
         if isinstance(self.every, bool) or not isinstance(self.every, int) or self.every < 1:
             raise ValueError(f"level {self.name}: every must be a whole number >= 1, got {self.every!r}")
         for key in ("stall_s", "lag_s", "restore_s", "retention_s"):
-            v = getattr(self, key)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"level {self.name}: {key} must be a finite number >= 0, got {v!r}")
+            if not _finite(getattr(self, key)):
+                raise ValueError(f"level {self.name}: {key} must be a finite number >= 0, got {getattr(self, key)!r}")
 
 
 @dataclass(frozen=True)
 class FailureRate:
-    """Failures of one kind: Poisson at ``rate_per_s``; ``nearest`` names the lowest level that
-    survives them (process -> memory, node -> peer, group -> global); the levels below are lost.
-    ``recovery_s``: what one costs until training resumes (detection, restart or replacement, the
-    restore); None: the inputs' ``restart_s`` plus the level's ``restore_s``."""
+    """Failures of one kind: Poisson at ``rate_per_s``; ``nearest`` names the lowest level that survives
+    them (process -> memory, node -> peer, group -> global), ``survives`` every level that does (None:
+    ``nearest`` and the levels above it). ``recovery_s``: what one costs until training resumes
+    (None: the inputs' ``restart_s`` plus the level's ``restore_s``); ``restores``: per position of the
+    inputs' cycle, (the index of the level its copy is restored from or None, the recovery's seconds),
+    where the design decides both (emulator/planner/inputs.py)."""
 
     name: str
     rate_per_s: float
     nearest: str
     recovery_s: float | None = None
+    survives: tuple | None = None
+    restores: tuple | None = None
+    #: {level index: seconds} of a restore of an older copy from that level, every node reading it there
+    fallback: Mapping | None = None
 
     def __post_init__(self):
-        v = self.rate_per_s
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-            raise ValueError(f"class {self.name}: rate_per_s must be a finite number >= 0, got {v!r}")
-        r = self.recovery_s
-        if r is not None and not (isinstance(r, (int, float)) and math.isfinite(r) and r >= 0):
-            raise ValueError(f"class {self.name}: recovery_s must be a finite number >= 0, got {r!r}")
+        if not _finite(self.rate_per_s):
+            raise ValueError(f"class {self.name}: rate_per_s must be a finite number >= 0, got {self.rate_per_s!r}")
+        if self.recovery_s is not None and not _finite(self.recovery_s):
+            raise ValueError(f"class {self.name}: recovery_s must be a finite number >= 0, got {self.recovery_s!r}")
 
 
 @dataclass(frozen=True)
 class LevelInputs:
-    """A design: the base interval, its levels (lowest first), the failure classes, the restart."""
+    """A design: the base interval (training between checkpoints), its levels (lowest first), the
+    failure classes, the restart. ``cycle``: its checkpoints' positions (emulator/planner/cycle.py),
+    None to derive them from the levels; ``blocking``: whether a checkpoint's copies block training
+    (sync; None: where no level has a lag)."""
 
     base_interval_s: float
     levels: tuple
     classes: tuple
     restart_s: float = 0.0
     #: after each checkpoint's last copy, its retention's listings on every level (a level it went to
-    #: adds its deletes: :attr:`Level.retention_s`), which the next checkpoint waits for
+    #: adds its deletes: :attr:`Level.retention_s`), which the next checkpoint's pipeline waits for
     retention_s: float = 0.0
+    cycle: tuple | None = None
+    blocking: bool | None = None
 
     def __post_init__(self):
         if not (math.isfinite(self.base_interval_s) and self.base_interval_s > 0):
             raise ValueError(f"base_interval_s must be > 0, got {self.base_interval_s!r}")
         for key in ("restart_s", "retention_s"):
-            v = getattr(self, key)
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"{key} must be >= 0, got {v!r}")
+            if not _finite(getattr(self, key)):
+                raise ValueError(f"{key} must be >= 0, got {getattr(self, key)!r}")
         names = [lv.name for lv in self.levels]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"levels must be one or more, with distinct names: {names}")
@@ -120,13 +148,23 @@ class LevelInputs:
             raise ValueError(f"levels must be listed lowest first ({', '.join(LADDER)}): {names}")
         recovery_levels(self)  # every class has a level to recover from
 
+    @property
+    def is_blocking(self) -> bool:
+        return self.blocking if self.blocking is not None else not any(lv.lag_s > 0 for lv in self.levels)
+
 
 def recovery_levels(inputs: LevelInputs) -> tuple:
-    """Per class, the index of the level it recovers from: its ``nearest``, or where that is
-    absent, the next level up the :data:`LADDER`. A class destroys the levels below it."""
+    """Per class, the index of the nearest level that survives it: its ``nearest``, or where that is
+    absent, the next level up the :data:`LADDER`."""
     names = [lv.name for lv in inputs.levels]
     out = []
     for c in inputs.classes:
+        if c.survives is not None:
+            kept = [i for i, n in enumerate(names) if n in c.survives]
+            if not kept:
+                raise ValueError(f"class {c.name}: no level survives it ({names})")
+            out.append(kept[0])
+            continue
         if c.nearest in names:
             out.append(names.index(c.nearest))
             continue
@@ -146,81 +184,187 @@ def recovery_cost(inputs: LevelInputs, k: int, level: int) -> float:
     return c.recovery_s if c.recovery_s is not None else inputs.restart_s + inputs.levels[level].restore_s
 
 
+# --------------------------------------------------------------------------- the cycle and each class's restores
+
+def taking(levels, n: int) -> list:
+    """The indices of the levels checkpoint ``n`` goes to (the nearest at least)."""
+    return [i for i, lv in enumerate(levels) if n % lv.every == 0] or [0]
+
+
+def cycle_of(inputs: LevelInputs) -> tuple:
+    """The inputs' cycle, or one derived from the levels: a checkpoint stalls for its levels' stalls and
+    is durable on each its lag after its stall (its pipeline the longest lag)."""
+    if inputs.cycle is not None:
+        return inputs.cycle
+    levels = inputs.levels
+    out = []
+    for n in range(1, math.lcm(*(lv.every for lv in levels)) + 1):
+        idx = taking(levels, n)
+        lags = tuple(0.0 if inputs.is_blocking else levels[i].lag_s for i in idx)
+        out.append(Checkpoint(tuple(idx), sum(levels[i].stall_s for i in idx), lags, max(lags),
+                              inputs.retention_s + sum(levels[i].retention_s for i in idx)))
+    return tuple(out)
+
+
+def alive_levels(inputs: LevelInputs, k: int) -> set:
+    """The indices of the levels whose copies survive class ``k``."""
+    c, first = inputs.classes[k], recovery_levels(inputs)[k]
+    return {i for i, lv in enumerate(inputs.levels) if (lv.name in c.survives if c.survives is not None else i >= first)}
+
+
+def fallback_cost(inputs: LevelInputs, k: int, level: int) -> float:
+    """Seconds class ``k`` costs restoring an older copy from ``level`` (every node reading it there)."""
+    c = inputs.classes[k]
+    if c.fallback is not None and level in c.fallback:
+        return c.fallback[level]
+    return recovery_cost(inputs, k, level)
+
+
+def restores_of(inputs: LevelInputs, k: int, cycle: tuple) -> tuple:
+    """Class ``k``'s restore of each position of ``cycle`` as its newest surviving copy: (the level it
+    is read from or None, pieces), pieces nearest first ``(level or None, keep, seconds)``: what the
+    recovery costs while that nearer level still holds the copy (``keep``: until that many newer
+    copies are durable there and its retention deleted it), the last piece (None) after. The class's
+    own where given, else the nearest level of the position that survives it, at :func:`recovery_cost`."""
+    c = inputs.classes[k]
+    if c.restores is not None:
+        return tuple((lv, r if isinstance(r, tuple) else ((None, 0, r),)) for lv, r in c.restores)
+    alive = alive_levels(inputs, k)
+    out = []
+    for ck in cycle:
+        level = next((i for i in ck.levels if i in alive), None)
+        out.append((level, ((None, 0, recovery_cost(inputs, k, level) if level is not None else 0.0),)))
+    return tuple(out)
+
+
 # --------------------------------------------------------------------------- goodput
 
 @dataclass(frozen=True)
 class ClassCost:
-    """One class's share of wall time: its recovery (``recovery``) and lost work (``lost``)."""
+    """One class's share of wall time: its recoveries (``recovery``) and lost work (``lost``); the level
+    it restores from most often, and its mean recovery's seconds."""
 
     name: str
     level: str
     recovery: float
     lost: float
+    recovery_s: float = 0.0
 
 
 @dataclass(frozen=True)
 class Breakdown:
-    """Goodput and where the rest goes, as fractions of wall time: 1 = goodput + stall + wait +
-    sum of the classes' recovery and lost (unless failures take all the time: goodput 0)."""
+    """Goodput and where the rest goes, as fractions of wall time: goodput + stall + wait + the classes'
+    recovery and lost = 1. ``period_s``: the mean time from one checkpoint's start to the next's."""
 
     goodput: float
     stall: float
     wait: float
     period_s: float
     classes: tuple
+    #: the share of wall time the job runs (not recovering from a failure)
+    running: float = 1.0
+
+
+def breakdown_many(inputs: LevelInputs, intervals) -> list:
+    """:func:`breakdown` of the inputs at each base interval of ``intervals`` (one schedule computation)."""
+    cycle = cycle_of(inputs)
+    s = steady(cycle, intervals, inputs.is_blocking)
+    L = len(cycle)
+    f = L * s.intervals / s.period
+    lam = sum(c.rate_per_s for c in inputs.classes)
+    names = [lv.name for lv in inputs.levels]
+    alive = [frozenset(alive_levels(inputs, k)) for k in range(len(inputs.classes))]
+    newest: dict = {}
+
+    def times(levels: frozenset):
+        if levels not in newest:
+            newest[levels] = newest_times(cycle, s, levels)
+        return newest[levels]
+    gone_at = deletions(cycle, s)
+    terms = [class_terms(cycle, s, restores_of(inputs, k, cycle), times(alive[k]), lam or 1e-300, gone_at)
+             for k in range(len(inputs.classes))]
+    if lam <= 0:  # no failures: each class's restores said all the same
+        return [Breakdown(float(f[i]), float((s.stall[i] + s.interference[i]) / s.period[i]),
+                          float(s.wait[i] / s.period[i]), float(s.period[i] / L),
+                          tuple(ClassCost(c.name, names[max(t[3], key=lambda j: t[3][j][i]) if t[3] else r], 0.0, 0.0,
+                                          float(t[4][i]))
+                                for c, r, t in zip(inputs.classes, recovery_levels(inputs), terms)))
+                for i in range(len(f))]
+    shares = [c.rate_per_s / lam for c in inputs.classes]
+    for k, t in enumerate(terms):  # after another class's recovery, a run phase may fall back further
+        for j, sh in enumerate(shares):
+            both = alive[j] & alive[k]
+            if sh <= 0 or not both:
+                continue
+            behind, chance = older_copies(cycle, s, terms[j][5], times(both), t[5], lam)
+            old = fallback_cost(inputs, k, min(both))  # the older copy, from the nearest level both spare
+            t[0] = t[0] - sh * s.intervals * behind
+            t[1] = t[1] + sh * chance * (-math.expm1(-lam * old) / lam - t[1])
+            t[2] = t[2] + sh * chance * (math.exp(-lam * old) - t[2])
+    spent, thrown = recovery_chains(inputs, shares, terms, alive, lam, s, times)
+    recovering = sum(spent)
+    cycle_s = recovering + 1 / lam
+    kept = sum(sh * t[0] for sh, t in zip(shares, terms)) - sum(thrown)
+    run = (1 / lam) / cycle_s
+    out, nearest = [], recovery_levels(inputs)
+    for i in range(len(f)):
+        classes = []
+        for k, (c, sh, (progress, _, _, levels, mean_s, _), r) in enumerate(zip(inputs.classes, shares, terms,
+                                                                                  nearest)):
+            level = max(levels, key=lambda j: levels[j][i]) if levels else r
+            classes.append(ClassCost(c.name, names[level], float(spent[k][i] / cycle_s[i]),
+                                     float(max(0.0, sh * (f[i] / lam - progress[i]) + thrown[k][i]) / cycle_s[i]),
+                                     float(mean_s[i])))
+        out.append(Breakdown(float(max(0.0, kept[i]) / cycle_s[i]),
+                             float(run[i] * (s.stall[i] + s.interference[i]) / s.period[i]),
+                             float(run[i] * s.wait[i] / s.period[i]), float(s.period[i] / L), tuple(classes),
+                             float(run[i])))
+    return out
+
+
+def recovery_chains(inputs: LevelInputs, shares: list, terms: list, alive: list, lam: float, s, times) -> tuple:
+    """(per class, the expected time a run phase's recoveries spend recovering from it; per class, the
+    progress its failures during a recovery throw away), per row. A failure during a recovery starts
+    another, of the class drawn, from an older copy: nothing was written since, and each failure wipes
+    the levels its class does not spare, so it restores the newest copy every failure so far spared,
+    from the nearest such level (:func:`fallback_cost`). The first recovery restores the run phase's mix.
+    ``times``: a set of levels -> its copies' newest times (emulator/planner/renewal.py)."""
+    spent = [0.0 * t[1] for t in terms]
+    lost = [0.0 * t[1] for t in terms]
+    behind: dict = {}
+
+    def fell(left: frozenset, nxt: frozenset):
+        if (left, nxt) not in behind:
+            behind[(left, nxt)] = s.intervals * behind_on_average(s, times(left), times(nxt))
+        return behind[(left, nxt)]
+
+    def fall(mass: dict, k: int, left: frozenset, cut) -> None:
+        for j, sj in enumerate(shares):
+            nxt = frozenset(left & alive[j])
+            if sj <= 0 or not nxt:
+                continue
+            mass[(j, nxt)] = mass.get((j, nxt), 0.0) + cut * sj
+            if nxt != left:
+                lost[j] = lost[j] + cut * sj * fell(left, nxt)
+    mass = {}
+    for k, (sh, t) in enumerate(zip(shares, terms)):
+        spent[k] = spent[k] + sh * t[1]
+        fall(mass, k, frozenset(alive[k]), sh * (1 - t[2]))
+    for _ in range(500):
+        if not mass or max(float(np.max(v)) for v in mass.values()) < 1e-12:
+            break
+        after = {}
+        for (k, left), mu in mass.items():
+            seconds = fallback_cost(inputs, k, min(left))
+            spent[k] = spent[k] + mu * -math.expm1(-lam * seconds) / lam
+            fall(after, k, left, mu * -math.expm1(-lam * seconds))
+        mass = after
+    return spent, lost
 
 
 def breakdown(inputs: LevelInputs) -> Breakdown:
     """The model of the module docstring, term by term."""
-    T, levels = inputs.base_interval_s, inputs.levels
-    mean_stall = sum(lv.stall_s / lv.every for lv in levels)
-    waits = [max(0.0, _co_stall(levels, lv) + lv.lag_s - lv.every * T) for lv in levels]
-    period = T + sum(w / lv.every for w, lv in zip(waits, levels)) + _retention_wait(inputs)
-    working = max(0.0, T - mean_stall) / period
-    costs, failing = [], 0.0
-    for k, (c, i) in enumerate(zip(inputs.classes, recovery_levels(inputs))):
-        lv = levels[i]
-        recovery = c.rate_per_s * recovery_cost(inputs, k, i)
-        lost = c.rate_per_s * (lv.every * period / 2 + lv.lag_s)
-        failing += recovery + lost
-        costs.append(ClassCost(c.name, lv.name, working * recovery, working * lost))
-    return Breakdown(working * max(0.0, 1.0 - failing), mean_stall / period, (period - T) / period,
-                     period, tuple(costs))
-
-
-def _retention_wait(inputs: LevelInputs) -> float:
-    """The mean wait for a previous checkpoint's retention (W_R): checkpoint n ends when its copy to
-    the farthest level it goes to is durable, then its retention runs. Synchronous (no lags): the
-    next checkpoint, T later, waits for it. Asynchronous: the next one's copies wait for it, and
-    training only when the one after (2T later) waits for that next one to be durable; and the
-    pipeline, copies and retentions one after another, sets the period where it is the bottleneck."""
-    levels, T = inputs.levels, inputs.base_interval_s
-    if inputs.retention_s <= 0 and not any(lv.retention_s > 0 for lv in levels):
-        return 0.0
-    cycle = math.lcm(*(lv.every for lv in levels))
-
-    def taking(n: int) -> list:
-        return [lv for lv in levels if n % lv.every == 0] or [levels[0]]
-    background = any(lv.lag_s > 0 for lv in levels)
-    total, busy = 0.0, 0.0
-    for n in range(1, cycle + 1):
-        now = taking(n)
-        lag = max(lv.lag_s for lv in now)
-        done = sum(lv.stall_s for lv in now) + lag
-        retention = inputs.retention_s + sum(lv.retention_s for lv in now)
-        busy += lag + retention
-        if background:
-            total += max(0.0, done + retention + max(lv.lag_s for lv in taking(n + 1)) - 2 * T)
-        else:
-            total += max(0.0, done + retention - T)
-    if background:  # the copies and retentions run one after another: no faster than they take
-        return max(total / cycle, busy / cycle - T)
-    return total / cycle
-
-
-def _co_stall(levels, lv: Level) -> float:
-    """The mean stall of the checkpoints that go to ``lv``: each level j joins one in e_l / lcm(e_j, e_l)."""
-    return sum(o.stall_s * lv.every / math.lcm(o.every, lv.every) for o in levels)
+    return breakdown_many(inputs, [inputs.base_interval_s])[0]
 
 
 def goodput(inputs: LevelInputs) -> float:
@@ -264,9 +408,11 @@ class Grid:
         return [dict(zip(names, combo)) for combo in itertools.product(*axes)]
 
     def cells(self, inputs: LevelInputs) -> list:
-        """Every combination as inputs with the same stalls and lags, in a fixed order (base
-        interval outermost). A design's lags change with ``every``: emulator/planner/search.py
-        builds its cells from the design instead."""
+        """Every combination as inputs with the same stalls and lags, in a fixed order (base interval
+        outermost). A design's cycle changes with ``every``: emulator/planner/search.py builds its
+        cells from the design instead."""
+        if inputs.cycle is not None:
+            raise ValueError("inputs with a design's cycle: build their cells from the design (planner/search.py)")
         names = [lv.name for lv in inputs.levels]
         combos = self.combos(names, {lv.name: lv.every for lv in inputs.levels})
         intervals = tuple(self.base_interval_s) or (inputs.base_interval_s,)
@@ -299,6 +445,20 @@ def evaluate(inputs: LevelInputs) -> Cell:
     return Cell(inputs, breakdown(inputs))
 
 
+def at_interval(inputs: LevelInputs, interval_s: float) -> LevelInputs:
+    """``inputs`` at another base interval (checked once: every other field is the same)."""
+    if not (math.isfinite(interval_s) and interval_s > 0):
+        raise ValueError(f"base_interval_s must be > 0, got {interval_s!r}")
+    out = copy.copy(inputs)
+    object.__setattr__(out, "base_interval_s", float(interval_s))
+    return out
+
+
+def evaluate_many(inputs: LevelInputs, intervals) -> list:
+    """The cells of ``inputs`` at each base interval of ``intervals``."""
+    return [Cell(at_interval(inputs, t), b) for t, b in zip(intervals, breakdown_many(inputs, intervals))]
+
+
 def best_of(cells) -> Cell:
     """The cell with the highest :func:`goodput` (the first of equals)."""
     best = None
@@ -314,6 +474,6 @@ def optimize(inputs: LevelInputs, grid: Grid) -> Cell:
 
     Exhaustive search, as SCR's model is evaluated (Moody et al. SC10) rather than solved: the
     ``every`` values are whole numbers, levels interact through shared stalls and waits, and a
-    grid of a few values per level is thousands of cells at most, each a few sums.
+    grid of a few values per level is thousands of cells at most.
     """
     return best_of(grid.cells(inputs))

@@ -7,30 +7,29 @@ figures (emulator/planner/reference.py). Per tier at the recommended cell: its o
 (emulator/design/costs.py), the share of its interval that copy takes (its overlap) and the
 bandwidth that would keep that share at the overlap target, beside the rate the design moves it at.
 Global storage also gets its volume: the job's checkpoint times the checkpoints it takes a day, and
-how many of them there are per failure that restores from it. More than four times the rule of
-thumb's 20, and more than one every 15 minutes, is flagged (writing a whole checkpoint to global storage every
-minute or two buys little goodput and costs storage traffic, wear and, on S3, money: the model prices
-none of it), with the best cell that stays under it.
+how many of them there are per failure that restores from it; every tier what it holds and is
+written a day (emulator/design/wear.py). The recommended cell is the best that meets the bounds the
+model does not price (global volume, request rate, the NVMe's endurance:
+emulator/planner/constraints.py); the unconstrained optimum is kept beside it as the comparison.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from emulator.design import Design, costs
+from emulator.design import Design, costs, wear
+from emulator.design.wear import Endurance
 from emulator.design.failures import CLASSES
+from emulator.design.snapshot import figures as snapshot_figures
 from emulator.planner import reference as ref
+from emulator.planner.constraints import Constraints, checkpoints_per_day, constraints
 from emulator.planner.inputs import DesignLevels
-from emulator.planner.model import Grid
+from emulator.planner.model import Grid, evaluate
 from emulator.planner.search import Cell, Search, default_grid, search
 
 DAY = ref.DAY
 OVERLAP_TARGET = 0.10
 CHECKPOINTS_PER_FAILURE = 20.0
 OVERHEAD_BUDGET = 0.05
-#: checkpoints to global storage per failure restoring from it above this many times the rule of
-#: thumb's, and more than MIN_FLAGGED_PER_DAY a day, are flagged
-ABSURD_FACTOR = 4
-MIN_FLAGGED_PER_DAY = 96
 
 
 @dataclass(frozen=True)
@@ -105,17 +104,23 @@ class TierNeed:
         return self.rate_bps / self.needed_bps if self.needed_bps else float("inf")
 
 
+
 @dataclass(frozen=True)
 class GlobalVolume:
     """What the recommended cell writes to global storage: bytes and checkpoints a day, checkpoints
     per failure that restores from global storage (every failure where none does); ``flagged``
-    above :data:`ABSURD_FACTOR` times the rule of thumb."""
+    above the bound of emulator/planner/constraints.py."""
 
     bytes_per_day: float
     checkpoints_per_day: float
     per_failure: float
     flagged: bool
     limit_per_failure: float
+
+    @property
+    def sustained_bytes_per_s(self) -> float:
+        """The write rate global storage sustains, a day's bytes over the day."""
+        return self.bytes_per_day / DAY
 
 
 @dataclass(frozen=True)
@@ -131,51 +136,47 @@ class Plan:
     grid: Grid
     overlap_target: float
     notes: tuple = field(default=())
+    #: what each tier holds and is written a day at the recommended cell (emulator/design/wear.py)
+    holdings: tuple = ()
+    #: the bounds the recommended cell breaks (none where one meets them all), and those the
+    #: unconstrained optimum breaks
+    broken: tuple = ()
+    optimum_broken: tuple = ()
 
     @property
     def best(self) -> Cell:
+        """The recommended cell: the best of the recommended mode that meets the bounds."""
+        return self.modes[self.recommended].recommended
+
+    @property
+    def optimum(self) -> Cell:
+        """The recommended mode's best cell, bounds aside: the comparison."""
         return self.modes[self.recommended].best
 
     def to_dict(self) -> dict:
         return plan_dict(self)
 
 
-def class_costs(design: Design) -> tuple:
+def class_costs(design: Design, cell: Cell) -> tuple:
+    """Each class at ``cell``: the tier it restores from most often (the newest copy a surviving tier
+    holds) and its mean restore there (emulator/planner/model.py)."""
     out = []
+    at = {c.name: c for c in cell.terms.classes}
     for c in CLASSES:
         fc = design.failures.of(c)
-        out.append(ClassCost(c, design.failures.rate(c) * DAY, design.recovery_tier(c), fc.detect_s, fc.restart_s,
-                             costs.class_restore_seconds(design, c)))
+        restore = costs.restore_within(design, c, at[c].recovery_s) if c in at else \
+            costs.class_restore_seconds(design, c)
+        out.append(ClassCost(c, design.failures.rate(c) * DAY, at[c].level if c in at else design.recovery_tier(c),
+                             fc.detect_s, fc.restart_s, max(0.0, restore)))
     return tuple(out)
 
 
-def _global_rate(design: Design) -> float:
-    """Failures per second that restore from global storage (every failure where none does)."""
-    rate = sum(design.failures.rate(c) for c in CLASSES if design.recovery_tier(c) == "global")
-    return rate or design.failures.rate_per_s
-
-
-def _global_per_failure(design: Design, cell: Cell) -> float:
-    every = cell.every.get("global")
-    if every is None:
-        return 0.0
-    return 1.0 / (_global_rate(design) * every * cell.terms.period_s)
-
-
-def _absurd(design: Design, cell: Cell, limit: float) -> bool:
-    every = cell.every.get("global")
-    return every is not None and DAY / (every * cell.terms.period_s) > MIN_FLAGGED_PER_DAY and \
-        _global_per_failure(design, cell) > limit
-
-
-def global_volume(design: Design, cell: Cell, checkpoints_per_failure: float) -> GlobalVolume | None:
-    every = cell.every.get("global")
-    if every is None:
+def global_volume(design: Design, cell: Cell, bounds: Constraints) -> GlobalVolume | None:
+    if "global" not in cell.every:
         return None
-    per_day = DAY / (every * cell.terms.period_s)
-    limit = ABSURD_FACTOR * checkpoints_per_failure
-    per_failure = _global_per_failure(design, cell)
-    return GlobalVolume(design.job.checkpoint_bytes * per_day, per_day, per_failure, _absurd(design, cell, limit), limit)
+    per_day = bounds.global_per_day(cell)
+    return GlobalVolume(design.job.checkpoint_bytes * per_day, per_day, bounds.per_failure(cell),
+                        bounds.volume_over(cell), bounds.per_failure_limit)
 
 
 def tier_needs(design: Design, cell: Cell, overlap_target: float) -> tuple:
@@ -189,37 +190,51 @@ def tier_needs(design: Design, cell: Cell, overlap_target: float) -> tuple:
             scope, moved = "job", design.job.checkpoint_bytes
         else:
             scope, moved = "node", heaviest * (design.replicas if name == "peer" else 1)
-        link = design.link(name)
         rate = moved / copy if copy > 0 else float("inf")
         out.append(TierNeed(name, every, interval, scope, moved, copy, rate,
-                            moved / (overlap_target * interval), link.family))
+                            moved / (overlap_target * interval), design.link(name).family))
     return tuple(out)
+
+
+def _recommended(found: dict) -> str:
+    """The mode whose best cell within the bounds is best (its unconstrained best where none is)."""
+    return max(found, key=lambda m: (found[m].kept is not None, found[m].recommended.goodput))
 
 
 def plan(design: Design, *, grid: Grid | None = None, overlap_target: float = OVERLAP_TARGET,
          checkpoints_per_failure: float = CHECKPOINTS_PER_FAILURE,
-         overhead_budget: float = OVERHEAD_BUDGET, modes=None) -> Plan:
-    """The plan of ``design`` for each of its modes (or ``modes``), over ``grid`` (default: search.default_grid)."""
+         overhead_budget: float = OVERHEAD_BUDGET, modes=None, endurance: Endurance = Endurance()) -> Plan:
+    """The plan of ``design`` for each of its modes (or ``modes``), over ``grid`` (default: search.default_grid):
+    the recommended cell is the best that meets the bounds (emulator/planner/constraints.py)."""
     grid = grid or default_grid(design)
-    limit = ABSURD_FACTOR * checkpoints_per_failure
-
-    def sane(cell: Cell) -> bool:
-        return not _absurd(design, cell, limit)
-    found = {m: search(DesignLevels(design, m), grid, keep=sane) for m in (modes or design.modes)}
-    best_mode = max(found, key=lambda m: found[m].best.goodput)
+    bounds = constraints(design, checkpoints_per_failure, endurance)
+    found = {m: search(DesignLevels(design, m), grid, keep=lambda cell: bounds.meets(design, cell))
+             for m in (modes or design.modes)}
+    best_mode = _recommended(found)
     c = costs.checkpoint_costs(design)
     fm = design.failures
     figures = reference_figures(fm.accelerators, fm.mttf_hours, sync_stall_s=c.sync_stall_s,
                                   checkpoints_per_failure=checkpoints_per_failure, overhead_budget=overhead_budget)
-    best = found[best_mode].best
+    best = found[best_mode].recommended
     notes = design.notes
     if "async" in found and not design.interference_share:
         notes += ("async: background copies are charged no training time (no interference measured), so the "
                   "best async interval is as short as the copies allow: calibrate with a run that has its "
                   "baseline (checkpoint.baseline) to charge it",)
-    return Plan(design, figures, c, class_costs(design), found, best_mode,
-                tier_needs(design, best, overlap_target), global_volume(design, best, checkpoints_per_failure),
-                grid, overlap_target, notes)
+    held = wear.holdings(design, checkpoints_per_day(best), best.every, endurance)
+    notes += wear.over_capacity_notes(held, wear.answer_family(design)) + wear.endurance_notes(held, endurance)
+    needs = tier_needs(design, best, overlap_target)
+    return Plan(design, figures, c, class_costs(design, best), found, best_mode, needs,
+                global_volume(design, best, bounds), grid, overlap_target, notes, held,
+                bounds.broken(design, best), bounds.broken(design, found[best_mode].best))
+
+
+def design_holdings(design: Design, endurance: Endurance = Endurance()) -> tuple[str, Cell, tuple]:
+    """(mode, cell, holdings) at the design's own intervals (its async mode where it has one): what
+    ``sizes`` says each tier holds and is written a day, counted as ``plan`` counts them."""
+    mode = "async" if "async" in design.modes else design.modes[0]
+    cell = evaluate(DesignLevels(design, mode).inputs())
+    return mode, cell, wear.holdings(design, checkpoints_per_day(cell), cell.every, endurance)
 
 
 # --------------------------------------------------------------------------- JSON
@@ -238,22 +253,36 @@ def _search_dict(s: Search) -> dict:
             "curve": [{"base_interval_s": t, "goodput": g, "every": e} for t, g, e in s.curve]}
 
 
+def rule_of_thumb_needs(r: Reference, size: float, overlap_target: float = OVERLAP_TARGET) -> dict:
+    """What a checkpoint of ``size`` bytes needs at the rule of thumb's interval: the write rate that
+    fits a sync checkpoint in its budget, the rate an async copy needs to take no more than
+    ``overlap_target`` of the interval, and what it writes a day (and that as a sustained rate)."""
+    per_day = size * r.checkpoints_per_day
+    return {"sync_bytes_per_s": size / r.sync_budget_s,
+            "async_bytes_per_s": size / (overlap_target * r.rule_of_thumb_s),
+            "bytes_per_day": per_day, "sustained_bytes_per_s": per_day / DAY}
+
+
 def plan_dict(p: Plan) -> dict:
     d = p.design
     return {
         "job": {"nodes": d.job.nodes, "accelerators": d.job.accelerators, "checkpoint_bytes": d.job.checkpoint_bytes,
-                "heaviest_node_bytes": d.job.heaviest.node_bytes},
+                "mean_node_bytes": d.job.checkpoint_bytes / d.job.nodes, "heaviest_node_bytes": d.job.heaviest.node_bytes},
         "reference": vars(p.reference),
-        "costs": {"snapshot_s": p.costs.snapshot_s, "copy_s": p.costs.copy_s, "lag_s": p.costs.lag_s,
+        "costs": {"snapshot_s": p.costs.snapshot_s, "snapshot": snapshot_figures(d),
+                  "copy_s": p.costs.copy_s, "lag_s": p.costs.lag_s,
                   "sync_stall_s": p.costs.sync_stall_s, "async_stall_s": p.costs.async_stall_s},
         "classes": {c.name: {"per_day": c.per_day, "tier": c.tier, "detect_s": c.detect_s, "restart_s": c.restart_s,
                              "restore_s": c.restore_s, "recovery_s": c.recovery_s} for c in p.classes},
         "modes": {m: _search_dict(s) for m, s in p.modes.items()},
-        "recommended": {"mode": p.recommended, **cell_dict(p.best)},
+        "recommended": {"mode": p.recommended, **cell_dict(p.best), "broken": list(p.broken)},
+        "optimum": {"mode": p.recommended, **cell_dict(p.optimum), "broken": list(p.optimum_broken)},
+        "capacity": {h.name: h.to_dict() for h in p.holdings},
         "tiers": {t.name: {"every": t.every, "interval_s": t.interval_s, "scope": t.scope, "bytes": t.bytes,
                            "copy_s": t.copy_s, "overlap": t.overlap, "rate_bytes_per_s": t.rate_bps,
                            "needed_bytes_per_s": t.needed_bps, "headroom": t.headroom} for t in p.tiers},
-        "global_volume": vars(p.volume) if p.volume is not None else None,
+        "global_volume": {**vars(p.volume), "sustained_bytes_per_s": p.volume.sustained_bytes_per_s}
+        if p.volume is not None else None,
         "overlap_target": p.overlap_target,
         "grid": {"base_interval_s": list(p.grid.base_interval_s), "every": {k: list(v) for k, v in p.grid.every.items()}},
         "sources": dict(d.sources), "notes": list(p.notes),

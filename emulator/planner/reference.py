@@ -6,14 +6,18 @@ the cluster MTTF is M = m / N (50,000 h reproduces Llama 3's 419 interruptions i
 gives a synchronous checkpoint 5 % of that interval. Young (1974) and Daly (2006) give the best
 interval for a checkpoint cost C.
 
-:func:`goodput` and :func:`optimal_interval` are the closed form of the planner's model
-(emulator/planner/model.py) for one level and one failure class: interval T (start to start),
-stall S, lag D (async: from the end of the stall until durable; sync: 0), interference I (async:
-training time lost per checkpoint to steps slowed by the background copy), recovery R::
+:func:`goodput` and :func:`optimal_interval` are the planner's model (emulator/planner/model.py) for
+one level and one failure class, as Daly (2006) wrote it: interval T of training between
+checkpoints, stall S, lag D (async: from the end of the stall until durable; sync: 0), interference I
+(async: training time lost per checkpoint to steps slowed by the background copy), recovery R,
+failures Poisson at rate 1/M::
 
-    W = max(0, S + D - T),  P = T + W,  G = (T - S - I) / P * max(0, 1 - (R + P/2 + D) / M)
+    P = T + S + I + max(0, D - T - I)       the period (a checkpoint waits for the previous copy)
+    G = (T / M) exp(-(P + D + R) / M) / (1 - exp(-P / M))
 
-whose maximum is at max(S + D, sqrt(2 (S + I) (M - R - D))): Young's sqrt(2CM) when R = D = 0.
+which is (T / P)(1 - (R + P/2 + D) / M) to first order. Its maximum over T does not depend on R or D
+(while T >= D - I): at x = (T + S + I) / M solving x = c + 1 - exp(-x), c = (S + I) / M, whose
+small-c answer is Young's sqrt(2 C M) less C and Daly's higher-order formula.
 """
 from __future__ import annotations
 
@@ -56,27 +60,35 @@ def daly_interval(cost_s: float, mttf_s: float) -> float:
 
 def goodput(interval_s: float, stall_s: float, mttf_s: float,
             restart_s: float = 0.0, drain_s: float = 0.0, interference_s: float = 0.0) -> float:
-    """One level's expected useful fraction of wall time (the module docstring): ``restart_s`` is the
-    recovery R, ``drain_s`` the lag D."""
+    """One level's expected useful, surviving fraction of wall time (the module docstring): ``restart_s``
+    is the recovery R, ``drain_s`` the lag D."""
     if interval_s <= 0 or mttf_s <= 0:
         raise ValueError("goodput: interval and MTTF must be > 0")
     if stall_s < 0 or restart_s < 0 or drain_s < 0 or interference_s < 0:
         raise ValueError("goodput: stall, restart, drain and interference must be >= 0")
-    wait = max(0.0, stall_s + drain_s - interval_s)
-    period = interval_s + wait
-    working = max(0.0, interval_s - stall_s - interference_s) / period
-    lost = restart_s + period / 2 + drain_s
-    return working * max(0.0, 1.0 - lost / mttf_s)
+    lam = 1 / mttf_s
+    period = interval_s + stall_s + interference_s + max(0.0, drain_s - interval_s - interference_s)
+    return lam * interval_s * math.exp(-lam * (period + drain_s + restart_s)) / -math.expm1(-lam * period)
 
 
 def optimal_interval(stall_s: float, mttf_s: float, restart_s: float = 0.0, drain_s: float = 0.0,
                      interference_s: float = 0.0) -> float:
-    """The interval that maximises :func:`goodput`: max(S + D, sqrt(2 (S + I) (M - R - D))).
-
-    For T >= S + D, G = (1 - (S + I)/T)(k - T/2M) with k = 1 - (R + D)/M, and dG/dT = 0 gives
-    T^2 = 2 (S + I) k M. Below S + D the period is pinned at S + D by the wait and G grows with T.
-    """
+    """The interval that maximises :func:`goodput`: max(D - I, x M - C), C = S + I, x the root of
+    x = C/M + 1 - exp(-x) (bisection: g(x) = x - C/M + expm1(-x) rises from -C/M at 0 to exp(-1 - C/M)
+    at 1 + C/M). Below D - I the period is pinned at S + D by the wait and G grows with T.
+    ``restart_s`` is accepted for symmetry with :func:`goodput`: the recovery scales goodput, not its
+    best interval."""
     if stall_s <= 0 or mttf_s <= 0:
         raise ValueError("optimal_interval: stall and MTTF must be > 0")
     cost = stall_s + interference_s
-    return max(stall_s + drain_s, math.sqrt(2 * cost * max(0.0, mttf_s - restart_s - drain_s)))
+    c = cost / mttf_s
+    lo, hi = 0.0, 1.0 + c
+    for _ in range(300):
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
+        if mid - c + math.expm1(-mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+    return max(drain_s - interference_s, hi * mttf_s - cost)

@@ -1,14 +1,14 @@
-"""torchrun's agent, with every store it serves on a loopback address bound to that address only.
+"""torchrun's agent, with every store it serves bound to the host it is given, and to no other address.
 
 ``python -m emulator.rank.agent [torchrun's arguments]`` is ``python -m torch.distributed.run``
 with one change. torch's TCPStore server listens on every interface whatever host it is given
 (``*:port``), so a single-node run's rendezvous store (and the store its ranks share) answered
-unauthenticated reads and writes from the machine's other addresses. Here a store served on a
-loopback host (127.0.0.0/8, ::1, localhost) gets a socket bound to that host first
-(``master_listen_fd``); any other host is served as torch does. The launcher starts a single-node
-run with its c10d rendezvous at 127.0.0.1, port 0 (the kernel picks a free one), and the ranks'
-address 127.0.0.1 (``--local-addr``), so nothing of the run listens beyond loopback
-(docs/security.md lists what a multi-node run opens).
+unauthenticated reads and writes from the machine's other addresses, and a node of a multi-node
+job served its stores on every network it was on. Here a store gets a socket bound to its host first
+(``master_listen_fd``): the rendezvous endpoint's host, the node's address (``--local-addr``). The
+launcher starts a single-node run with its c10d rendezvous at 127.0.0.1, port 0 (the kernel picks a
+free one), and the ranks' address 127.0.0.1, so nothing of the run listens beyond loopback; a node
+given its address (``--node-addr``) listens on it alone (docs/security.md).
 
 The ranks are forked from a fork server that is itself a fork of the agent, taken before torchrun
 starts a thread, with torch and the rank's code imported once (``fork_ranks``): torchrun would
@@ -17,15 +17,16 @@ a rank forked from the agent itself inherits the locks its store threads hold.
 """
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import traceback
 from datetime import timedelta
-from multiprocessing import forkserver, resource_tracker, util
+from multiprocessing import forkserver, process, resource_tracker, util
 
 import torch.distributed as dist
 from torch.distributed import run as torchrun
@@ -38,16 +39,7 @@ _TCPStore = dist.TCPStore
 LISTEN_BACKLOG = 4096
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def loopback_socket(host: str, port: int) -> int:
+def bound_socket(host: str, port: int) -> int:
     """A listening TCP socket bound to ``host`` only (port 0: a free one); its descriptor."""
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -61,16 +53,16 @@ def loopback_socket(host: str, port: int) -> int:
         raise
 
 
-class LoopbackTCPStore(_TCPStore):
-    """A TCPStore whose server, on a loopback host, listens on that host alone."""
+class BoundTCPStore(_TCPStore):
+    """A TCPStore whose server listens on its host alone (the host's first address, as a client finds it)."""
 
     def __init__(self, host_name, port, world_size=None, is_master=False, timeout=timedelta(seconds=300),
                  wait_for_workers=True, multi_tenant=False, master_listen_fd=None, use_libuv=True):
-        if is_master and master_listen_fd is None and is_loopback(host_name):
+        if is_master and master_listen_fd is None:
             try:
-                master_listen_fd = loopback_socket(host_name, port)
-            except OSError as exc:  # as torch's own server fails: its callers then try as a client
-                raise RuntimeError(f"cannot listen on {host_name}:{port}: {exc.strerror}") from exc
+                master_listen_fd = bound_socket(host_name, port)
+            except (OSError, UnicodeError) as exc:  # as torch's own server fails: its callers then try as a client
+                raise RuntimeError(f"cannot listen on {host_name}:{port}: {getattr(exc, 'strerror', exc)}") from exc
         super().__init__(host_name, port, world_size, is_master, timeout, wait_for_workers, multi_tenant,
                          master_listen_fd, use_libuv)
 
@@ -99,6 +91,7 @@ def start_fork_server() -> None:
     a fresh interpreter: it has torch and the rank's code imported, and none of the threads torchrun
     starts later, whose locks a rank forked from this process could inherit held. Its resource
     tracker is started as multiprocessing starts it."""
+    socket_folder_that_fits()
     resource_tracker.ensure_running()
     spawn = util.spawnv_passfds
     util.spawnv_passfds = fork_running
@@ -106,6 +99,26 @@ def start_fork_server() -> None:
         forkserver.ensure_running()
     finally:
         util.spawnv_passfds = spawn
+
+
+#: a socket's address holds 107 bytes
+SOCKET_PATH_MAX = 107
+#: what multiprocessing adds to $TMPDIR: ``/pymp-XXXXXXXX/listener-XXXXXXXX`` (32), with room to spare
+SOCKET_SUFFIX = 40
+
+
+def socket_folder_that_fits() -> None:
+    """multiprocessing's folder for the fork server's socket where its address fits: in ``$TMPDIR`` as
+    usual, or, where that path is too long for a socket (a test's or a job's deep temporary folder:
+    "AF_UNIX path too long"), a private folder of its own (mode 0700) in /tmp, removed at exit."""
+    current = process.current_process()._config
+    if current.get("tempdir") is not None:
+        return
+    if len(os.fsencode(tempfile.gettempdir())) + SOCKET_SUFFIX <= SOCKET_PATH_MAX:
+        return
+    folder = tempfile.mkdtemp(prefix="pymp-", dir="/tmp")
+    util.Finalize(None, shutil.rmtree, args=(folder,), kwargs={"ignore_errors": True}, exitpriority=-100)
+    current["tempdir"] = folder
 
 
 def fork_running(path: str, args: list[str], passfds) -> int:
@@ -118,24 +131,37 @@ def fork_running(path: str, args: list[str], passfds) -> int:
     pid = os.fork()
     if pid:
         return pid
+    _serve_then_exit(code, parent, passfds)
+
+
+def _serve_then_exit(code: str, parent: int, passfds) -> None:
+    """The fork server's life: CODE, then its socket removed and ``os._exit``, whatever is raised
+    meanwhile (never a return into the agent's code, of which this process is a copy)."""
     status = 1
     try:
-        signal.signal(signal.SIGTERM, _exit_on_signal)
-        die_with_parent(parent, sig=signal.SIGTERM)
-        _close_fds_except(passfds)
-        name_process(FORK_SERVER_PROCESS_NAME)
-        exec(code, {"__name__": "__fork_server__"})
-        status = 0
-    except SystemExit as exc:  # the fork server's end: SIGTERM, or every client closed its pipe
-        status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
-    except BaseException:
-        traceback.print_exc()
+        try:
+            signal.signal(signal.SIGTERM, _exit_on_signal)
+            die_with_parent(parent, sig=signal.SIGTERM)
+            _close_fds_except(passfds)
+            name_process(FORK_SERVER_PROCESS_NAME)
+            exec(code, {"__name__": "__fork_server__"})
+            status = 0
+        except SystemExit as exc:  # the fork server's end: SIGTERM, or every client closed its pipe
+            status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        except BaseException:
+            traceback.print_exc()
     finally:
-        _remove_socket(forkserver._forkserver._forkserver_address)
-        os._exit(status)
+        try:
+            _remove_socket(forkserver._forkserver._forkserver_address)
+        finally:
+            os._exit(status)
 
 
 def _exit_on_signal(signum, frame):
+    """The fork server's end, once: its death signal comes again each time the dying agent hands
+    it from one of its threads to the next, and another SystemExit while it ends would unwind it
+    out of its last ``finally``."""
+    signal.signal(signum, signal.SIG_IGN)
     raise SystemExit(128 + signum)
 
 
@@ -161,8 +187,8 @@ def _close_fds_except(keep) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    c10d_rendezvous_backend.TCPStore = LoopbackTCPStore  # the rendezvous store
-    dist.TCPStore = LoopbackTCPStore  # the store the agent shares with its ranks (dynamic_rendezvous)
+    c10d_rendezvous_backend.TCPStore = BoundTCPStore  # the rendezvous store
+    dist.TCPStore = BoundTCPStore  # the store the agent shares with its ranks (dynamic_rendezvous)
     torchrun.config_from_args = fork_ranks(torchrun.config_from_args)
     torchrun.main(argv if argv is not None else sys.argv[1:])
 

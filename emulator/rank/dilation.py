@@ -21,12 +21,14 @@ from dataclasses import dataclass, replace
 import torch
 
 from emulator.checkpoint import layout
-from emulator.checkpoint.checkpointer import save_rank_file
+from emulator.checkpoint.rank_file import save_rank_file
 from emulator.checkpoint.drainer import Drainer
 from emulator.checkpoint.layout import FileEntry
-from emulator.config.schema import Dilation
-from emulator.design import run_emulation, run_nic
+from emulator.design import ladder
+from emulator.design.costs import checkpoint_costs
+from emulator.job.clock import Clock
 from emulator.results.design_time import SOFTWARE_SHARE
+from emulator.results.report import scale_fit_words
 from emulator.units import GIB
 
 #: the host must manage this many times the paced rate: pacing, not the host, then sets each phase
@@ -84,10 +86,10 @@ def nice(factor: float) -> float:
     return next((n * exp for n in _NICE if n * exp >= factor * (1 - 1e-9)), 10 * exp)
 
 
-def design_rate(cfg, comm, name: str, direction: str) -> float | None:
-    """Bytes/s the design gives this node for ``direction`` (write, read) on tier ``name``; None where
-    nothing paces it. A rate per rank or per stream counts once per rank of the node."""
-    e = run_emulation(cfg, name, run_node=comm.node, run_nodes=comm.nodes)
+def design_rate(design, comm, name: str, direction: str) -> float | None:
+    """Bytes/s the run's ``design`` gives this node for ``direction`` (write, read) on tier ``name``;
+    None where nothing paces it. A rate per rank or per stream counts once per rank of the node."""
+    e = design.emulation.tier(name, comm.node)
     gib_s = getattr(e, f"{direction}_gib_s", None) if e is not None else None
     if not gib_s:
         return None
@@ -95,33 +97,20 @@ def design_rate(cfg, comm, name: str, direction: str) -> float | None:
     return gib_s * GIB * per_node
 
 
-def snapshot_rate(cfg) -> float | None:
-    """Each accelerator's copy rate to host memory in the design: stated, or the documented default
-    (``DEFAULT_SNAPSHOT``); None without a design, where the snapshot is this host's own copy."""
-    d = cfg.design
-    return d.snapshot.rate_bps if d is not None else None
-
-
-def snapshot_seconds(cfg, nbytes: int) -> float | None:
-    """A rank's snapshot of ``nbytes`` (at the run's scale) as the design paces it here: its bytes at
-    the copy rate / D, its fixed cost x the time factor; None without a design (this host's copy)."""
-    if snapshot_rate(cfg) is None or cfg.checkpoint.protocol == "mlperf":
-        return None
-    snap, d = cfg.design.snapshot, cfg.run.dilation.factor or 1.0
-    return snap.fixed_s * cfg.time_factor + nbytes / (snap.rate_bps / d)
-
-
-def paces_anything(cfg) -> bool:
-    return cfg.design is not None or any(
-        cfg.tiers.entry(n) is not None and getattr(cfg.tiers.entry(n), "emulate", None) is not None
-        for n in ("memory", "local", "global"))
+def snapshot_rate(design) -> float | None:
+    """Each accelerator's copy rate to host memory in the run's design: stated, or the documented
+    default (``DEFAULT_SNAPSHOT``); None without a design, where the snapshot is this host's own copy."""
+    snapshot = design.emulation.snapshot
+    return snapshot.rate_bps if snapshot is not None else None
 
 
 class Probe:
-    """Runs every phase once on the bare tiers (collective); ``phases`` what it found."""
+    """Runs every phase once on the bare tiers (collective); ``phases`` what it found. ``scale``: the
+    run's bytes factor (its clock's)."""
 
-    def __init__(self, cfg, comm, state, tiers: dict, loop, peer=None):
-        self.cfg, self.comm, self.state, self.tiers, self.loop, self.peer = cfg, comm, state, tiers, loop, peer
+    def __init__(self, design, scale: float, comm, state, tiers: dict, loop, peer=None):
+        self.design, self.scale, self.comm, self.state, self.tiers, self.loop, self.peer = \
+            design, scale, comm, state, tiers, loop, peer
         self.phases: list[PhaseProbe] = []
 
     def _timed(self, fn) -> tuple[float, float]:
@@ -149,13 +138,12 @@ class Probe:
         byte_s = self._byte_seconds(node_seconds([f for f, _ in rows]), fixed_s) if moved else 0.0
         host = moved / byte_s if byte_s > 0 else math.inf
         if design:
-            self.phases.append(PhaseProbe(phase, tier, design, host, fixed_s, node_bytes, self.cfg.run.scale))
+            self.phases.append(PhaseProbe(phase, tier, design, host, fixed_s, node_bytes, self.scale))
 
     def run(self) -> list[PhaseProbe]:
-        cfg = self.cfg
-        if snapshot_rate(cfg) is not None:
+        if snapshot_rate(self.design) is not None:
             self._snapshot()
-        names = [n for n in ("memory", "local", "global") if n in self.tiers]
+        names = [n for n in ladder.file_tiers() if n in self.tiers]
         first = names[0]
         entries = self._write(first)
         if first == "memory" and self.peer is not None:
@@ -172,14 +160,14 @@ class Probe:
         state's paced snapshot swaps buffers (``RankState.snapshot``): the host moves no bytes, and its
         own time (the swap) is software, once per checkpoint, that no factor shortens: it sets none."""
         if self.state.snapshot_copies:
-            design = snapshot_rate(self.cfg) * self.comm.local_world_size
+            design = snapshot_rate(self.design) * self.comm.local_world_size
             self._add("snapshot", "host memory", design, self._copy(), (0.0, 0, 0.0))
             return
         # each accelerator's own: its rank's software against its rank's bytes at the rate per accelerator
         mine = (self.comm.node, self._swap(), self.state.nbytes)
         seconds, nbytes = max((s, b) for n, s, b in self.comm.all_gather(mine) if n == self.comm.node)
-        self.phases.append(PhaseProbe("snapshot", "host memory", snapshot_rate(self.cfg), math.inf, seconds, nbytes,
-                                      self.cfg.run.scale, moves_bytes=False))
+        self.phases.append(PhaseProbe("snapshot", "host memory", snapshot_rate(self.design), math.inf, seconds, nbytes,
+                                      self.scale, moves_bytes=False))
 
     def _swap(self) -> float:
         """This rank's own seconds in a paced snapshot of its CPU state: a swap there and back (the state
@@ -210,7 +198,7 @@ class Probe:
             times[mp] = self._timed(lambda: out.update(zip(("size", "crc"), save_rank_file(
                 state, self.tiers[name], key, PROBE_STEP))))
             entries[mp] = FileEntry(key, self.comm.rank, out["size"], out["crc"])
-        self._add("write", name, design_rate(self.cfg, self.comm, name, "write"),
+        self._add("write", name, design_rate(self.design, self.comm, name, "write"),
                   (times[0][0], entries[0].size, times[0][1]), (times[1][0], entries[1].size, times[1][1]))
         return entries[1], entries[0]
 
@@ -218,17 +206,17 @@ class Probe:
         gathered = self.comm.all_gather((self.comm.node, mine))
         done = [(0.0, 0, 0.0), (0.0, 0, 0.0)]  # the leader's (seconds, bytes, start): skeletons, whole files
         if self.comm.is_node_leader:
-            drainer = Drainer(self.tiers[source], self.tiers["global"], concurrency=self.cfg.drain.concurrency,
-                              verify=self.cfg.drain.verify, node=self.comm.node)
+            drainer = Drainer(self.tiers[source], self.tiers["global"], concurrency=self.design.drain_concurrency,
+                              verify=self.design.verify, node=self.comm.node)
             for i in (1, 0):  # whole files first, as the write
                 result = self.loop.run(drainer.drain([e[i] for node, e in gathered if node == self.comm.node]))
                 done[i] = (result.seconds, result.bytes, result.start)
-        self._add("drain", "global", design_rate(self.cfg, self.comm, "global", "write"), done[1], done[0])
+        self._add("drain", "global", design_rate(self.design, self.comm, "global", "write"), done[1], done[0])
 
     def _replicate(self, entries: tuple) -> None:
         """Every rank's file sent from the memory tier to its holders' copies (the peer tier), through
-        the node's NIC where the design states one: the node's sent bytes over the NIC's rate."""
-        nic = run_nic(self.cfg, run_node=self.comm.node, run_nodes=self.comm.nodes)
+        the node's fabric or NIC where the design states one: the node's sent bytes over its rate."""
+        nic = self.design.emulation.node(self.comm.node).peer_bps
         sent = {}
         for i in (1, 0):  # whole files first, as the write
             out = {}
@@ -245,7 +233,7 @@ class Probe:
                     pass
         whole = self._timed(lambda: read(entries[1]))  # whole first, as the write
         skeleton = self._timed(lambda: read(entries[0]))
-        self._add("restore", name, design_rate(self.cfg, self.comm, name, "read"),
+        self._add("restore", name, design_rate(self.design, self.comm, name, "read"),
                   (whole[0], entries[1].size, whole[1]), (skeleton[0], entries[0].size, skeleton[1]))
 
     def _clean(self, names: list[str]) -> None:
@@ -279,25 +267,25 @@ def choose(phases: list[PhaseProbe], comm) -> tuple[float, PhaseProbe | None]:
 
 
 
-def restore_probe(cfg, comm, rec) -> PhaseProbe | None:
+def restore_probe(design, comm, rec) -> PhaseProbe | None:
     """A whole restore done unpaced (``rec``, every rank's: its listing, manifest, reads, checksums and
     deserialisation) as a phase: the node's bytes read over its slowest rank's seconds, against the
     design's read rate of the tier it came from; None where a rank could not load (collective)."""
     ok = comm.all_min(1.0 if rec.ok else 0.0) == 1.0
     nbytes, slowest = node_totals(comm, rec.seconds, rec.read_bytes)
-    design = design_rate(cfg, comm, rec.tier, "read") if ok else None
-    if not design or not nbytes:
+    rate = design_rate(design, comm, rec.tier, "read") if ok else None
+    if not rate or not nbytes:
         return None
-    return PhaseProbe("restore", rec.tier, design, nbytes / slowest if slowest > 0 else math.inf, 0.0, nbytes)
+    return PhaseProbe("restore", rec.tier, rate, nbytes / slowest if slowest > 0 else math.inf, 0.0, nbytes)
 
 
-def load_factor(cfg, comm, restore, sources: list) -> tuple[float, list[PhaseProbe]]:
-    """The loads' own factor, at least the run's: ``restore(tiers)`` (collective) restores once, unpaced,
-    from each of ``sources`` (lists of (name, bare tier), nearest first), and the factor is the one
-    the slowest of them needs, as the first probe's phases (collective)."""
-    phases = [p for p in (restore_probe(cfg, comm, restore(tiers)) for tiers in sources) if p is not None]
+def load_clock(design, clock: Clock, comm, restore, sources: list) -> tuple[Clock, list[PhaseProbe]]:
+    """The loads' own clock, at least as dilated as the run's: ``restore(tiers)`` (collective) restores
+    once, unpaced, from each of ``sources`` (lists of (name, bare tier), nearest first), and the
+    factor is the one the slowest of them needs, as the first probe's phases (collective)."""
+    phases = [p for p in (restore_probe(design, comm, restore(tiers)) for tiers in sources) if p is not None]
     factor, _ = choose(phases, comm)
-    return max(factor, cfg.run.dilation.factor or 1.0), phases
+    return clock.at(max(factor, clock.dilation)), phases
 
 
 def node_seconds(parts: list[tuple[float, int, float]]) -> float:
@@ -313,22 +301,137 @@ def node_totals(comm, seconds: float, nbytes: int) -> tuple[int, float]:
     return sum(b for _, b in mine), max(s for s, _ in mine)
 
 
-def resolve(cfg, comm, state, tiers: dict, loop, duration: float | None = None, peer=None):
-    """``cfg`` with its dilation decided (a probe where it is ``auto``), and what the probe found
-    (``peer``: the peer tier's replicas, whose sends the probe times too)."""
+def decide(cfg, design, comm, state, tiers: dict, loop, duration: float | None = None,
+           peer=None) -> tuple[Clock, list[PhaseProbe], "ScaleFit | None"]:
+    """The run's clock (``cfg``'s run.scale and run.dilation) with its dilation decided (a probe of the
+    ``design``'s phases where it is ``auto``), what the probe found (``peer``: the peer tier's
+    replicas, whose sends the probe times too), and, with run.wall_target, the scale that fits it
+    (:func:`fit_scale`; the clock is at that scale); a factor that makes the run too long is refused."""
+    clock, target = Clock.of(cfg.run), cfg.run.wall_target_s
+    if duration is not None or cfg.checkpoint.protocol == "mlperf":
+        target = None  # a soak's wall time is its duration; MLPerf's protocol has its own schedule
     if cfg.checkpoint.protocol == "mlperf" or not cfg.run.dilation.auto:
-        return cfg, []
-    if not paces_anything(cfg):
-        return with_factor(cfg, 1.0), []
-    phases = Probe(cfg, comm, state, tiers, loop, peer).run()
+        if not target:
+            return clock, [], None
+        stall_s = sync_stall_seconds(cfg, design)
+        fit = fit_scale([], scale=clock.scale, wall=_wall(cfg, stall_s), target_s=target, factor=clock.dilation)
+        replace(cfg, run=replace(cfg.run, scale=fit.scale)).check_wall(fit.factor, advice=refusal_advice(fit),
+                                                                        stall_s=stall_s)
+        return Clock(fit.scale, fit.factor), [], fit
+    if not design.emulation.paces_anything():
+        return clock.at(1.0), [], None
+    phases = Probe(design, clock.scale, comm, state, tiers, loop, peer).run()
     factor, worst = choose(phases, comm)
+    fit, stall_s = None, sync_stall_seconds(cfg, design)
+    if target:  # every rank decides alike, from every rank's phases (choose's all_max, gathered)
+        fit = fit_scale([p for ps in comm.all_gather(phases) for p in ps], scale=clock.scale,
+                        wall=_wall(cfg, stall_s), target_s=target)
+        clock, factor, cfg = Clock(fit.scale, fit.factor), fit.factor, replace(cfg, run=replace(cfg.run, scale=fit.scale))
     why = f" (set by the {worst.phase} on the {worst.tier} tier)" if worst is not None and factor > 1 else ""
-    cfg.check_wall(factor, why, duration)
-    return with_factor(cfg, factor), phases
+    if duration is None and cfg.wall_seconds(clock.scale, factor, stall_s) > cfg.run.wall_limit_s:
+        best = fit_scale([p for ps in comm.all_gather(phases) for p in ps], scale=clock.scale,
+                         wall=_wall(cfg, stall_s), target_s=cfg.run.wall_limit_s)
+        cfg.check_wall(factor, why, duration, advice=refusal_advice(best), stall_s=stall_s)
+    return clock.at(factor), phases, fit
 
 
-def with_factor(cfg, factor: float):
-    return replace(cfg, run=replace(cfg.run, dilation=Dilation(factor)))
+def sync_stall_seconds(cfg, design) -> float:
+    """The full-size seconds a run's sync checkpoints stall its training: each one's whole pipeline
+    (the design's sync stall, emulator/design/costs.py), as many as its sync mode takes."""
+    if "sync" not in cfg.checkpoint.modes or design is None or design.emulation is None:
+        return 0.0
+    return checkpoint_costs(design).sync_stall_s * (cfg.steps_per_mode // design.interval_steps)
+
+
+def _wall(cfg, stall_s: float):
+    """The run's training time here at a scale and a factor (:meth:`Config.wall_seconds`)."""
+    return lambda scale, factor: cfg.wall_seconds(scale, factor, stall_s)
+
+
+def refusal_advice(fit: ScaleFit) -> str:
+    """What helps a run too long for run.wall_limit (``fit``: the scale that fits it, or the floor
+    the software sets): a lower scale where one fits, else not the scale at all."""
+    if fit.floor and fit.wall_s > fit.target_s:
+        return (f"no scale fits it here: this host's software in each checkpoint, given its room at every "
+                f"scale, keeps the training over about {fit.wall_s / FLOOR_ROOM / 60:,.0f} min at any scale "
+                "(docs/time-dilation.md); raise run.wall_limit, or take fewer or shorter checkpoints "
+                "(checkpoint.saves, training.steps)")
+    return (f"lower run.scale to {fit.scale:g} (x{fit.factor:g} there: {fit.wall_s / 60:,.1f} min), set "
+            "run.wall_target (the run then picks the scale that fits it), or raise run.wall_limit")
+
+
+#: run.wall_target: the smallest scale a fit goes to, as a share of run.scale (a smaller state is
+#: mostly its files' structure, which does not shrink, and the probe's bytes no longer tell its rate)
+LEAST_SHARE = 0.01
+#: where the target is under every scale's time (the software's floor), the fit takes the largest
+#: scale within this factor of the floor, not the smallest scale
+FLOOR_ROOM = 1.25
+
+
+@dataclass(frozen=True)
+class ScaleFit:
+    """run.wall_target's answer: the run goes at ``scale`` (at most ``asked``, run.scale) and dilation
+    ``factor``; its training takes ``wall_s`` here (``asked_wall_s`` at run.scale); ``floor``: the
+    target is under what any scale reaches (each phase's software gets its room at every scale)."""
+
+    asked: float
+    scale: float
+    factor: float
+    target_s: float
+    wall_s: float
+    asked_wall_s: float
+    asked_factor: float = 1.0
+    floor: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return self.scale != self.asked
+
+    def line(self) -> str:
+        return scale_fit_words(self.describe())
+
+    def describe(self) -> dict:
+        """results.json's ``scale_fit``."""
+        return {"run_scale": self.asked, "scale": self.scale, "factor": self.factor, "target_s": self.target_s,
+                "wall_s": self.wall_s, "run_scale_factor": self.asked_factor, "run_scale_wall_s": self.asked_wall_s,
+                "floor": self.floor}
+
+
+def fit_scale(phases: list[PhaseProbe], *, scale: float, wall, target_s: float,
+              factor: float | None = None) -> ScaleFit:
+    """The largest scale at most ``scale`` at which the run's training, ``wall(scale, factor)`` seconds
+    here, fits ``target_s``, with the factor it needs there: ``factor`` where the dilation is given,
+    else the one ``phases`` (every rank's, probed at ``scale``) need at that scale, their bytes
+    shrunk with it and their host rates and software not (:attr:`PhaseProbe.needs`). The time falls
+    with the scale towards a floor, the software's: where even ``LEAST_SHARE`` of ``scale`` does not
+    fit, the largest scale within ``FLOOR_ROOM`` of the time at that share."""
+    def factor_at(s: float) -> float:
+        if factor is not None:
+            return factor
+        return nice(max((_at_scale(p, s).needs for p in phases), default=1.0))
+
+    def time_at(s: float) -> float:
+        return wall(s, factor_at(s))
+    asked_wall, asked_factor = time_at(scale), factor_at(scale)
+    if asked_wall <= target_s:
+        return ScaleFit(scale, scale, asked_factor, target_s, asked_wall, asked_wall, asked_factor)
+    low, high = scale * LEAST_SHARE, scale
+    goal, floor = target_s, time_at(low) > target_s
+    if floor:
+        goal = FLOOR_ROOM * time_at(low)
+    for _ in range(40):  # bisection: the time grows with the scale (its factor falls, but slower)
+        mid = (low + high) / 2
+        low, high = (mid, high) if time_at(mid) <= goal else (low, mid)
+    digit = 10 ** (math.floor(math.log10(low)) - 1)
+    readable = float(f"{math.floor(low / digit) * digit:.2g}")  # two digits, rounded down: it fits too
+    s = readable if time_at(readable) <= goal and readable >= scale * LEAST_SHARE else low
+    return ScaleFit(scale, s, factor_at(s), target_s, time_at(s), asked_wall, asked_factor, floor)
+
+
+def _at_scale(p: PhaseProbe, scale: float) -> PhaseProbe:
+    """Phase ``p`` as it would be probed at ``scale``: its bytes x scale / its scale, its host rate and
+    software as they are."""
+    return replace(p, node_bytes=int(p.node_bytes * scale / p.scale), scale=scale) if p.scale else p
 
 
 def describe(phases: list[PhaseProbe], factor: float) -> dict:

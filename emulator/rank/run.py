@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import os
 import signal
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -35,80 +35,100 @@ import torch.distributed as dist
 
 from emulator import metrics
 from emulator.checkpoint.audit import audit_tiers
-from emulator.checkpoint.broadcast_restore import make_restorer, new_dp_group, restore_state
-from emulator.checkpoint.checkpointer import Checkpointer, design_bytes_weight
+from emulator.checkpoint.broadcast_restore import new_dp_group
+from emulator.checkpoint.checkpointer import Checkpointer
+from emulator.checkpoint.context import PipelineConfig
+from emulator.checkpoint.engines import engine_for
+from emulator.checkpoint.rank_file import design_bytes_weight
 from emulator.checkpoint.injection import Faults
 from emulator.checkpoint.layout import delete_all, list_steps
 from emulator.checkpoint.loop import LoopThread
-from emulator.checkpoint.node_loss import NodeLoss, failure_class
+from emulator.checkpoint.node_loss import NodeLoss
 from emulator.checkpoint.records import RankResult
-from emulator.checkpoint.restore import drop_cached_pages, lists_tier
+from emulator.checkpoint.replicas import PeerReplicas
+from emulator.checkpoint.restore import lists_tier
 from emulator.checkpoint.retry import RetryPolicy, describe_error
 from emulator.checkpoint.schedule import Schedule
 from emulator.checkpoint.tally import Tally
+from emulator.design.emulation import rescaled
 from emulator.config import from_mapping
-from emulator.design import run_nic
+from emulator.design.codec import from_json
 from emulator.errors import EXIT_FAILED, UserError, say
+from emulator.fullsize import DesignClock
 from emulator.host import proc_bytes
 from emulator.job import outdir
 from emulator.job.lifeline import name_rank_process, watch_parent
 from emulator.job.outdir import OutDir
 from emulator.job.ownership import claim_tiers, lost_claim, release
-from emulator.checkpoint.replicas import Fetched, PeerReplicas
-from emulator.job.rank_tiers import build_lone_global, build_tiers, pace_tier, tier_scope
-from emulator.rank import dilation
+from emulator.job.rank_tiers import build_tiers, pace_tier, tier_scope
 from emulator.mlperf.protocol import run_rank
 from emulator.mlperf.report import write_outputs as write_mlperf_outputs
+from emulator.rank import dilation
 from emulator.rank.comm import DistComm
+from emulator.rank.loads import Loads
 from emulator.rank.membership import Membership, join_process_group
-from emulator.rank.training import ModeLoop, TrainedMark
+from emulator.rank.recovery import Recoveries
+from emulator.rank.soak import Soak
+from emulator.rank.training import ModeLoop
 from emulator.results.report import write_outputs as write_run_outputs
 from emulator.workload.device import place
 from emulator.workload.state import RankState
+from emulator.sizing import rank_size
 from tiers import s3_limits
 from tiers.base import unwrap
 from tiers.emulated import counted_as, device_waits
 from tiers.mapped import mapped_peak_bytes
 from tiers.pacing import FileTokenBucket
-from tiers.safepath import fresh_folder
+from tiers.fileops import write_all
+from tiers.safepath import fresh_folder, open_own_file
 
 
-class RankRun:
+class RankRun(Loads, Recoveries):
     """One rank's whole run: set-up, resume/recovery, the modes, the loads, its RankResult."""
 
-    def __init__(self, cfg, out: Path, duration: float | None, membership: Membership):
-        self.cfg, self.out, self.duration = cfg, OutDir(out), duration
+    def __init__(self, cfg, design, out: Path, duration: float | None, membership: Membership, *,
+                 soak: bool = False):
+        """``cfg``: where the tiers live, their backends, ports, faults; ``design``: the run's design
+        (design.json), which paces its tiers, steps and snapshot and sets its schedule and recoveries;
+        ``soak``: the soak mode for ``duration`` (emulator/rank/soak.py)."""
+        self.cfg, self.design, self.out, self.duration = cfg, design, OutDir(out), duration
+        self.soak = Soak(self, duration) if soak else None
         self.membership = membership
         self.comm = DistComm()
         self.bg_comm = DistComm(dist.new_group(backend="gloo"))
         # where the next write may overlap a drain, the drain stage gets a group of its own
         self.drain_comm = DistComm(dist.new_group(backend="gloo")) \
-            if cfg.checkpoint.async_waits_for == "local_write" else None
+            if design.async_waits_for == "local_write" else None
         # the peer tier's transport: its own group, so its streams never mix with other collectives
         self.peer_group = dist.new_group(backend="gloo") if cfg.tiers.peer is not None else None
+        # checkpoint.engine dcp: DCP's own group (its background writer's collectives)
+        self.dcp_group = dist.new_group(backend="gloo") if cfg.checkpoint.engine == "dcp" else None
         self.dp_group = new_dp_group(cfg, self.comm.rank)  # restores' broadcasts (one_per_dp_group)
         self.bare = build_tiers(cfg, self.comm, self.out.root)  # paced once the dilation is known
         self.local, self.global_, self.memory = self.bare.get("local"), self.bare["global"], self.bare.get("memory")
-        self.load_tiers, self.load_probe, self.load_cfg = {}, [], cfg  # the loads' own dilation, if any
-        self.peer = PeerReplicas.build(cfg, self.comm, self.peer_group, tier_scope(self.comm, self.out, "peer")) \
+        self.schedule = Schedule.of(design.ladder)
+        self.load_tiers, self.load_probe = {}, []  # the loads' own dilation, if any
+        self.peer = PeerReplicas.build(cfg, self.schedule.keep.get("peer"), self.comm, self.peer_group,
+                                       tier_scope(self.comm, self.out, "peer")) \
             if cfg.tiers.peer is not None else None  # its NIC is paced once the dilation is known
         self.claims = claim_tiers(self.comm, self.out.root, self.local, self.global_,  # before any write
                                   memory=self.memory)
         self.metrics = self._setup_metrics()
         self.attempt = membership.attempt
         self.tally = Tally(self.metrics)
-        self.faults = Faults.from_config(cfg.failures, self.comm.rank, self.attempt, self.tally)
-        self.node_loss = NodeLoss(cfg.failures)
+        self.faults = Faults.from_config(cfg.failures, self.comm.rank, self.attempt, self.tally, recurring=soak)
+        self.node_loss = NodeLoss(cfg.failures, recurring=soak)
         self._setup_spool()
         self._recover_tiers()
         self.placement = place(cfg.state.device, self.comm.local_rank, self.comm.local_world_size)
-        self.state = RankState.from_config(cfg, self.comm.rank, self.placement.device)
-        self.bytes_weight = design_bytes_weight(self.state, cfg.run.scale)  # its file paced as its state
+        self.state = RankState.of_run(cfg, design, self.comm.rank, self.placement.device)
+        self.engine = engine_for(cfg, self.state, self.comm, group=self.dcp_group)  # how its files are written
+        self.bytes_weight = design_bytes_weight(self.state, cfg.run.scale, self.engine)  # its file paced as its state
         self._say_staging()
         self._dilate(duration)
         self.global_ = self.faults.wrap_global(self.global_)
         p = cfg.parallelism
-        self.meta = {"preset": cfg.model.name, "scale": cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
+        self.meta = {"preset": cfg.model.name, "scale": self.cfg.run.scale, "tp": p.tp, "pp": p.pp, "dp": p.dp,
                      "zero_stage": p.zero_stage}
         self.ckpt = self._checkpointer()
         self.modes = {}
@@ -124,25 +144,36 @@ class RankRun:
                   f"buckets through {d['pinned_bytes'] / (1 << 30):.3f} GiB of pinned slots")
 
     def _checkpointer(self):
-        cfg = self.cfg
-        return Checkpointer(
-            self.state, self.local, self.global_, self.bg_comm, keep=cfg.checkpoint.keep,
-            drain_concurrency=cfg.drain.concurrency, drain_verify=cfg.drain.verify, metrics=self.metrics,
-            meta=dict(self.meta), on_local_full=cfg.checkpoint.on_local_full, on_failure=cfg.drain.on_failure,
-            policy=RetryPolicy.from_config(cfg.drain), faults=self.faults, tally=self.tally,
-            spool_dir=str(self.out.spool(self.comm.node)), on_record=self._keep_record,
-            async_waits_for=cfg.checkpoint.async_waits_for, drain_comm=self.drain_comm,
-            memory=self.memory, schedule=Schedule.from_config(cfg), peer=self.peer,
-            snapshot_seconds=dilation.snapshot_seconds(cfg, self.state.nbytes),
-            read_timeout_s=cfg.checkpoint.read_timeout_s)
+        cfg, design = self.cfg, self.design
+        config = PipelineConfig(
+            drain_concurrency=design.drain_concurrency, drain_verify=design.verify,
+            on_local_full=cfg.checkpoint.on_local_full, on_failure=cfg.drain.on_failure,
+            async_waits_for=design.async_waits_for, read_timeout_s=cfg.checkpoint.read_timeout_s,
+            spool_dir=str(self.out.spool(self.comm.node)), policy=RetryPolicy.from_config(cfg.drain),
+            snapshot_seconds=self.clock.snapshot_seconds(design.emulation.snapshot, self._staged_bytes()))
+        return Checkpointer(self.state, self.local, self.global_, self.bg_comm, memory=self.memory, peer=self.peer,
+                            schedule=self.schedule, metrics=self.metrics, faults=self.faults, tally=self.tally,
+                            meta=dict(self.meta), on_record=self._keep_record, drain_comm=self.drain_comm,
+                            engine=self.engine, config=config)
+
+    def _staged_bytes(self) -> int:
+        """The bytes this rank's snapshot stages, at the run's scale: what it writes, or (engine dcp, the
+        design's snapshot staging what a rank holds) what its rank of the job holds."""
+        snap = self.design.emulation.snapshot
+        if snap is None or snap.staged == "written":
+            return self.state.nbytes
+        held = rank_size(self.cfg.model, self.cfg.parallelism, self.comm.rank).held_bytes
+        return round(held * self.cfg.run.scale)
 
     def _keep_record(self, rec, event: str) -> None:
         """Append a checkpoint's record, as it starts and once it is over, to this attempt's file:
         what an attempt did survives a kill."""
         path = self.out.records(self.comm.rank, self.attempt)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as fh:
-            fh.write(json.dumps({"event": event, **rec.to_dict()}) + "\n")
+        fd = open_own_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, what="results folder")
+        try:
+            write_all(fd, (json.dumps({"event": event, **rec.to_dict()}) + "\n").encode())
+        finally:
+            os.close(fd)
 
     def _earlier_attempts(self) -> list[dict]:
         """This rank's records of the run's earlier torchrun attempts (killed ones included)."""
@@ -169,16 +200,13 @@ class RankRun:
         m = metrics.Metrics(multiprocess=True)
         if self.comm.is_node_leader:
             self._server = metrics.serve_node(self.cfg.metrics.addr, port + self.comm.node)
-        p = self.cfg.parallelism
-        m.set_info(preset=self.cfg.model.name, scale=self.cfg.run.scale, ranks=p.active_ranks,
-                   nodes=self.comm.nodes, modes=list(self.cfg.checkpoint.modes), version=_version())
         m.set_tiers(local=self.local.backend if self.local is not None else None, global_=self.global_.backend)
         return m
 
     def _set_tier_intervals(self) -> None:
-        schedule, base = Schedule.from_config(self.cfg), self.cfg.checkpoint.interval_steps
+        schedule, base, step = self.schedule, self.design.interval_steps, self.design.step_seconds  # the design's
         for name in schedule.every:  # each tier's own interval: its age alerts count in it
-            seconds = schedule.interval_steps(name, base) * self.cfg.wall_step_seconds
+            seconds = schedule.interval_steps(name, base) * step
             if seconds > 0:
                 self.metrics.set_tier_interval(name, seconds)
 
@@ -214,26 +242,51 @@ class RankRun:
         pace every tier at it (docs/time-dilation.md)."""
         loop = LoopThread()
         try:
-            self.cfg, self.probe = dilation.resolve(self.cfg, self.comm, self.state, self.bare, loop, duration,
-                                                    self.peer)
+            self.clock, self.probe, self.scale_fit = dilation.decide(
+                self.cfg, self.design, self.comm, self.state, self.bare, loop, duration, self.peer)
         finally:
             loop.close()
-        paced = {name: pace_tier(self.cfg, self.comm, self.out.root, name, bare, bytes_weight=self.bytes_weight)
-                 for name, bare in self.bare.items()}
+        if self.scale_fit is not None and self.scale_fit.changed:
+            self._rescale(self.scale_fit)
+        p = self.cfg.parallelism
+        self.metrics.set_info(preset=self.cfg.model.name, scale=self.cfg.run.scale, ranks=p.active_ranks,
+                              nodes=self.comm.nodes, modes=list(self.cfg.checkpoint.modes), version=_version())
+        self.load_clock = self.clock
+        paced = {name: pace_tier(self.design, self.clock, self.comm, self.out.root, name, bare,
+                                 bytes_weight=self.bytes_weight) for name, bare in self.bare.items()}
         self.local, self.global_, self.memory = paced.get("local"), paced["global"], paced.get("memory")
         self._set_tier_intervals()
-        self.metrics.set_time_factor(self.cfg.time_factor)
+        self.metrics.set_clock(DesignClock(self.clock.time_factor, self.clock.scale, self.bytes_weight,
+                                           self._step_wall))
         if self.peer is not None:
             self.peer.transport.pacer, self.peer.transport.bytes_weight = self._nic(), self.bytes_weight
 
+    def _rescale(self, fit) -> None:
+        """run.wall_target: the run goes at the probe's smaller scale (emulator/rank/dilation.py
+        ``fit_scale``): its state made again at it, the design's capacities (in the run's bytes) with it."""
+        self.cfg = replace(self.cfg, run=replace(self.cfg.run, scale=fit.scale))
+        self.design = rescaled(self.design, fit.scale, fit.asked)
+        self.state = None  # the run.scale state's memory back before the new one is made
+        self.state = RankState.of_run(self.cfg, self.design, self.comm.rank, self.placement.device)
+        self.engine = engine_for(self.cfg, self.state, self.comm, group=self.dcp_group)
+        self.bytes_weight = design_bytes_weight(self.state, fit.scale, self.engine)
+        if self.comm.rank == 0:
+            say(f"ckpt-emu: {fit.line()}")
+
     def _nic(self):
-        """The node's NIC as a rate shared by its ranks' peer sends (the design's, for the run node's part
-        of its node, / the dilation; none without one)."""
-        nic = run_nic(self.cfg, run_node=self.comm.node, run_nodes=self.comm.nodes)
-        if nic is None:
+        """The link the node's ranks' peer sends share, as a rate (the design's, for the run node's part
+        of its node, / the dilation; none without one): its compute fabric, else its NIC, whose bucket
+        the global tier's writes share too."""
+        pacing = self.design.emulation.node(self.comm.node)
+        if pacing.peer_bps is None:
             return None
-        rate = nic / (self.cfg.run.dilation.factor or 1.0)
-        return FileTokenBucket(rate, self.out.nic(self.comm.node))  # the global tier's writes too
+        where = self.out.fabric(self.comm.node) if pacing.peer_fabric else self.out.nic(self.comm.node)
+        return FileTokenBucket(pacing.peer_bps / self.clock.dilation, where)
+
+    @property
+    def _step_wall(self) -> float:
+        """A training step as it lasts here: the design's, on the run's clock."""
+        return self.clock.wall(self.design.step_seconds)
 
     @property
     def node_tiers(self) -> list[tuple[str, object]]:
@@ -302,156 +355,18 @@ class RankRun:
     def node_failed(self) -> bool:
         return self.node_loss.happened(len(self.ckpt.records))
 
-    @functools.cached_property
-    def _restore_state(self):
-        """What this rank restores into: its state, or (ZeRO-0 DP member) a replica of its leader's."""
-        return restore_state(self.cfg, self.state, self.comm.rank, self.placement.device)
-
-    def _restorer(self, tiers=None, **kwargs):
-        tiers = tiers or self.node_tiers + [("global", self.global_)]
-        kwargs = {"metrics": self.metrics, "tally": self.tally, **kwargs}
-        return make_restorer(self.cfg, self._restore_state, tiers, self.comm, group=self.dp_group,
-                             loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1], meta=self.meta,
-                             policy=RetryPolicy.from_config(self.cfg.drain),
-                             read_timeout_s=self.cfg.checkpoint.read_timeout_s, **kwargs)
-
-    def _dilate_loads(self) -> None:
-        """The loads' own factor (``auto``, docs/time-dilation.md): a whole restore from each tier they
-        read, timed unpaced (its checksums and deserialisation too), then those tiers paced at it."""
-        if not self.probe or not self.cfg.checkpoint.loads:  # a fixed factor, or nothing paced
-            return
-        bare = [(n, self.bare[n]) for n, _ in self.node_tiers] + [("global", self.bare["global"])]
-
-        def restore(tiers):
-            self._drop_page_cache()
-            return self._restorer(tiers, metrics=metrics.NULL_METRICS, tally=Tally(metrics.NULL_METRICS)).load()
-        sources = [[pair] for pair in bare] if self.memory is not None else [bare]
-        factor, self.load_probe = dilation.load_factor(self.cfg, self.comm, restore, sources)
-        self.load_cfg = dilation.with_factor(self.cfg, factor)
-        weight = self.bytes_weight
-        self.load_tiers = {n: pace_tier(self.load_cfg, self.comm, self.out.root, n, t, bytes_weight=weight)
-                           for n, t in bare}
-
-    def _load_restorer(self, tiers=None):
-        """The loads' restorer: on their own paced tiers where they have a factor of their own."""
-        if not self.load_tiers:
-            return self._restorer(tiers)
-        names = [n for n, _ in tiers] if tiers else [n for n, _ in self.node_tiers] + ["global"]
-        return self._restorer([(n, self.load_tiers[n]) for n in names], time_factor=self.load_cfg.time_factor,
-                              metrics_clock=self.cfg.time_factor / self.load_cfg.time_factor)
-
-    def _recover(self):
-        """After a torchrun restart: restore the newest complete checkpoint and continue from it.
-        The class is ``process`` when every node kept its host memory. Nodes that were replaced
-        and came back with empty tiers were lost (class ``node``, or ``group`` when every holder
-        of their copies went too): their surviving peers first send their copies back."""
-        trained = TrainedMark.read(self.out.trained(self.comm.rank))
-        failed_at = self.comm.all_max(max([trained] + [a["last_step"] for a in self._earlier_attempts()]))
-        lost = self._lost_nodes()
-        failure = failure_class(lost, self.comm.nodes, self._holders) if lost else "process"
-        fetched = self._fetch_from_peers(lost) if lost else Fetched()
-        restorer = self._restorer(self._recovery_tiers(failure))
-        rec = restorer.load()
-        if rec.ok and restorer.manifest is not None:
-            lineage = restorer.manifest.meta.get("lineage") or []
-            self.ckpt.lineage_base = [[a, min(b, rec.step)] for a, b in lineage if a <= rec.step]
-        self._add_recovery({**_recovery(failure, rec, max(int(failed_at), rec.step), fetched),
-                            "lost_nodes": list(lost), "fetch_errors": fetched.errors[:5]})
-        return rec
-
-    def _lost_nodes(self) -> tuple:
-        """Collective: the replaced nodes whose own tiers hold no checkpoint (the machine, its
-        memory and NVMe are new); a replaced agent on a node that kept its tiers lost nothing."""
-        empty = False
-        if self.comm.node in self.membership.replaced and self.comm.is_node_leader:
-            empty = not any(self.ckpt.loop.run(list_steps(tier))[1] for _, tier in self.node_tiers)
-        return tuple(sorted({node for node, was_empty in self.comm.all_gather((self.comm.node, empty))
-                             if was_empty}))
-
-    def _add_recovery(self, recovery: dict) -> None:
-        """Keep a recovery for the report; rank 0 publishes the slowest rank's (collective)."""
-        self.recoveries.append(recovery)
-        slowest = max(self.comm.all_gather(recovery["seconds"]))
-        if self.comm.rank == 0:
-            self.metrics.observe_recovery(recovery["class"], slowest,
-                                          recovery["lost_steps"] * self.cfg.wall_step_seconds)
-
-    def _lose_nodes(self) -> dict:
-        """The injected node failure, then (``lose_nodes``) the recovery from what survived it."""
-        loss, loop = self.node_loss, self.ckpt.loop
-        if not loss.whole_node:
-            return loss.lose_local(self.comm, self.local, loop)
-        failure = loss.lose_nodes(self.comm, [t for _, t in self._host_folders], loop, holders=self._holders)
-        fetched = self._fetch_from_peers(loss.nodes)
-        if self.peer is not None:
-            failure["fetch_errors"] = fetched.errors[:5]
-        rec = self._restorer(self._recovery_tiers(failure["class"])).load()
-        self._add_recovery({**_recovery(failure["class"], rec, self.last_step, fetched),
-                            "lost_nodes": list(loss.nodes)})
-        return failure
-
-    def _recovery_tiers(self, failure_class: str) -> list:
-        """Where a recovery from ``failure_class`` reads, nearest first. After a node loss only the
-        lost nodes read global storage (the others have their memory or peers): each alone, at
-        min(NIC, aggregate); after a group loss or a crash every node reads it at once (a storm)."""
-        if failure_class != "node":
-            return self.node_tiers + [("global", self.global_)]
-        lone = build_lone_global(self.cfg, self.comm, self.out.root, bytes_weight=self.bytes_weight)
-        return self.node_tiers + [("global", lone)]
-
-    def _fetch_from_peers(self, lost: tuple) -> Fetched:
-        """Collective: each lost node's replacement fetches its copy back from a surviving peer
-        (nothing without a peer tier)."""
-        if self.peer is None:
-            return Fetched()
-        fetched = self.ckpt.loop.run(self.peer.fetch_back(self.comm, lost, self.memory))
-        if self.comm.node in lost and self.comm.is_node_leader:
-            self.metrics.observe_phase("fetch", "peer", fetched.seconds, backend="gloo")
-        return fetched
-
-    def _tier_loads(self) -> list:
-        """With a memory tier: one restore from each file tier alone, so the report sets the memory
-        restore beside the NVMe and global restores of the same state."""
-        if self.memory is None:
-            return []
-        tiers = self.node_tiers + [("global", self.global_)]
-        loads = []
-        for pair in tiers:
-            self._drop_page_cache()
-            loads.append({**self._load_restorer([pair]).load().to_dict(), "from": pair[0]})
-        return loads
-
-    def run_loads(self) -> tuple[list, bool]:
-        self._dilate_loads()
-        restorer = self._load_restorer()
-        records, dropped_all = [], True
-        for _ in range(self.cfg.checkpoint.loads):
-            dropped_all &= self._drop_page_cache()
-            records.append(restorer.load())
-        return records, dropped_all
-
-    def _drop_page_cache(self) -> bool:
-        """Before a load: node leaders drop cached pages (the page cache is per machine), by default
-        only the checkpoint files' own on the tiers a load reads (checkpoint.page_cache_scope);
-        whether all could."""
-        dropped = True
-        if self.comm.is_node_leader:
-            ck = self.cfg.checkpoint
-            tiers = [t for _, t in self.node_tiers] + [self.global_]
-            dropped = ck.drop_page_cache and self.ckpt.loop.run(drop_cached_pages(ck.page_cache_scope, tiers))
-        dropped_all = self.comm.all_min(1.0 if dropped else 0.0) == 1.0
-        self.comm.barrier()
-        return dropped_all
-
     def _stop_requested(self) -> bool:
         """Ctrl-C reached the CLI on any node (a collective, so every rank agrees)."""
         return self.comm.all_max(1.0 if (self.out / outdir.STOP).exists() else 0.0) > 0
 
     def _train(self, step: int) -> None:
-        loop = ModeLoop(self.cfg, self.state, self.ckpt, self.comm, self.metrics, self.out, self.node_loss)
+        loop = ModeLoop(self.cfg, self.design, self.clock, self.state, self.ckpt, self.comm, self.metrics, self.out,
+                        self.node_loss)
         modes = list(self.cfg.run_modes)  # the no-checkpoint baseline first, if enabled
         budget = self.duration / len(modes) if self.duration else None
-        for mode in modes:
+        if self.soak is not None:
+            step = self.soak.train(loop, step)
+        for mode in modes if self.soak is None else ():
             if self.node_failed or self._stop_requested():
                 break
             step, self.modes[mode] = loop.run(mode, step, budget)
@@ -460,7 +375,7 @@ class RankRun:
 
     def run(self) -> RankResult:
         step = self._first_step()
-        self.ckpt.first_step = step
+        self.ckpt.continue_lineage(first_step=step)
         self.resumed = self.ckpt.resume()
         if self.attempt > 0:
             self.recovery = self._recover()
@@ -482,6 +397,7 @@ class RankRun:
             events=[(e.kind, e.start, e.end) for e in self.ckpt.events],
             local=self.local.describe() if self.local is not None else None, global_=self.global_.describe(),
             stopped_early=stopped_early, failure=failure, attempt=self.attempt,
+            soak=self.soak.describe() if self.soak is not None else None,
             resume=[r.to_dict() for r in self.resumed],
             recovery=self.recovery.to_dict() if self.recovery is not None else None,
             fault_counts=dict(self.tally.counts + Counter(s3_limits.counts())), content=self.state.content.describe(),
@@ -491,8 +407,9 @@ class RankRun:
             device_waits={"local": self._device_waits("local"), "global": self._device_waits("global")},
             tier_loads=tier_loads, recoveries=self.recoveries, memory_tier_peak_bytes=self.ckpt.memory_tier_peak,
             mapped_tier_peak_bytes=mapped_peak_bytes(), tiers_emptied=emptied, bytes_weight=self.bytes_weight,
-            dilation={**dilation.describe(self.probe, self.cfg.run.dilation.factor or 1.0),
-                      "loads": dilation.describe(self.load_probe, self.load_cfg.run.dilation.factor or 1.0)
+            scale_fit=self.scale_fit.describe() if self.scale_fit is not None else None,
+            dilation={**dilation.describe(self.probe, self.clock.dilation),
+                      "loads": dilation.describe(self.load_probe, self.load_clock.dilation)
                       if self.load_tiers else None})
 
     def _device_waits(self, name: str) -> dict | None:
@@ -517,15 +434,6 @@ class RankRun:
             return None
 
 
-def _recovery(failure_class: str, rec, failed_at: int, fetched: Fetched) -> dict:
-    """One rank's recovery from a failure of ``failure_class``: a peer fetch (node losses with a
-    peer tier: its seconds, its streams' and its paced part), its restore, and the steps of work
-    lost (trained after the restored checkpoint, before the failure)."""
-    lost = max(0, failed_at - rec.step) if rec.ok else failed_at
-    return {"class": failure_class, "lost_steps": lost, "failed_at": failed_at, "fetch_s": fetched.seconds,
-            "fetch_stream_s": fetched.stream_s, "fetch_paced_s": fetched.paced_s,
-            "seconds": fetched.seconds + rec.seconds, "load": rec.to_dict()}
-
 
 def _s3_requests(tier) -> dict:
     """Every request the global tier made, by kind, if it counts them (S3: tiers/s3_requests.py)."""
@@ -545,22 +453,22 @@ def _version() -> str:
         return "0+unknown"
 
 
-def _run_emulator(cfg, out: Path, duration: float | None, membership: Membership) -> None:
-    run = RankRun(cfg, out, duration, membership)
+def _run_emulator(cfg, design, out: Path, duration: float | None, membership: Membership, soak: bool) -> None:
+    run = RankRun(cfg, design, out, duration, membership, soak=soak)
     result = run.run()
     gathered = run.comm.all_gather(result.to_dict())
     final = time.monotonic()  # every rank is past its last metric: a scrape from now on sees them all
     if run.comm.rank == 0:
-        write_run_outputs(run.cfg, gathered, out)
+        write_run_outputs(run.cfg, run.design, run.clock, gathered, out)  # at the scale it ran (run.wall_target)
     run.comm.barrier()
     if not result.stopped_early:  # Ctrl-C: the user wants the run over
         run.hold_metrics(final)
 
 
-def _run_mlperf(cfg, out: Path) -> None:
+def _run_mlperf(cfg, design, out: Path) -> None:
     """MLPerf Storage's protocol instead of training (emulator/mlperf/protocol.py)."""
     comm = DistComm()
-    gathered = comm.all_gather(run_rank(cfg, out, comm))
+    gathered = comm.all_gather(run_rank(cfg, design, out, comm))
     if comm.rank == 0:
         write_mlperf_outputs(cfg, gathered, out)
     comm.barrier()
@@ -596,12 +504,15 @@ def forked_main(*argv: str) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="emulator.rank")
     ap.add_argument("--config", required=True, help="resolved config JSON written by `ckpt-emu run`")
-    ap.add_argument("--duration", type=float, default=None, help="seconds of training (soak mode)")
+    ap.add_argument("--duration", type=float, default=None, help="seconds of training, split over the modes")
+    ap.add_argument("--soak", action="store_true", help="the soak mode: --duration of async checkpoints, "
+                    "the failures given recurring, each recovered from (emulator/rank/soak.py)")
     args = ap.parse_args(argv)
     watch_parent()  # the rank dies with its torchrun agent (and so with the CLI)
     name_rank_process(os.environ.get("RANK", ""))
     raw = json.loads(Path(args.config).read_text())
     cfg = from_mapping(raw)
+    design = from_json(json.loads((Path(args.config).parent / outdir.DESIGN).read_text()))
     out = Path(cfg.run.out)
     torch.set_num_threads(cfg.run.threads_per_rank)
     import torch.utils.serialization as ser
@@ -616,9 +527,9 @@ def main(argv=None) -> int:
         if dist.get_world_size() != expected:
             raise UserError(f"launched {dist.get_world_size()} ranks but the config needs {expected}")
         if cfg.checkpoint.protocol == "mlperf":
-            _run_mlperf(cfg, out)
+            _run_mlperf(cfg, design, out)
         else:
-            _run_emulator(cfg, out, args.duration, membership)
+            _run_emulator(cfg, design, out, args.duration, membership, args.soak)
     except UserError as exc:  # a claimed folder that went is the cause of what failed after it
         lost = lost_claim()
         say(f"ckpt-emu: error: rank {os.environ.get('RANK', 0)}: {lost or exc}")

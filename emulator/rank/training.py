@@ -20,7 +20,7 @@ import time
 from collections import deque
 
 from emulator.job import outdir
-from tiers.fileops import write_replacing
+from tiers.safepath import open_own_file, write_file
 
 MAX_EVENTS = 4000  # timeline events kept per rank and kind of source
 PROGRESS_EVERY_S = 1.0  # rank 0 rewrites the progress file at most this often (and at each checkpoint)
@@ -51,8 +51,7 @@ class TrainedMark:
     node's survivors hold the job's mark)."""
 
     def __init__(self, path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        self._fd = open_own_file(path, os.O_WRONLY | os.O_CREAT, what="results folder")
 
     def mark(self, step: int) -> None:
         os.pwrite(self._fd, struct.pack("<q", step), 0)
@@ -73,11 +72,17 @@ class TrainedMark:
 class ModeLoop:
     """Trains one mode on a rank; ``run`` returns the next step and the mode's span for the report."""
 
-    def __init__(self, cfg, state, ckpt, comm, metrics, out: outdir.OutDir, node_loss):
+    def __init__(self, cfg, design, clock, state, ckpt, comm, metrics, out: outdir.OutDir, node_loss):
+        """``cfg``: the run's modes and steps; ``design``: its checkpoint interval and step time, which
+        ``clock`` paces."""
         self.cfg, self.state, self.ckpt, self.comm = cfg, state, ckpt, comm
+        self.interval_steps, self.step_wall = design.interval_steps, clock.wall(design.step_seconds)
+        self.step_s = design.step_seconds
         self.metrics, self.out, self.node_loss = metrics, out, node_loss
-        self.baseline_step_s = 0.0  # wall time per step of the baseline mode, once it ran
+        self.baseline_step_s = 0.0  # the baseline mode's time per step on the design's clock, once it ran
+        self.trained_s = 0.0  # the mode's training time so far on the design's clock (the metrics')
         self.trained = TrainedMark(out.trained(comm.rank))
+        self.after_checkpoint = None  # called with the checkpoints taken so far, after each (a soak's samples)
 
     def _should_stop(self, mode_start: float, budget: float | None, step_in_mode: int) -> bool:
         """Every rank's same decision, from one all-reduce (the per-step one of data-parallel training).
@@ -99,11 +104,11 @@ class ModeLoop:
 
     def run(self, mode: str, first_step: int, budget: float | None) -> tuple[int, dict]:
         cfg, m = self.cfg, self.metrics
-        interval = cfg.checkpoint.interval_steps
-        step_wall = cfg.wall_step_seconds
-        m.set_interval(mode, interval * step_wall if mode != "none" else 0.0)
+        interval, step_wall = self.interval_steps, self.step_wall
+        m.set_interval(mode, interval * self.step_s if mode != "none" else 0.0)
         self.comm.barrier()
         start = last = time.time()  # training seconds are added per step so rate() works live
+        self.trained_s = 0.0
         step, n, update_cpu = first_step, 0, 0.0
         compute_events = deque(maxlen=MAX_EVENTS)  # bounded: soak runs must not grow
         last_step = cfg.steps_per_mode if budget is None else float("inf")  # steps past it only wait for a drain
@@ -116,43 +121,64 @@ class ModeLoop:
             t_end = time.time()
             compute_events.append((t, t_end))
             self.trained.mark(step)
-            m.observe_step(mode, t_end - t)
+            m.observe_step(mode, m.clock.steps(t_end - t, 1))
             checkpointed = mode != "none" and (n + 1) % interval == 0 and n < last_step
-            if checkpointed:
-                self._checkpoint(mode, step, start, n + 1)
+            rec = self._checkpoint(mode, step, start) if checkpointed else None
+            if checkpointed and self.after_checkpoint is not None:
+                self.after_checkpoint(len(self.ckpt.records))
             now = time.time()
             if self.comm.rank == 0 and (checkpointed or now - progress_at >= PROGRESS_EVERY_S):
                 self._write_progress(mode, n + 1, start, budget)
                 progress_at = now
-            m.add_training_seconds(mode, now - last)
+            self._add_training(mode, now - last, 1, rec)
+            if checkpointed:
+                self._publish_ratios(mode, start, n + 1)
             step, n, last = step + 1, n + 1, now
         train_end = time.time()
         at_risk = sum(1 for r in self.ckpt.records
                       if r.mode == mode and r.global_due and not (0 < r.durable_at <= train_end))
         flush = self.ckpt.finish()
-        m.add_training_seconds(mode, train_end - last)
+        self._add_training(mode, train_end - last, 0)
         if mode == "none":
-            self.baseline_step_s = (train_end - start) / max(1, n)
+            self.baseline_step_s = self.trained_s / max(1, n)
             m.set_baseline_step(self.baseline_step_s)
         else:
             m.set_at_risk(mode, at_risk)
+            if n:  # the mode's whole time, its last drains (after training) included, as the report's
+                self._publish_ratios(mode, start, n, after_s=time.time() - train_end)
         return step, {"start": start, "train_end": train_end, "end": time.time(), "steps": n,
                       "flush_s": flush, "compute": list(compute_events), "at_risk": at_risk,
                       "update_cpu_s": update_cpu}
 
-    def _checkpoint(self, mode: str, step: int, mode_start: float, steps_done: int) -> None:
-        self.ckpt.checkpoint(step, mode)
+    def _checkpoint(self, mode: str, step: int, mode_start: float):
+        rec = self.ckpt.checkpoint(step, mode)
         self._write_status(mode, step, mode_start)
-        now = time.time()
+        return rec
+
+    def _add_training(self, mode: str, wall: float, steps: int, rec=None) -> None:
+        """Training time for the metrics, on the design's clock (as the report's figures in brackets):
+        ``steps`` steps of ``wall`` at their paced time / the time factor and this host's time past it
+        once, and the stall of the checkpoint ``rec`` taken among them at full size."""
+        clock = self.metrics.clock
+        if rec is None:
+            seconds = clock.steps(wall, steps)
+        else:
+            seconds = clock.steps(wall - rec.stall_s, steps) + clock.record(rec)["stall_s"]
+        self.trained_s += seconds
+        self.metrics.add_training_seconds(mode, seconds)
+
+    def _publish_ratios(self, mode: str, mode_start: float, steps_done: int, *, after_s: float = 0.0) -> None:
+        """The mode's slowdown against the baseline and its drain overlap so far, on the design's clock
+        (``after_s``: the wall time since training stopped, waiting for the last drains)."""
+        clock = self.metrics.clock
         if self.baseline_step_s:
-            per_step = (now - mode_start) / max(1, steps_done)
-            self.metrics.set_slowdown(mode, per_step / self.baseline_step_s - 1)
+            self.metrics.set_slowdown(mode, self.trained_s / steps_done / self.baseline_step_s - 1)
         if self.comm.is_node_leader:  # the drain in flight counts too, and nothing caps it at 1
-            busy = sum(r.drain_s for r in self.ckpt.records if r.mode == mode)
+            busy = sum(clock.phase(r.drain_s, r.paced.get("drain")) for r in self.ckpt.records if r.mode == mode)
             since = self.ckpt.drain_in_flight_since()
             if since is not None:
-                busy += now - max(since, mode_start)
-            self.metrics.set_drain_overlap(mode, busy / max(now - mode_start, 1e-9))
+                busy += clock.span(time.time() - max(since, mode_start))
+            self.metrics.set_drain_overlap(mode, busy / max(self.trained_s + clock.span(after_s), 1e-9))
 
     def _write_status(self, mode: str, step: int, start: float) -> None:
         """Rank 0's progress for the CLI's live display (replaced atomically)."""
@@ -161,14 +187,14 @@ class ModeLoop:
         recs = self.ckpt.records
         status = {"mode": mode, "step": step, "elapsed_s": time.time() - start, "last_stall_s": recs[-1].stall_s,
                   "checkpoints": len(recs), "misses": sum(r.missed for r in recs),
-                  "interval_s": self.cfg.checkpoint.interval_steps * self.cfg.wall_step_seconds,
+                  "interval_s": self.interval_steps * self.step_wall,
                   "time": time.time()}
-        write_replacing(self.out / outdir.STATUS, json.dumps(status), durable=False)
+        write_file(self.out / outdir.STATUS, json.dumps(status), durable=False)
 
     def _write_progress(self, mode: str, steps_done: int, start: float, budget: float | None) -> None:
         """Rank 0's progress through the modes, for the CLI's progress display (replaced atomically)."""
         recs, modes = self.ckpt.records, list(self.cfg.run_modes)
-        write_replacing(self.out / outdir.PROGRESS, json.dumps({
+        write_file(self.out / outdir.PROGRESS, json.dumps({
             "mode": mode, "mode_index": modes.index(mode), "modes": len(modes), "steps_done": steps_done,
             "steps_per_mode": self.cfg.steps_per_mode, "budget_s": budget, "mode_elapsed_s": time.time() - start,
             "checkpoints": len(recs), "misses": sum(r.missed for r in recs),

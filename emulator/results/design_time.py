@@ -1,96 +1,17 @@
-"""A run's measured seconds as the full-size design's: the paced part over the time factor, the rest once.
-
-A run moves ``run.scale`` of the bytes at the design's rates / ``run.dilation`` (D), so everything
-the design paces (transfers, request latencies, the snapshot, steps) takes the time factor
-k = scale x D times the design's time here. The rest of a phase is this host's own time: the
-software's collectives, manifests and Python, which do not shrink with the bytes. So a phase of
-wall W whose paced transfers covered P (tiers/paced.py) is, at full size, P / k + (W - P): the
-design's time plus the software's, counted once. A stall or a lag is the sum of its phases plus
-the waits between them: a wait for the previous checkpoint is paced time (P = W), the rest is
-coordination, counted once. A phase that nothing paces (a tier without emulation), or whose paced
-time the host overran, measures this host's throughput at this run's size: all of it scales with the
-bytes (/ run.scale, never / k: the dilation slows what is paced, not the host; docs/time-dilation.md).
-"""
+"""Of a run's time, what was this host's own and not the design's: per paced phase its share at full
+size, how far it ran past its pace, the software around a stream (the conversions themselves:
+emulator/fullsize.py)."""
 from __future__ import annotations
+
+from emulator.design import ladder
+from emulator.fullsize import PHASES, full, load_time_factor
 
 #: a phase whose own (unpaced) time is above this share of it is said to be this host's in part
 HOST_SHARE = 0.10
 #: a phase's software (F) at most this share of its full-size design time, counted once, gets no room
 #: in the paced window (emulator/rank/dilation.py): half the share above which a phase is flagged
 SOFTWARE_SHARE = HOST_SHARE / 2
-#: the paced phases a checkpoint record holds: (record field, its paced key)
-PHASES = (("snapshot_s", "snapshot"), ("local_write_s", "local_write"), ("drain_s", "drain"))
 
-
-def full(wall: float, paced: float | None, k: float, *, bytes_factor: float | None = None) -> float:
-    """One phase: its paced part at full size plus this host's part as measured. A phase nothing
-    paces (None), or whose paced time the host overran entirely (0), is this host's throughput,
-    extrapolated to the full bytes: all of it / ``bytes_factor`` (run.scale; default k, no dilation)."""
-    if not paced or paced <= 0:
-        return wall / (bytes_factor or k)
-    paced = min(paced, wall)
-    return paced / k + (wall - paced)
-
-
-def _stages(rec: dict) -> list[tuple[float, float]]:
-    """(wall, paced) of the record's phases on the way to durable, first tier's write to the drain."""
-    out = [(rec["snapshot_s"], rec.get("paced", {}).get("snapshot", 0.0))]
-    first = rec["due"][0] if rec.get("due") else "local"
-    for name in rec.get("due") or ():
-        t = rec.get("tiers", {}).get(name)
-        if name == first or t is None:
-            continue
-        out.append((t.get("seconds", 0.0), t.get("paced", 0.0)))
-    out.append((rec["local_write_s"], rec.get("paced", {}).get("local_write", 0.0)))
-    return out
-
-
-def full_record(rec: dict, k: float, *, bytes_factor: float | None = None) -> dict:
-    """A checkpoint record with every duration as the full-size design's (``bytes_factor``: :func:`full`)."""
-    if k == 1:
-        return rec
-    f = bytes_factor
-    out = dict(rec)
-    paced = rec.get("paced") or {}
-    for field, key in PHASES:
-        out[field] = full(rec[field], paced.get(key, 0.0), k, bytes_factor=f)
-    out["d2h_s"] = rec.get("d2h_s", 0.0) / k
-    saved = sum(w - full(w, p, k, bytes_factor=f) for w, p in _stages(rec))  # what the paced phases shrink by
-    queue = rec.get("queue_s", 0.0)
-    # a wait for a previous checkpoint still in flight is paced time (a deadline miss); one for a
-    # pipeline already done is this host's bookkeeping
-    wait = rec["wait_s"] if rec.get("missed") else 0.0
-    out["wait_s"] = rec["wait_s"] - wait + wait / k
-    in_stall = saved if rec["mode"] == "sync" else rec["snapshot_s"] - out["snapshot_s"]
-    out["stall_s"] = max(0.0, rec["stall_s"] - (wait - wait / k) - in_stall)
-    if rec["lag_s"]:
-        out["lag_s"] = max(0.0, rec["lag_s"] - saved - (queue - queue / k))
-    if rec["complete_s"]:
-        out["complete_s"] = max(0.0, rec["complete_s"] - (wait - wait / k) - saved - (queue - queue / k))
-    out["queue_s"] = queue / k
-    return out
-
-
-def tier_lag(rec: dict, name: str, k: float, *, bytes_factor: float | None = None) -> float:
-    """A record's lag to tier ``name`` (snapshot to complete there) as the full-size design's: the
-    phases up to and including that tier's own stage rescaled, the waits between them once."""
-    view = (rec.get("tiers") or {}).get(name) or {}
-    lag = view.get("lag_s", 0.0)
-    if not lag or k == 1:
-        return lag
-    due = list(rec.get("due") or ())
-    upto = due[: due.index(name) + 1] if name in due else due
-    paced = rec.get("paced") or {}
-    stages = [(rec["snapshot_s"], paced.get("snapshot")), (rec["local_write_s"], paced.get("local_write"))]
-    stages += [((rec["tiers"].get(n) or {}).get("seconds", 0.0), (rec["tiers"].get(n) or {}).get("paced"))
-               for n in upto[1:]]
-    queue = rec.get("queue_s", 0.0) if name == "global" else 0.0
-    return max(0.0, lag - sum(w - full(w, p, k, bytes_factor=bytes_factor) for w, p in stages) - (queue - queue / k))
-
-
-def load_time_factor(load: dict, k: float) -> float:
-    """The time factor a load was paced at: its own (loads at a dilation of their own), else the run's."""
-    return load.get("time_factor") or k
 
 
 def at_run_factor(load: dict, k: float) -> float:
@@ -107,16 +28,8 @@ def stream_lag(load: dict) -> float:
     return load.get("lag_s", 0.0) / paced if paced > 0 else 0.0
 
 
-def full_load(load: dict, k: float, *, bytes_factor: float | None = None) -> dict:
-    k = load_time_factor(load, k)
-    if k == 1:
-        return load
-    return {**load, "seconds": full(load["seconds"], load.get("paced_s", 0.0), k, bytes_factor=bytes_factor),
-            "h2d_s": load.get("h2d_s", 0.0) / k}
-
-
 #: the tier stages between the nearest tier's write and the drain, by their phase's name
-STAGES = {"peer": "replicate", "local": "persist"}
+STAGES = ladder.stages()
 
 
 def swapped(rec: dict) -> bool:

@@ -14,28 +14,30 @@ from __future__ import annotations
 
 from collections import Counter
 
-from emulator.results.design_time import at_run_factor, full, full_load, stream_lag, stream_past_pace, tier_lag
+from emulator.fullsize import full_fetch, full_load, tier_lag
+from emulator.results.design_time import at_run_factor, stream_lag, stream_past_pace
 from emulator.units import GIB
 
 
-def level_summary(cfg, ranks: list[dict]) -> dict:
+def level_summary(design, clock, ranks: list[dict]) -> dict:
     """{tier: {every, interval_s, due, complete, at_risk, lag_mean_s, lag_max_s, seconds_mean,
     node_bytes, overlap}} for each tier a checkpoint was due on, nearest first (intervals at full
     size: the config's step time; ``seconds_mean``: that tier's own stage, the write, send, copy or
     drain, of the slowest node; ``node_bytes``: the heaviest node's bytes of a checkpoint, at the
     run's scale; ``overlap``: the share of the training time that stage was in flight)."""
-    base, wall, node_bytes = cfg.checkpoint.interval_steps, _wall(ranks), _node_bytes(ranks)
+    base, wall, node_bytes = design.interval_steps, _wall(ranks), _node_bytes(ranks)
     out = {}
-    for name in cfg.tiers.configured():
-        steps = _per_checkpoint(ranks, name, cfg.time_factor, cfg.run.scale)
+    for rung in design.ladder:
+        name = rung.name
+        steps = _per_checkpoint(ranks, name, clock.time_factor, clock.scale)
         if not steps:
             continue
         complete = [views for views in steps.values() if views is not None]
         lags = [max(v["lag_s"] for v in x) for x in complete]
         lags_full = [max(v["lag_full_s"] for v in x) for x in complete]
         stages = [max(v["seconds"] for v in x) for x in complete]
-        every = cfg.tier_every[name]
-        out[name] = {"every": every, "interval_s": every * base * cfg.training.step_seconds,
+        every = rung.every
+        out[name] = {"every": every, "interval_s": every * base * design.step_seconds,
                      "due": len(steps), "complete": len(complete), "at_risk": len(steps) - len(complete),
                      "lag_mean_s": _mean(lags), "lag_max_s": max(lags, default=0.0),
                      "lag_full_size_mean_s": _mean(lags_full),
@@ -83,7 +85,7 @@ def _per_checkpoint(ranks: list[dict], name: str, k: float = 1.0, scale: float |
     return out
 
 
-def recovery_summary(cfg, ranks: list[dict]) -> list[dict]:
+def recovery_summary(design, clock, ranks: list[dict]) -> list[dict]:
     """One entry per failure class that happened: slowest rank's recovery, where it came from,
     the step restored and the work lost (steps and seconds at full size)."""
     by_class = {}
@@ -94,8 +96,8 @@ def recovery_summary(cfg, ranks: list[dict]) -> list[dict]:
     for name, recs in by_class.items():
         loads = [x["load"] for x in recs]
         seconds = max(x.get("seconds", x["load"]["seconds"]) for x in recs)  # a peer fetch, then the restore
-        k, f = cfg.time_factor, cfg.run.scale
-        full_s = max(_fetch_full(x, k, f) + full_load(x["load"], k, bytes_factor=f)["seconds"] for x in recs)
+        k, f = clock.time_factor, clock.scale
+        full_s = max(full_fetch(x, k, f) + full_load(x["load"], k, bytes_factor=f)["seconds"] for x in recs)
         lost = max(x["lost_steps"] for x in recs)
         out.append({"class": name, "ok": all(x["ok"] for x in loads), "step": loads[0]["step"],
                     "seconds": seconds, "seconds_full_size": full_s,
@@ -105,23 +107,11 @@ def recovery_summary(cfg, ranks: list[dict]) -> list[dict]:
                     "lost_nodes": sorted({n for x in recs for n in x.get("lost_nodes", [])}),
                     "fetch_errors": [e for x in recs for e in x.get("fetch_errors", [])][:5],
                     "served_by": dict(Counter(x["tier"] or "none" for x in loads)),
-                    "lost_steps": lost, "lost_work_s": lost * cfg.training.step_seconds,
+                    "lost_steps": lost, "lost_work_s": lost * design.step_seconds,
                     "paced": any(x.get("paced_s", 0.0) > 0 for x in loads), "host_lag": _host_lag(loads),
                     "fetch_host_lag": max(_fetch_lag(x) for x in recs),
                     "fallbacks": [f for x in loads for f in x["fallbacks"]][:10]})
     return out
-
-
-def _fetch_full(rec: dict, k: float, scale: float) -> float:
-    """A rank's fetch from its peer at full size: the part any node's paced sends covered / the time
-    factor, the rest (this host's, behind the NIC) once (emulator/results/design_time.py ``full``);
-    a fetch that streamed nothing (no surviving copy: a group loss) is its software, once; all of it
-    / the time factor in results from before the fetch's paced part was kept."""
-    if "fetch_paced_s" not in rec:
-        return rec.get("fetch_s", 0.0) / k
-    if rec.get("fetch_stream_s", 0.0) <= 0 and rec["fetch_paced_s"] <= 0:
-        return rec["fetch_s"]
-    return full(rec["fetch_s"], rec["fetch_paced_s"], k, bytes_factor=scale)
 
 
 def _fetch_lag(rec: dict) -> float:
@@ -137,7 +127,7 @@ def _host_lag(loads: list[dict]) -> float:
     return max((stream_lag(x) for x in loads), default=0.0)
 
 
-def tier_load_summary(cfg, ranks: list[dict]) -> dict:
+def tier_load_summary(clock, ranks: list[dict]) -> dict:
     """{tier: {ok, step, seconds (slowest rank), gib_s (all bytes / slowest), seconds_full_size}}
     of the restores from one tier alone."""
     out, node_bytes = {}, _node_bytes(ranks)
@@ -146,9 +136,9 @@ def tier_load_summary(cfg, ranks: list[dict]) -> dict:
         loads = [r["tier_loads"][i] for r in ranks]
         tier = loads[0]["from"]
         seconds = max(x["seconds"] for x in loads)
-        full = max(full_load(x, cfg.time_factor, bytes_factor=cfg.run.scale)["seconds"] for x in loads)
+        full = max(full_load(x, clock.time_factor, bytes_factor=clock.scale)["seconds"] for x in loads)
         out[tier] = {"ok": all(x["ok"] for x in loads), "step": loads[0]["step"], "seconds": seconds,
-                     "seconds_at_run_factor": max(at_run_factor(x, cfg.time_factor) for x in loads),
+                     "seconds_at_run_factor": max(at_run_factor(x, clock.time_factor) for x in loads),
                      "seconds_full_size": full, "node_bytes": node_bytes,
                      "gib_s": sum(x["bytes"] for x in loads) / max(seconds, 1e-9) / GIB}
     return out

@@ -7,18 +7,18 @@ run.scale), since a run at a scale compresses time with the bytes.
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from pathlib import Path
 
+from emulator.design import ladder
 from emulator.job import outdir
 from emulator.results.design_time import SOFTWARE_SHARE
 from emulator.results.levels import level_lines
 from emulator.results.requests import s3_lines
+from emulator.results.soak import soak_lines
 from emulator.results.summary import build_results
 from emulator.results.timeline import write_timeline
 from emulator.units import GIB, fmt_rate, table
-from tiers.fileops import write_replacing
+from tiers.safepath import write_file
 
 
 def _fmt_s(v: float) -> str:
@@ -82,7 +82,7 @@ def format_table(results: dict) -> str:
     for m in modes:
         for err in results["modes"][m]["errors"]:
             lines.append(f"{m} error: {err}")
-    lines += level_lines(results, _fmt_s)
+    lines += level_lines(results, _fmt_s) + soak_lines(results, _fmt_s)
     lines += _content_lines(results) + _fault_lines(results) + s3_lines(results)
     lines += [f"note: {n}" for n in results.get("notes", [])]
     if results["stopped_early"]:
@@ -110,7 +110,7 @@ def _header_lines(results: dict) -> list[str]:
 def _tier_lines(results: dict) -> list[str]:
     """Each tier: where it lives, and what the design says of it (paced here at that / the dilation)."""
     design, lines = results.get("tier_design") or {}, []
-    for name in ("local", "global"):
+    for name in ladder.lasting_file_tiers():
         where = results["tiers"][name]
         if where is None:
             lines.append(f"  {name} tier: none (direct to global)")
@@ -130,11 +130,51 @@ def _time_lines(results: dict) -> list[str]:
         why = f"; auto: set by the {probe['phase']} ({probe['tier']}): {_host_words(probe)}"
     elif d.get("auto"):
         why = "; auto: this host keeps every phase at its design rate undilated"
-    return [f"  time: dilation x{d['factor']:g}{why}",
+    return [f"  time: dilation x{d['factor']:g}{why}"] + _fit_lines(results) + _snapshot_lines(results) + [
             f"        scale {results['scale']:g} x dilation {d['factor']:g}: a second at full size takes "
             f"{k * 1000:.4g} ms here (a step of {results['step_seconds']['full_size']:g} s, "
             f"{results['step_seconds']['here'] * 1000:.4g} ms here); durations below are measured (in brackets "
             "the full-size design's: paced time / the factor, this host's own once)"] + _load_time_lines(d)
+
+
+def _fit_lines(results: dict) -> list[str]:
+    fit = results.get("scale_fit")
+    return [f"        {scale_fit_words(fit)}"] if fit else []
+
+
+def scale_fit_words(fit: dict) -> str:
+    """run.wall_target's fit (results.json ``scale_fit``) in words: the scale, run.scale's and why."""
+    head, target = f"scale {fit['scale']:g}", _fmt_wall(fit["target_s"])
+    if fit["scale"] == fit["run_scale"]:
+        return (f"{head} (run.scale; run.wall_target {target}): x{fit['factor']:g} makes "
+                f"training {_fmt_wall(fit['wall_s'])} here")
+    floor = ("; the target is under this host's floor (the software's room in every checkpoint, at any "
+             "scale): the largest scale within a quarter of it") if fit["floor"] else ""
+    return (f"{head}, not run.scale's {fit['run_scale']:g} (run.wall_target {target}): at "
+            f"{fit['run_scale']:g} this host's x{fit['run_scale_factor']:g} makes training "
+            f"{_fmt_wall(fit['run_scale_wall_s'])} here, at {fit['scale']:g} x{fit['factor']:g} makes it "
+            f"{_fmt_wall(fit['wall_s'])}{floor}")
+
+
+def _fmt_wall(seconds: float) -> str:
+    """A wall time here: seconds under two minutes, else minutes."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def _snapshot_lines(results: dict) -> list[str]:
+    """The design's snapshot by its parts (emulator/design/snapshot.py), as the run paced it."""
+    s = results.get("snapshot")
+    if not s:
+        return []
+    lines = [f"  snapshot (the design's, its heaviest rank at full size): {s['describe']} = {_fmt_s(s['seconds'])}"
+             + (f"; first save + {_fmt_s(s['first_save_s'])} pinning its buffers" if s["first_save_s"] else "")]
+    if s["planning_s"]:
+        lines.append(f"        DCP's planning after it: {_fmt_s(s['planning_s'])} (in a sync stall, an async lag)")
+    for mode, m in (results.get("engine") or {}).get("measured_s", {}).items():
+        lines.append(f"  dcp ({mode}, measured here, slowest rank): staging {_fmt_s(m.get('staging_s', 0))}, "
+                     f"planning {_fmt_s(m.get('planning_s', 0))}, writes {_fmt_s(m.get('write_s', 0))}, "
+                     f"metadata {_fmt_s(m.get('metadata_s', 0))} (its .metadata {_fmt_s(m.get('finish_s', 0))})")
+    return lines
 
 
 def _host_words(probe: dict) -> str:
@@ -176,6 +216,9 @@ def _device_lines(results: dict) -> list[str]:
     """Where the state lived, whether ranks share a GPU, and how it is staged."""
     d = results.get("device") or {"kind": "cpu"}
     if d["kind"] != "cuda":
+        if (results.get("engine") or {}).get("name") == "dcp":
+            return ["  device: state on the CPU: DCP stages it into its own cached host copy (async), held to at "
+                    "least the design's paced snapshot; a sync save writes the live state"]
         if d.get("snapshot_swapped"):
             return ["  device: state on the CPU: a snapshot swaps its host buffers, paced as the design's "
                     "device-to-host copy"]
@@ -333,21 +376,18 @@ def _content_lines(results: dict) -> list[str]:
     return lines
 
 
-def write_outputs(cfg, ranks: list[dict], out: Path) -> dict:
+def write_outputs(cfg, design, clock, ranks: list[dict], out: Path) -> dict:
     """results.json, report.txt and the timeline (unless ``run.timeline`` is false), each written beside
-    its name and renamed over it (never through a link planted at the name, docs/security.md)."""
+    its name and renamed over it (never through a link planted at the name, docs/security.md); the
+    run's ``design`` and ``clock`` as :func:`build_results` takes them."""
     out = Path(out)
-    results = build_results(cfg, ranks)
-    write_replacing(out / outdir.RESULTS, json.dumps(results, indent=1))
-    write_replacing(out / outdir.REPORT, format_table(results))
+    results = build_results(cfg, design, clock, ranks)
+    write_file(out / outdir.RESULTS, json.dumps(results, indent=1))
+    write_file(out / outdir.REPORT, format_table(results))
     if not cfg.run.timeline:
         return results
-    tmp = out / f".{uuid.uuid4().hex[:12]}.{outdir.TIMELINE}"
     try:
-        write_timeline(results, tmp)
-        os.replace(tmp, out / outdir.TIMELINE)
+        write_timeline(results, out / outdir.TIMELINE)  # drawn in memory, renamed into place
     except ImportError:
         pass
-    finally:
-        tmp.unlink(missing_ok=True)
     return results

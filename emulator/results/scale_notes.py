@@ -14,8 +14,8 @@ was not paced or the host could not keep up:
 """
 from __future__ import annotations
 
-from emulator.config.design import DEFAULT_SNAPSHOT
-from emulator.design import run_emulation
+from emulator.config.design import STAGING_RATES
+from emulator.design import ladder
 from emulator.results.design_time import HOST_SHARE
 from emulator.units import GIB
 
@@ -38,7 +38,7 @@ _HOST_FIGURES = (
 )
 
 
-def rate_notes(cfg, results: dict) -> list[str]:
+def rate_notes(results: dict) -> list[str]:
     """Each paced phase whose own (unpaced) time was a large share of its full-size figure, or that
     the host ran well past its paced time here (emulator/results/design_time.py ``host_shares``,
     ``host_lags``): there the host, not the paced design, set part of the figure or of the run's
@@ -91,7 +91,7 @@ def _software_notes(results: dict) -> list[str]:
     return notes
 
 
-def restore_notes(cfg, results: dict) -> list[str]:
+def restore_notes(results: dict) -> list[str]:
     """The loads, where this host set a large share of the slowest one's full-size time, or its stream
     ran well past its paced time here (its reads, checksums and deserialisation behind the paced
     rate: a fixed run.dilation, or the host got busier after the loads' own probe)."""
@@ -109,47 +109,50 @@ def restore_notes(cfg, results: dict) -> list[str]:
     return []
 
 
-def raw_tier_notes(cfg, results: dict) -> list[str]:
+def raw_tier_notes(design, results: dict) -> list[str]:
     """Tiers without emulation measure this host at this run's size; a host's throughput is not
     proportional to the bytes (caches, writeback), so those durations are not the design's."""
-    raw = [name for name, t in (("local", cfg.tiers.local), ("global", cfg.tiers.global_))
-           if t is not None and run_emulation(cfg, name) is None]
-    if not raw or cfg.run.scale >= 1:
+    raw = [name for name in ladder.lasting_file_tiers()
+           if name in design.tiers and design.emulation.tier(name) is None]
+    if not raw or results.get("scale", 1.0) >= 1:
         return []
     return [f"{' and '.join(raw)} tier{'s' if len(raw) > 1 else ''} not emulated: {'their' if len(raw) > 1 else 'its'} "
             f"durations are this host's for {results['bytes']['run_actual_state'] / GIB:.2f} GiB, not a full-size "
             "design's (a host's throughput changes with the bytes); set tiers.*.emulate to the design's rates"]
 
 
-def step_notes(cfg, results: dict) -> list[str]:
-    base, want = results.get("baseline"), cfg.wall_step_seconds
+def step_notes(results: dict) -> list[str]:
+    base = results.get("baseline")
+    want = results["step_seconds"]["here"] if base else 0.0
     if not base or want <= 0 or base["step_wall_s"] <= STEP_SLACK * want:
         return []
     return [f"steps took {base['step_wall_s'] * 1000:.1f} ms without checkpoints, against the compressed "
-            f"{want * 1000:.1f} ms ({cfg.training.step_seconds:g} s x time factor {cfg.time_factor:g}): the step "
+            f"{want * 1000:.1f} ms ({results['step_seconds']['full_size']:g} s x time factor "
+            f"{results['time_factor']:g}): the step "
             "time here is this host's, and so are the ratios as measured; at full size the time past the paced "
             "step is counted once a step; a larger --scale or run.dilation makes the ratios here the design's too"]
 
 
-def snapshot_notes(cfg, results: dict) -> list[str]:
+def snapshot_notes(design, results: dict) -> list[str]:
     """A design that states no snapshot rate: its snapshot is paced at the documented default, and
     the report says the rate was assumed."""
-    d = cfg.design
-    if d is None or d.snapshot.stated or cfg.checkpoint.protocol == "mlperf":
+    if design.emulation.snapshot is None or design.sources.get("snapshot") != "assumed":
         return []
-    return [f"snapshot: paced at the assumed {DEFAULT_SNAPSHOT} per accelerator (a device-to-host copy into "
-            "pinned buffers on one H100): the design states no design.node.snapshot.rate; state its nodes' "
+    staging = design.emulation.snapshot.staging
+    return [f"snapshot: paced at the assumed {STAGING_RATES[staging]} per accelerator (a device-to-host copy into "
+            f"{staging} buffers on one H100): the design states no design.node.snapshot.rate; state its nodes' "
             "own rate where they copy at another"]
 
 
-def part_node_notes(cfg, results: dict) -> list[str]:
+def part_node_notes(design, results: dict) -> list[str]:
     """A run whose nodes hold fewer ranks than the design's node: each is paced at its part of its
     design node's devices, NIC and share of global storage (emulator/design/links.py
-    ``node_fraction``), so its node figures (writes, drains, restores) are the whole node's."""
-    d, nodes = cfg.design, results.get("nodes") or 1
-    if d is None or not results.get("ranks"):
+    ``node_fraction``), so its node figures (writes, drains, restores) are the whole node's. (A run
+    of a config without a ``design:`` section paces no snapshot, and is its own node.)"""
+    nodes = results.get("nodes") or 1
+    if design.emulation.snapshot is None or not results.get("ranks"):
         return []
-    mine, whole = results["ranks"] / nodes, d.accelerators_per_node
+    mine, whole = results["ranks"] / nodes, design.job.accelerators_per_node
     if mine >= whole:
         return []
     return [f"node: each node of this run holds {mine:g} of the design node's {whole} ranks, and is paced at "

@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from dataclasses import replace
 
 from emulator.checkpoint.audit import summarize_audits
-from emulator.results.design_time import (at_run_factor, full, full_load, full_record, host_lags, host_seconds,
-                                           host_shares, load_time_factor, probed_software, software_seconds,
-                                           stream_lag, swapped)
+from emulator.config.sections import Dilation
+from emulator.design import ladder
+from emulator.fullsize import full, full_load, full_record, load_time_factor
+from emulator.results.design_time import (at_run_factor, host_lags, host_seconds, host_shares, probed_software,
+                                           software_seconds, stream_lag, swapped)
 from emulator.results.levels import (host_memory_summary, level_summary, own_peak_rss, recovery_summary,
                                      tier_load_summary)
 from emulator.results.requests import s3_summary
 from emulator.results.scale_notes import (part_node_notes, rate_notes, raw_tier_notes, restore_notes, snapshot_notes,
                                           step_notes)
-from emulator.design import run_emulation
-from emulator.design.links import node_links
+from emulator.design.snapshot import summary as snapshot_summary
+from emulator.results.soak import soak_summary
 from emulator.sizing import checkpoint_size
 from emulator.units import GIB, fmt_rate
 
@@ -275,18 +278,23 @@ def device_wait_summary(ranks: list[dict]) -> dict:
     return out
 
 
-def build_results(cfg, ranks: list[dict]) -> dict:
+def build_results(cfg, design, clock, ranks: list[dict]) -> dict:
+    """results.json of a run of ``cfg``: its ``design`` (the one its ranks read), on its ``clock``
+    (its time factor and dilation, as the ranks decided it), from every rank's result."""
     ranks = sorted(ranks, key=lambda r: r["rank"])
     size = checkpoint_size(cfg.model, cfg.parallelism)
     baseline = summarize_baseline(ranks)
+    k, step_here = clock.time_factor, clock.wall(design.step_seconds)
     results = {
-        "config": cfg.to_dict(),
+        "config": replace(cfg, run=replace(cfg.run, dilation=Dilation(clock.dilation))).to_dict(),  # as it ran
         "preset": cfg.model.name,
         "scale": cfg.run.scale,
         "ranks": len(ranks),
         "nodes": len({r["node"] for r in ranks}),
         "tiers": {"local": ranks[0]["local"], "global": ranks[0]["global"]},
-        "tier_design": tier_design(cfg),
+        "tier_design": tier_design(design),
+        "snapshot": snapshot_summary(design),
+        "engine": engine_summary(cfg, ranks),
         "bytes": {
             "job_checkpoint_emulated": size.total_bytes,
             "run_emulated": sum(r["emulated_bytes"] for r in ranks),
@@ -295,20 +303,23 @@ def build_results(cfg, ranks: list[dict]) -> dict:
             # each byte at this weight (torch.save's structure does not shrink with run.scale)
             "design_per_file_byte": min((r.get("bytes_weight", 1.0) for r in ranks), default=1.0),
         },
-        "step_seconds": {"full_size": cfg.training.step_seconds, "here": cfg.wall_step_seconds},
+        "step_seconds": {"full_size": design.step_seconds, "here": step_here},
         "baseline": baseline,
-        "time_factor": cfg.time_factor,
-        "dilation": ranks[0].get("dilation") or {"factor": cfg.run.dilation.factor or 1.0, "auto": False},
-        "modes": {m: summarize_mode(m, ranks, baseline, cfg.time_factor, cfg.run.scale,
+        "time_factor": k,
+        "dilation": ranks[0].get("dilation") or {"factor": clock.dilation, "auto": False},
+        # run.wall_target: the scale it went at, run.scale's and why (emulator/rank/dilation.py fit_scale)
+        "scale_fit": ranks[0].get("scale_fit"),
+        "modes": {m: summarize_mode(m, ranks, baseline, k, clock.scale,
                                     software=probed_software(ranks[0].get("dilation")),
-                                    wall_step_s=cfg.wall_step_seconds) for m in cfg.checkpoint.modes},
-        "units": {name: t.family for name, t in node_links(cfg, files=1).tiers.items()},
-        "load": {**summarize_loads(ranks, cfg.time_factor, cfg.run.scale), "page_cache_scope": cfg.checkpoint.page_cache_scope},
+                                    wall_step_s=step_here) for m in cfg.checkpoint.modes},
+        "units": {name: t.family for name, t in design.links.tiers.items()},
+        "load": {**summarize_loads(ranks, k, clock.scale), "page_cache_scope": cfg.checkpoint.page_cache_scope},
         "stopped_early": any(r["stopped_early"] for r in ranks),
         "failure": ranks[0].get("failure"),
-        "levels": level_summary(cfg, ranks),
-        "recoveries": recovery_summary(cfg, ranks),
-        "restore_by_tier": tier_load_summary(cfg, ranks),
+        "levels": level_summary(design, clock, ranks),
+        "recoveries": recovery_summary(design, clock, ranks),
+        "soak": soak_summary(clock, ranks),
+        "restore_by_tier": tier_load_summary(clock, ranks),
         "host_memory": host_memory_summary(cfg, ranks),
         "faults": fault_summary(ranks),
         "attempts": attempts_summary(cfg, ranks),
@@ -318,41 +329,63 @@ def build_results(cfg, ranks: list[dict]) -> dict:
         "tiers_emptied": sorted({name for r in ranks for name in r.get("tiers_emptied") or []}),
         "device": device_summary(ranks),
         "device_waits": device_wait_summary(ranks),
-        "s3": s3_summary(cfg, ranks),
+        "s3": s3_summary(cfg, design, ranks),
         "timeline": timeline(ranks, baseline["step_p99_s"] * SLOW_STEP_FACTOR if baseline else None),
         "per_rank": [{k: r.get(k) for k in ("rank", "node", "records", "loads", "earlier_attempts", "peak_rss_bytes",
                                            "mapped_tier_peak_bytes")} for r in ranks],
     }
-    results["notes"] = host_notes(cfg, results)
+    results["notes"] = host_notes(design, results)
     return results
 
 
-def tier_design(cfg) -> dict:
+def tier_design(design) -> dict:
     """Per tier, what the design says of it, in the units it was written in (the live tier's own
     description gives the rates it was paced at here: the design's / the dilation)."""
     out = {}
-    for name in ("memory", "local", "global"):
-        e = run_emulation(cfg, name, whole_node=True) if cfg.tiers.entry(name) is not None else None
+    for name in ladder.file_tiers():
+        e = design.emulation.whole.get(name)
         if e is None:
             continue
-        family = (node_links(cfg, files=1).of(name) or None)
+        family = design.link(name)
         family = family.family if family is not None else "binary"
         bits = [f"{d} {fmt_rate(getattr(e, d + '_gib_s') * GIB, family)}" for d in ("write", "read")
                 if getattr(e, d + "_gib_s")]
         if e.latency_ms:
             bits.append(f"{e.latency_ms:g} ms per request")
-        if name == "global" and cfg.design is not None and cfg.design.global_ is not None:
-            bits.append(f"this node's share of the job's {fmt_rate(cfg.design.global_.write_bps, family)}")
+        link = design.link(name)
+        if name == "global" and link.source == "design":  # the design's global storage: the job shares it
+            bits.append(f"this node's share of the job's {fmt_rate(link.write.aggregate_bps, family)}")
         elif name != "global" and not e.duplex:
             bits.append("reads and writes share the device")
         out[name] = ", ".join(bits)
     return out
 
 
-def host_notes(cfg, results: dict) -> list[str]:
-    """Where a figure is this host's or the scale's rather than the full-size design's."""
-    return (step_notes(cfg, results) + part_node_notes(cfg, results) + raw_tier_notes(cfg, results)
-            + snapshot_notes(cfg, results) + rate_notes(cfg, results) + restore_notes(cfg, results))
+def engine_summary(cfg, ranks: list[dict]) -> dict:
+    """How the ranks wrote (``checkpoint.engine``) and, for dcp, the library's own seconds per mode:
+    each phase's mean over the checkpoints of its slowest rank (measured here, at the run's scale)."""
+    out = {"name": cfg.checkpoint.engine}
+    by_mode: dict = {}
+    for mode in cfg.checkpoint.modes:
+        steps = defaultdict(list)
+        for r in ranks:
+            for rec in r["records"]:
+                if rec["mode"] == mode and rec.get("engine_s"):
+                    steps[rec["step"]].append(rec["engine_s"])
+        if steps:
+            phases = sorted({k for per in steps.values() for e in per for k in e})
+            by_mode[mode] = {k: sum(max(e.get(k, 0.0) for e in per) for per in steps.values()) / len(steps)
+                             for k in phases}
+    if by_mode:
+        out["measured_s"] = by_mode
+    return out
+
+
+def host_notes(design, results: dict) -> list[str]:
+    """Where a figure is this host's or the scale's rather than the full-size design's (``design``:
+    the run's)."""
+    return (step_notes(results) + part_node_notes(design, results) + raw_tier_notes(design, results)
+            + snapshot_notes(design, results) + rate_notes(results) + restore_notes(results))
 
 
 def _by_step(mode: str, ranks: list[dict]) -> dict:

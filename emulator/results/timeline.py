@@ -26,6 +26,7 @@ from pathlib import Path
 
 from emulator.results.summary import at_full_size
 from emulator.units import fmt_duration
+from tiers.safepath import write_figure
 
 KINDS = ("compute", "slow_compute", "stall", "d2h", "local_write", "drain")
 COLOURS = {"compute": "#9ecae1", "slow_compute": "#6a3d9a", "stall": "#d62728", "d2h": "#8c564b", "local_write": "#ff7f0e",
@@ -261,5 +262,4 @@ def write_timeline(results: dict, path) -> None:
     out = Path(path)
     if out.suffix.lower() != ".png":
         out = out / "timeline.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    timeline_figure(results).savefig(out, dpi=100)
+    write_figure(timeline_figure(results), out, what="timeline", dpi=100, format="png")

@@ -37,6 +37,9 @@ def load_failed(results: dict) -> bool:
 def tune_misses(result: dict) -> list[str]:
     """``tune``'s confirmation run: its drains must finish before the next checkpoint."""
     c = result["confirmation"]
+    if c["drains_beat_next_checkpoint"] is None:
+        return [f"tune's confirmation run was stopped after {c['checkpoints']} of {c['checks']} checkpoints: "
+                "nothing confirmed"]
     if c["drains_beat_next_checkpoint"]:
         return []
     return [f"tune's confirmation run: {c['deadline_misses']} deadline miss(es), {c['incomplete']} incomplete "

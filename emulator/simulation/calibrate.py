@@ -25,8 +25,9 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from emulator import sizing
 from emulator.config import from_mapping
-from emulator.design import Calibration, resolve
+from emulator.design import Calibration, ladder, resolve
 from emulator.design.costs import retention_requests
 from emulator.design.job import NodeGroup, job_of
 from emulator.design.links import paced_part, pacing
@@ -51,7 +52,7 @@ class RunRecord:
     written_to: str
     missed: bool
     ok: bool
-    due: tuple = ("local", "global")
+    due: tuple = ladder.lasting_file_tiers()
     #: tier -> seconds of that tier's own stage (a peer's send, a copy from memory to NVMe)
     stages: dict = field(default_factory=dict)
     #: when the checkpoint stopped training (wall clock); None in a results.json from before it was kept
@@ -83,6 +84,8 @@ class RunFigures:
     tier_restores: dict = field(default_factory=dict)
     #: the run's run.dilation D: a paced transfer ran at the design's rate / D (1: a run before dilation)
     dilation: float = 1.0
+    #: checkpoint.engine dcp: mode -> the library's own seconds (``engine.measured_s``: staging, planning, ...)
+    engine_s: dict = field(default_factory=dict)
 
 
 def read_results(path: str) -> RunFigures:
@@ -128,7 +131,8 @@ def read_results(path: str) -> RunFigures:
         dilation = float((raw.get("dilation") or {}).get("factor") or 1.0)
         return RunFigures(str(path), cfg, int(raw["nodes"]), int(raw["ranks"]), records, steps, recovery,
                           time_scaled="step_seconds" in raw, interference_s=_interference(raw, records),
-                          recoveries=recoveries, tier_restores=restores, dilation=dilation)
+                          recoveries=recoveries, tier_restores=restores, dilation=dilation,
+                          engine_s=dict((raw.get("engine") or {}).get("measured_s") or {}))
     except ConfigError as exc:
         raise UserError(f"{where}: its config does not load: {exc}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -136,7 +140,7 @@ def read_results(path: str) -> RunFigures:
 
 
 def _record(r: dict) -> RunRecord:
-    due = tuple(r.get("due") or ("local", "global"))
+    due = tuple(r.get("due") or ladder.lasting_file_tiers())
     ok = not r["error"] and (bool(r["global_complete"]) or "global" not in due)
     stages = {str(k): float(v["seconds"]) for k, v in (r.get("tiers") or {}).items()
               if isinstance(v, dict) and v.get("complete")}
@@ -311,7 +315,7 @@ class _Calibrating:
                         lambda recs: all(r.written_to != "global" and "global" in r.due for r in recs))
         if "global" not in self.cal.copy_bps or drain is not None:
             self.rate("global", "drain", drain, 2 * waves * self.lat("global"), self.node_bytes, self.cal.copy_bps)
-        for tier in ("peer", "local"):  # a peer's send, the NVMe's copy from memory
+        for tier in ladder.stages():  # a peer's send, the NVMe's copy from memory
             if tier in self.cal.copy_bps:
                 continue
             seconds = st.mean(lambda recs, t=tier: st.most_stage(recs, t),
@@ -360,6 +364,20 @@ class _Calibrating:
                               f"one's ({count} requests, {modeled * 1000:.1f} ms of latency): "
                               f"{self.cal.retention_request_s * 1000:.2f} ms more per request")
 
+    def planning(self) -> None:
+        """With engine dcp: DCP's planning per plan item, from the run's own (its slowest rank's mean),
+        over the items the coordinator went through: each rank's tensors, every rank's plan."""
+        measured = [m["planning_s"] for m in self.fig.engine_s.values() if m.get("planning_s")]
+        if not measured:
+            return
+        par = self.run.parallelism
+        tensors = max(len(sizing.model_tensors(self.run.model, par, c)) + len(sizing.optimizer_tensors(self.run.model, par, c))
+                      for c in (sizing.rank_coords(r, par.tp, par.pp, par.dp) for r in range(self.fig.ranks)))
+        planning = sum(measured) / len(measured)
+        self.cal.plan_item_s = planning / max(1, tensors * (self.fig.ranks + 1))
+        self.cal.notes.append(f"DCP's planning: {planning * 1000:.1f} ms for {self.fig.ranks} ranks' plans of "
+                              f"{tensors} tensors -> {self.cal.plan_item_s * 1e6:.1f} us an item")
+
     def build(self) -> Calibration:
         fig, cal, st = self.fig, self.cal, self.st
         cal.notes.append(f"calibrated by {fig.source} ({st.mode or 'all'} checkpoints: {len(st.steps)}): "
@@ -370,14 +388,17 @@ class _Calibrating:
             cal.notes.append("the run predates time following run.scale (no step_seconds in its results.json): "
                              "its rates hold, its step time is its own (only --as-run uses it)")
         # a paced snapshot: its rate from its paced time (the host's own part, a swap and a wake-up, is
-        # counted once at full size, not / scale); unpaced, this host's copy
+        # counted once at full size, not / scale); unpaced, this host's copy; with engine dcp the stall
+        # DCP's staging held the loop for (its own copy and walk, at least the paced time)
         paced_stage = st.mean(lambda recs: max(r.snapshot_paced_s for r in recs))
-        stage = paced_stage if paced_stage else st.mean(st.staging)
+        dcp = self.run.checkpoint.engine == "dcp"
+        stage = paced_stage if paced_stage and not dcp else st.mean(st.staging)
         if stage and stage > 0:
             paced = self.run.design is not None  # at the design's rate, stated or assumed: / D
             cal.snapshot_bps = self.file_bytes / stage * (fig.dilation if paced else 1.0)
             cal.notes.append(f"staging (the stall before the pipeline): {stage * 1000:.2f} ms for the largest rank's "
                              f"{_mib(self.file_bytes)} -> {cal.snapshot_bps / 1e9:.4g} GB/s per accelerator")
+        self.planning()
         self.copies()
         self.reads()
         self.fixed()

@@ -16,14 +16,16 @@ training with a checkpoint, as the emulator's loop does (emulator/checkpoint/che
   taking it (its commit, then a node tier's manifest); then, after the previous checkpoint's
   pipeline (copies run in checkpoint order) and its retention, the copies to each farther tier in
   ladder order: a peer's over the NIC, the NVMe's, the drain to global storage (waves of requests,
-  every node's bytes sharing the aggregate, the checksum read-back), the fixed cost
+  every node's bytes sharing the aggregate, the checksum read-back; an object store's copy no
+  faster than its request ceilings allow: emulator/design/requests.py), the fixed cost
   after it and the global manifest. Each transfer is every node group's flow on the tier's link.
   Then the retention, which the next pipeline waits for.
 - **failures** of each class (emulator/design/failures.py) interrupt the job: the copies in flight
   are abandoned, the tiers that do not survive the class are lost, and the job restores the newest
-  checkpoint a surviving tier holds (nearest first among equals): detection, restart or
-  replacement, then the restore (emulator/design/costs.py ``class_restore_seconds``: a storm, or a
-  lost node reading alone), and loses the work done since. A restore runs with nothing else on the
+  checkpoint a surviving tier holds (nearest first among equals; emulator/design/costs.py
+  ``restore_choice``): detection, restart or replacement, then the restore (``class_restore_seconds``:
+  a storm, or a lost node reading alone while the others read the same step nearer), and loses the
+  work done since. A restore runs with nothing else on the
   links (the job is stopped), so its closed form is exact here.
 
 For one checkpoint alone every phase takes its closed form (emulator/design/costs.py); what the
@@ -36,8 +38,10 @@ from dataclasses import dataclass
 
 import simpy
 
-from emulator.design.costs import (class_restore_seconds, first_tier, read_back_loads, retention_seconds,
-                                   snapshot_seconds, verifies)
+from emulator.design import ladder
+from emulator.design.costs import (class_restore_seconds, drain_floor_seconds, read_back_loads, restore_choice,
+                                   retention_seconds, snapshot_seconds, verifies)
+from emulator.design.requests import transfer_floor_seconds
 from emulator.design.failures import CLASSES
 from emulator.simulation.link import SharedLink
 from emulator.simulation.outcome import Outcome, Totals
@@ -78,7 +82,7 @@ def schedule(design) -> list:
     out = []
     for n in range(period):
         due = tuple(t.name for t in design.ladder if n % t.every == 0)
-        out.append((due, first_tier(due)))
+        out.append((due, ladder.nearest_file_tier(due)))
     return out
 
 
@@ -107,8 +111,12 @@ class JobModel:
             #: the drain's wave of requests before and after its copies; the fixed cost after them and the manifest
             self.drain_side_s = -(-design.job.heaviest.files // design.drain_concurrency) * latency
             self.commit_s = design.fixed_post_s + latency
+            self.write_floor_s = transfer_floor_seconds(design, verify="none")
+            self.drain_floor_s = drain_floor_seconds(design)
         self.t = Totals(design.tiers, CLASSES)
-        self.held = {n: 0.0 for n in design.tiers}  # progress of the newest checkpoint each tier holds (None: lost)
+        #: the progress of the checkpoints each tier holds, oldest first: its newest ``keep`` (retention)
+        self.held = {n: (0.0,) for n in design.tiers}
+        self.keep = {t.name: t.keep for t in design.ladder}
         self.epoch = 0
         self.count = 0                 # checkpoints taken since the start
         self.inflight = None           # the async pipeline in flight
@@ -138,7 +146,7 @@ class JobModel:
                "drain": SharedLink(env, t.drain, alone) if t.drain != t.write else None}
         if name == "global" and self.verify:
             out["read"] = SharedLink(env, t.read, alone)
-        if self.overlap and name in ("memory", "local"):
+        if self.overlap and name in ladder.node_file_tiers():
             device = t.shared_device()
             if device is not None:
                 out["device"] = [SharedLink(env, device) for _ in self.groups]
@@ -201,7 +209,7 @@ class JobModel:
         now = self.env.now
         self._switch(self._act)  # the time so far into the totals
         key = (self.count % len(self.schedule), self._act, round(max(0.0, self.hk_end - now), 7),
-               round(self.slowed, 7), tuple(None if h is None else round(self.t.progress - h, 7)
+               round(self.slowed, 7), tuple(tuple(round(self.t.progress - v, 7) for v in h)
                                             for h in self.held.values()))
         seen = self._quiet_starts.get(key)
         if len(self._quiet_starts) >= _QUIET_STARTS:
@@ -217,7 +225,7 @@ class JobModel:
         gained = times * (self.t.progress - progress)
         self.t.repeat(mark, times)
         self.count += times * (self.count - count)
-        self.held = {n: None if h is None else h + gained for n, h in self.held.items()}
+        self.held = {n: tuple(v + gained for v in h) for n, h in self.held.items()}
         if self.hk_end > now:
             self.hk_end += times * cycle
         self._quiet_starts.clear()
@@ -323,6 +331,8 @@ class JobModel:
         lat = self.write_latency_s[name]
         if lat > 0:
             yield env.timeout(lat)
+        if name == "global" and env.now - t0 < self.write_floor_s:  # an object store's request ceilings
+            yield env.timeout(self.write_floor_s - (env.now - t0))
         if epoch != self.epoch:
             return
         self.t.writes.append(env.now - t0)
@@ -332,7 +342,7 @@ class JobModel:
             self._durable(ck, name, env.now - t0)
 
     def _durable(self, ck: _Ckpt, name: str, seconds: float) -> None:
-        self.held[name] = ck.progress
+        self.held[name] = (self.held[name] + (ck.progress,))[-self.keep[name]:]
         self.slowed += self.interference * seconds
         self.t.tiers[name].copied(seconds, self.env.now - ck.snapped, self.checkpoint_bytes * self.copies[name])
 
@@ -371,6 +381,10 @@ class JobModel:
                 return
         if side > 0:
             yield env.timeout(side)
+            if epoch != self.epoch:
+                return
+        if env.now - start < self.drain_floor_s:  # an object store's request ceilings
+            yield env.timeout(self.drain_floor_s - (env.now - start))
             if epoch != self.epoch:
                 return
         self.drain_open = None
@@ -435,15 +449,15 @@ class JobModel:
         self.t.in_flight(-self.t.inflight_now)
         self.inflight = self.written = self.older = None
         self.hk_end = 0.0
+        tier, others = restore_choice(d, cls, self.held)  # before the tiers it destroys are gone
+        restored = max(self.held[tier])
         for name in d.tiers:
             if not d.survives(cls, name):
-                self.held[name] = None
-        held = [(p, -i, n) for i, n in enumerate(d.tiers) if (p := self.held[n]) is not None]
-        restored, _, tier = max(held)
+                self.held[name] = ()
         self.t.lost[cls] += self.t.progress - restored
         self.t.progress = restored
         self.t.restores[tier] = self.t.restores.get(tier, 0) + 1
-        restore = class_restore_seconds(d, cls, tier) if restored > 0 else 0.0  # nothing to load from scratch
+        restore = class_restore_seconds(d, cls, tier, others) if restored > 0 else 0.0  # nothing to load from scratch
         self.owed = (cls, d.failures.of(cls).before_restore_s, restore)
 
     def _recover(self):

@@ -149,10 +149,10 @@ class Outcome:
     global_bytes_per_s: float
     peak_global_bytes_per_s: float
     checkpoints_per_day: float
-    global_pb_per_day: float
-    local_pb_per_day: float
-    #: per tier: copies, copy_mean_s, lag_mean_s (end of the snapshot to durable), lag_max_s, overlap,
-    #: pb_per_day
+    global_bytes_per_day: float
+    local_bytes_per_day: float
+    #: per tier: copies, checkpoints_per_day, copy_mean_s, lag_mean_s (end of the snapshot to durable),
+    #: lag_max_s, overlap, bytes_per_day
     tiers: dict = field(default_factory=dict)
     #: per failure class: failures, lost_work_s, recovery_s (detection, restart and restore, in all)
     classes: dict = field(default_factory=dict)
@@ -169,9 +169,10 @@ class Outcome:
         glob, local = t.tiers.get("global"), t.tiers.get("local")
         lost = sum(t.lost.values())
         training = t.train_end or wall  # as run, a tier's copies over the training time, as results.json
-        tiers = {n: {"copies": len(x.copies), "copy_mean_s": _mean(x.copies),
+        tiers = {n: {"copies": len(x.copies), "checkpoints_per_day": len(x.copies) / days,
+                     "copy_mean_s": _mean(x.copies),
                      "lag_mean_s": x.lag_sum / len(x.copies) if len(x.copies) else 0.0, "lag_max_s": x.lag_max,
-                     "overlap": x.busy / training, "pb_per_day": x.bytes / days / 1e15} for n, x in t.tiers.items()}
+                     "overlap": x.busy / training, "bytes_per_day": x.bytes / days} for n, x in t.tiers.items()}
         classes = {c: {"failures": n, "lost_work_s": t.lost[c], "recovery_s": t.recovering[c]}
                    for c, n in t.failures.items()}
         done_global = len(glob.copies) if glob is not None else 0
@@ -189,8 +190,8 @@ class Outcome:
             durability_lag_mean_s=t.global_lag_sum / done_global if done_global else 0.0,
             durability_lag_max_s=t.global_lag_max,
             global_bytes_per_s=(glob.bytes if glob else 0) / wall, peak_global_bytes_per_s=peak_global_bps,
-            checkpoints_per_day=t.complete / days, global_pb_per_day=(glob.bytes if glob else 0) / days / 1e15,
-            local_pb_per_day=(local.bytes if local else 0) / days / 1e15,
+            checkpoints_per_day=t.complete / days, global_bytes_per_day=(glob.bytes if glob else 0) / days,
+            local_bytes_per_day=(local.bytes if local else 0) / days,
             tiers=tiers, classes=classes,
             training_wall_s=t.train_end,
             overhead_ratio=(stall / t.train_end) if t.train_end else None,

@@ -1,9 +1,9 @@
 """What the analytic planner (emulator/planner/) recommends for a design, in ``simulate``'s terms.
 
 ``simulate --interval planner``, ``recommend`` and a sweep's planner column ask here: the planner's
-best cell for one mode (its base interval, start to start, less the mode's mean stall is the
-training time between checkpoints that ``simulate`` takes), each tier's ``every`` at a given
-interval, and what the plan sends to global storage a day, flagged where the planner finds it absurd.
+recommended cell for one mode, the best within its bounds (its base interval: the training time
+between checkpoints, as ``simulate`` takes it), each tier's ``every`` at a given interval, and what
+the plan sends to global storage a day, with why its unconstrained optimum was not recommended.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from emulator.design.failures import CLASSES
 from emulator.planner.inputs import DesignLevels
 from emulator.planner.model import Grid
 from emulator.planner.search import search
-from emulator.units import fmt_bytes, fmt_duration
+from emulator.units import fmt_duration
 
 DAY = 86400.0
 
@@ -28,6 +28,7 @@ class Planned:
     every: dict
     goodput: float
     global_bytes_per_day: float
+    global_per_day: float = 0.0
     notes: tuple = field(default_factory=tuple)
 
 
@@ -43,15 +44,9 @@ def with_rates(design, rates: dict | None):
     return replace(design, failures=design.failures.at_rates(rates)) if rates else design
 
 
-def _mean_stall(design, mode: str, every: dict | None = None) -> float:
-    return sum(lv.stall_s / lv.every for lv in DesignLevels(design, mode).levels(every))
-
-
-def training_interval(design, mode: str, base_interval_s: float, every: dict | None = None) -> float:
-    """The training time between checkpoints that ``simulate`` takes for the planner's base interval
-    (start to start): the base interval less the mode's mean stall per checkpoint (async: the
-    interference share of the copies too) at ``every``."""
-    return max(base_interval_s - _mean_stall(design, mode, every), 1e-3)
+def with_every(design, every: dict):
+    """``design`` whose tiers take every ``every[tier]``-th checkpoint (tiers not named keep theirs)."""
+    return replace(design, ladder=tuple(replace(t, every=every.get(t.name, t.every)) for t in design.ladder))
 
 
 def planned(design, mode: str, rates: dict | None = None, grid: dict | None = None) -> Planned:
@@ -62,17 +57,14 @@ def planned(design, mode: str, rates: dict | None = None, grid: dict | None = No
     if grid:
         g = Grid(every={**g.every, **grid}, base_interval_s=g.base_interval_s)
     p = planner.plan(design, grid=g, modes=(mode,))
-    best = p.modes[mode].best
-    interval = training_interval(design, mode, best.base_interval_s, best.every)
+    best = p.best  # the recommendation: the best cell within the planner's bounds
     volume = p.volume
-    notes = []
-    if volume is not None and volume.flagged:
-        notes.append(f"ABSURD VOLUME: a checkpoint to global storage every "
-                     f"{fmt_duration(best.every['global'] * best.base_interval_s)} writes "
-                     f"{fmt_bytes(volume.bytes_per_day)} a day ({volume.per_failure:,.0f} checkpoints per failure "
-                     f"that restores from it, over {volume.limit_per_failure:,.0f}): the planner's model")
-    return Planned(interval, best.every, best.goodput, volume.bytes_per_day if volume is not None else 0.0,
-                   tuple(notes))
+    notes = [f"the planner's unconstrained optimum, every {fmt_duration(p.optimum.base_interval_s)}, is not "
+             f"recommended: {'; '.join(p.optimum_broken)}"] if p.optimum is not best else []
+    if p.broken:
+        notes.append(f"no cell meets the planner's bounds: {'; '.join(p.broken)}")
+    return Planned(best.base_interval_s, best.every, best.goodput, volume.bytes_per_day if volume is not None else 0.0,
+                   volume.checkpoints_per_day if volume is not None else 0.0, tuple(notes))
 
 
 def choose_every(design, mode: str, rates: dict, grid: dict | None, interval_s: float) -> tuple[dict, float]:
@@ -81,8 +73,8 @@ def choose_every(design, mode: str, rates: dict, grid: dict | None, interval_s: 
     design = with_rates(design, rates)
     every_grid = {**planner.default_grid(design).every, **(grid or {})}
     best = search(DesignLevels(design, mode), Grid(every=every_grid,
-                                                   base_interval_s=(interval_s + _mean_stall(design, mode),))).best
+                                                   base_interval_s=(interval_s,))).best
     return best.every, best.goodput
 
 
-__all__ = ["CLASSES", "Planned", "choose_every", "has_levels", "planned", "training_interval", "with_rates"]
+__all__ = ["CLASSES", "Planned", "choose_every", "has_levels", "planned", "with_every", "with_rates"]

@@ -1,9 +1,6 @@
 """Pictures: where the wall time went (simulate) and goodput over the design grid (sweep)."""
 from __future__ import annotations
 
-from pathlib import Path
-
-from emulator.errors import UserError
 from emulator.units import fmt_duration, fmt_rate
 
 PARTS = (("useful", "useful_s", "tab:green"), ("checkpoint stall", "stall_s", "tab:blue"),
@@ -17,15 +14,6 @@ def _figure(**kw):
     fig = Figure(**kw)
     FigureCanvasAgg(fig)
     return fig
-
-
-def _save(fig, path: Path) -> Path:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png")
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror}") from None
-    return path
 
 
 def breakdown_figure(title: str, outcomes: dict):
@@ -50,8 +38,6 @@ def breakdown_figure(title: str, outcomes: dict):
     return fig
 
 
-def write_breakdown(path: Path, title: str, outcomes: dict) -> Path:
-    return _save(breakdown_figure(title, outcomes), Path(path))
 
 
 def heatmap_figure(title: str, sweep: dict):
@@ -96,6 +82,3 @@ def row_label(row: dict, family: str = "decimal") -> str:
     parts += [f"{k[0]}{v}" for k, v in row["every"].items()]
     return " ".join(parts) or "config"
 
-
-def write_heatmap(path: Path, title: str, sweep: dict) -> Path:
-    return _save(heatmap_figure(title, sweep), Path(path))

@@ -1,6 +1,8 @@
 """The simulate command's text: the design's costs (one figure each), one column per mode, the sweep."""
 from __future__ import annotations
 
+from emulator.design.ladder import lasting_file_tiers
+from emulator.design.wear import Holding, capacity_heading, capacity_table
 from emulator.simulation import s3cost
 from emulator.units import fmt_bytes, fmt_duration, fmt_rate, table
 
@@ -17,7 +19,7 @@ def _counts(d: dict, keys) -> str:
     return " / ".join(str(d.get(k, 0)) for k in keys)
 
 
-def rows(tiers: list, classes: list) -> list:
+def rows(tiers: list, classes: list, family: str) -> list:
     return [
         ("interval (training between)", lambda o: fmt_duration(o.interval_s)),
         ("goodput", lambda o: _pct(o.goodput)),
@@ -36,13 +38,13 @@ def rows(tiers: list, classes: list) -> list:
         ("drain overlap", lambda o: _pct(o.drain_overlap)),
         *[(f"lag mean {t}", lambda o, t=t: _s(o.tiers[t]["lag_mean_s"])) for t in tiers],
         ("deadline misses", lambda o: f"{o.deadline_misses:,}"),
-        ("peak backlog (not yet on global)", lambda o: fmt_bytes(o.peak_backlog_bytes)),
+        ("peak backlog (not yet on global)", lambda o: fmt_bytes(o.peak_backlog_bytes, family)),
         ("durability lag mean / max", lambda o: f"{_s(o.durability_lag_mean_s)} / {_s(o.durability_lag_max_s)}"),
-        ("global bandwidth used mean", lambda o: fmt_rate(o.global_bytes_per_s)),
-        ("global bandwidth used peak", lambda o: fmt_rate(o.peak_global_bytes_per_s)),
+        ("global bandwidth used mean", lambda o: fmt_rate(o.global_bytes_per_s, family)),
+        ("global bandwidth used peak", lambda o: fmt_rate(o.peak_global_bytes_per_s, family)),
         ("checkpoints per day", lambda o: f"{o.checkpoints_per_day:,.1f}"),
-        ("PB written per day (global)", lambda o: f"{o.global_pb_per_day:,.3f}"),
-        ("PB written per day (local)", lambda o: f"{o.local_pb_per_day:,.3f}"),
+        *[(f"written per day ({t}, {'every node' if t == 'local' else 'the job'})", lambda o, t=t: fmt_bytes(o.tiers[t]["bytes_per_day"], family))
+          for t in tiers if t in lasting_file_tiers()],
     ]
 
 
@@ -69,6 +71,8 @@ def _design_lines(info: dict) -> list[str]:
         lines.append(f"  {_label(mode, 'one checkpoint alone')}: snapshot {_s(c['snapshot_s'])} "
                      f"({c['snapshot_rate']} per accelerator, {c['snapshot_source']}); {'; '.join(stalls)}; "
                      f"retention {_s(c['retention_s'])} after each")
+        lines.append(f"    snapshot per rank: {c['snapshot']['describe']}"
+                     + (f"; DCP's planning after it {_s(c['snapshot']['planning_s'])}" if c["snapshot"]["planning_s"] else ""))
     for mode, tiers in d["tiers"].items():
         body = [[name, f"every {t['every']}", str(t["keep"]), _s(t["copy_s"]), _s(t["lag_s"]),
                  f"{t['link']} ({t['source']})"] for name, t in tiers.items()]
@@ -89,12 +93,12 @@ def _design_lines(info: dict) -> list[str]:
 
 
 def header(info: dict) -> list[str]:
-    d = info["design"]
+    d, fam = info["design"], info["family"]
     lines = [f"simulate: {info['preset']} on {info['nodes']:,} nodes x {info['ranks_per_node']} = "
              f"{info['accelerators']:,} accelerators, " + (
                  "as the emulator runs it" if info["as_run"] else f"{info['days']:g} days, seed {info['seed']}"),
-             f"  checkpoint: {fmt_bytes(d['checkpoint_bytes'])} ({len(d['groups'])} node group(s); largest node "
-             f"{fmt_bytes(max(g['node_bytes'] for g in d['groups']))})"]
+             f"  checkpoint: {fmt_bytes(d['checkpoint_bytes'], fam)} ({fmt_bytes(d['mean_node_bytes'], fam)} per node "
+             f"on average, the heaviest {fmt_bytes(d['heaviest_node_bytes'], fam)}; {len(d['groups'])} node group(s))"]
     if not info["as_run"]:
         lines.append(f"  failures: {info['failures']}")
     lines += _design_lines(info)
@@ -109,19 +113,32 @@ def _planner_lines(info: dict) -> list[str]:
         every = ", ".join(f"{k} {v}" for k, v in p["every"].items())
         out.append(f"  planner ({mode}): every {fmt_duration(p['interval_s'])} of training (each tier every N-th: "
                    f"{every}); analytic goodput {_pct(p['goodput'])}; writes "
-                   f"{p['global_bytes_per_day'] / 1e15:,.3f} PB a day to global storage"
+                   f"{fmt_bytes(p['global_bytes_per_day'], info['family'])} a day to global storage "
+                   f"({p['global_checkpoints_per_day']:,.1f} checkpoints)"
                    + (f" (S3: ${p['s3_per_day_usd']:,.2f} a day in requests and storage, {p['s3_price_list']})"
                       if "s3_per_day_usd" in p else ""))
         out += [f"    {n}" for n in p["notes"]]
     return out
 
 
+def _capacity_lines(info: dict) -> list[str]:
+    """Per mode what each tier held and was written a day, at the checkpoints a day simulated."""
+    out = []
+    for mode, c in (info.get("capacity") or {}).items():
+        held = tuple(Holding(**{k: v for k, v in h.items() if k not in ("over_capacity", "used")})
+                     for h in c["tiers"].values())
+        out += [capacity_heading(f"({mode}, at the checkpoints a day simulated)"),
+                capacity_table(held, info["family"])] + [f"  FLAG: {f}" for f in c["flags"]]
+    return out
+
+
 def render(info: dict, outcomes: dict) -> str:
     modes = list(outcomes)
     first = outcomes[modes[0]]
-    rows_def = AS_RUN_ROWS if info["as_run"] else rows(list(first.tiers), list(first.failures))
+    rows_def = AS_RUN_ROWS if info["as_run"] else rows(list(first.tiers), list(first.failures), info["family"])
     body = [[label] + [fn(outcomes[m]) for m in modes] for label, fn in rows_def]
     out = header(info) + ["", table(body, [""] + modes, indent="")]
+    out += _capacity_lines(info)
     for mode, src in info.get("interval_sources", {}).items():
         out.append(f"  {mode} interval: {src}")
     out += _planner_lines(info)

@@ -1,88 +1,18 @@
-"""S3 requests of a checkpoint and a restore, from the layout, and what they cost (docs/s3-requests.md).
+"""What a checkpoint's and a restore's S3 requests cost at the price table (docs/s3-requests.md).
 
-A run counts its requests (tiers/s3_requests.py), but at ``run.scale`` its files
-are smaller and so have fewer parts than the real job's. The full-size figures
-therefore come from the layout, request by request as the S3 tier makes them:
-
-* a drained file: one PUT up to one part, else CreateMultipartUpload,
-  one UploadPart per part and CompleteMultipartUpload; then its verification:
-  ``size`` one HEAD, ``checksum`` a HEAD and the read-back (one GET up to
-  ``single_get_threshold``, a ranged GET per part above it);
-  written straight to S3 (no local tier): the upload only (``verify="none"``);
-* the global manifest: one PUT;
-* retention in steady state (``keep`` + 1 complete checkpoints): a LIST, a GET
-  per manifest, then for the oldest: DELETE of its manifest, a LIST and a DELETE
-  per file;
-* a restore, per rank: a LIST, the manifest's GET, a HEAD, ``META_GETS`` small
-  ranged GETs for ``torch.load``'s structure and the data as above.
-
-LIST pages hold 1,000 keys; every listing here is of one checkpoint's folder or
-the step folders, far below that at the layouts we model, so one page each.
+A run counts its requests (tiers/s3_requests.py), but at ``run.scale`` its files are smaller and so
+have fewer parts than the real job's: the full-size counts come from the one request model of the
+job's layout (emulator/design/requests.py), priced here by ``cost:``; and their rates over the
+simulated drains and restores.
 """
 from __future__ import annotations
 
-import math
-from collections import Counter
-
+from emulator.design.requests import checkpoint_requests, job_requests, restore_requests
 from tiers.s3_requests import PRICE_CLASS
-from tiers.s3_transfer import upload_requests
 
 GB = 1 << 30                  # AWS bills a GB as 2^30 bytes
 DAYS_PER_MONTH = 730 / 24     # AWS's month for GB-months: 730 hours
 DAY = 86400.0
-#: small ranged GETs of a restore's ``torch.load(map_location="meta")`` pass (its pickle, the zip
-#: directory and its end record; 3 measured on moto and RGW, tests/system/s3/test_s3_requests.py)
-META_GETS = 3
-
-
-def _read_back(size: int, part_size: int, single_get_threshold: int) -> int:
-    """GETs that read a whole object back: one up to the threshold, else one per part."""
-    return 1 if size <= single_get_threshold else math.ceil(size / part_size)
-
-
-def _file_requests(files: int, file_bytes: int, part_size: int, verify: str, threshold: int) -> Counter:
-    """The upload of ``files`` files of ``file_bytes`` each, and their verification."""
-    per_file = upload_requests(file_bytes, part_size)
-    if verify != "none":  # "none": written straight to S3, nothing drained to verify
-        per_file["HEAD"] += 1
-    if verify == "checksum":
-        per_file["GET"] += _read_back(file_bytes, part_size, threshold)
-    return Counter({k: v * files for k, v in per_file.items()})
-
-
-def _commit_requests(files: int, keep: int) -> Counter:
-    """The global manifest (after a HEAD of the run's lease: still ours), then retention of the
-    oldest of ``keep`` + 1 complete checkpoints."""
-    return Counter(PUT=1, HEAD=1, LIST=2, GET=keep + 1, DELETE=1 + files)
-
-
-def checkpoint_requests(files: int, file_bytes: int, part_size: int, *, verify: str = "checksum",
-                        keep: int = 2, single_get_threshold: int | None = None) -> dict:
-    """Requests of one checkpoint of ``files`` files of ``file_bytes`` each, in steady state."""
-    threshold = 4 * part_size if single_get_threshold is None else single_get_threshold
-    return dict(_file_requests(files, file_bytes, part_size, verify, threshold) + _commit_requests(files, keep))
-
-
-def restore_requests(files: int, file_bytes: int, part_size: int, *,
-                     single_get_threshold: int | None = None) -> dict:
-    """Requests of one restore from S3 by ``files`` ranks, each reading its own file: rank 0 alone
-    lists the steps (no LIST storm); every rank GETs the manifest, HEADs and reads its file."""
-    threshold = 4 * part_size if single_get_threshold is None else single_get_threshold
-    per_rank = Counter(GET=1 + META_GETS + _read_back(file_bytes, part_size, threshold), HEAD=1)
-    return {"LIST": 1, **{k: v * files for k, v in per_rank.items()}}
-
-
-def job_requests(groups, part_size: int, *, verify: str, keep: int) -> tuple[dict, dict]:
-    """(per checkpoint, per restore storm) of a whole job: ``groups`` of (nodes, files per node,
-    bytes of the largest file), every file counted at its group's largest size."""
-    ckpt, restore, files = Counter(), Counter(), 0
-    for nodes, per_node, file_bytes in groups:
-        n = nodes * per_node
-        files += n
-        ckpt += _file_requests(n, file_bytes, part_size, verify, 4 * part_size)
-        restore += Counter(restore_requests(n, file_bytes, part_size))
-    restore["LIST"] = 1  # the job's rank 0 lists once, whatever the groups
-    return dict(ckpt + _commit_requests(files, keep)), dict(restore)
 
 
 def by_price_class(counts: dict) -> dict:
@@ -175,3 +105,7 @@ def plan_figures(cfg, *, job_bytes: int, files: int, interval_s: float) -> dict 
     restore = restore_requests(files, file_bytes, part)
     return cost_figures(cfg.cost, checkpoint=ckpt, checkpoint_bytes=job_bytes, keep=cfg.checkpoint.keep,
                         interval_s=interval_s, restore=restore, restore_bytes=job_bytes)
+
+
+__all__ = ["by_price_class", "checkpoint_requests", "cost_figures", "format_cost", "format_job", "job_figures",
+           "job_requests", "plan_figures", "request_rates", "requests_usd", "restore_requests"]

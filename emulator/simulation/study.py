@@ -1,12 +1,14 @@
 """One simulation study: a design per mode, the failures, the intervals, run and summed up.
 
 Intervals are *training time between checkpoints* (the emulator's ``interval_steps x
-step_seconds``, Daly's tau); the planner's intervals are start to start, i.e. that plus the stall.
+step_seconds``, Daly's tau), as the planner's are.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
+from emulator.design import resolve
 from emulator.simulation.arrivals import Arrivals
 from emulator.simulation.model import RunSpec, simulate
 from emulator.simulation.outcome import Outcome
@@ -28,6 +30,9 @@ class Study:
     trace: list | None = None
     seed: int = 0
     as_run_saves: int | None = None  # as run: checkpoints per mode instead of days
+    #: (mode, Overrides) -> that mode's design with more of the flags' figures (a sweep's row), as the
+    #: command resolved its own; None: the config resolved with them alone
+    redesigner: Callable | None = None
 
     @property
     def design(self):
@@ -51,6 +56,13 @@ class Study:
 
     def run(self, mode: str, *, interval_s: float | None = None, design=None) -> Outcome:
         return simulate(design or self.designs[mode], self.spec(mode, interval_s), self.arrivals())
+
+    def redesign(self, mode: str, more):
+        """This mode's design with more figures restated (``more``: emulator/design/overrides.py's
+        ``Overrides``): the config resolved again, as a command's flags are."""
+        if self.redesigner is not None:
+            return self.redesigner(mode, more)
+        return resolve(self.cfg, overrides=more, base_interval_s=self.designs[mode].base_interval_s)
 
     def planned(self, mode: str, design=None, grid: dict | None = None) -> Planned:
         """The analytic planner's answer for this mode's design (emulator/simulation/planning.py)."""

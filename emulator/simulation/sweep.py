@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import replace
 
-from emulator.design.model import overridden
+from emulator.design import ladder
+from emulator.design.overrides import Overrides
 from emulator.errors import UserError, shown
-from emulator.simulation.planning import choose_every
+from emulator.simulation.planning import choose_every, with_every
 from emulator.units import parse_duration, parse_rate, rate_family
 
-EVERY_KEYS = tuple(f"{n}_every" for n in ("memory", "peer", "local", "global"))
+EVERY_KEYS = tuple(f"{n}_every" for n in ladder.names())
 KEYS = ("interval", "global_bandwidth") + EVERY_KEYS
 #: the unit family the bandwidths were written in (not a key of the grid)
 FAMILY = "global_bandwidth_family"
@@ -166,12 +166,12 @@ def _rows(spec: dict, every: dict) -> list:
             for bw in spec.get("global_bandwidth") or [None] for combo in combos]
 
 
-def _design(base, row: dict):
-    d = base
+def _design(study, mode: str, row: dict):
+    d = study.designs[mode]
     if row["global_bandwidth_bps"] is not None:
-        d = overridden(d, global_write_bps=row["global_bandwidth_bps"])
+        d = study.redesign(mode, Overrides(global_write=row["global_bandwidth_bps"]))
     if row["every"]:
-        d = replace(d, ladder=tuple(replace(t, every=row["every"].get(t.name, t.every)) for t in d.ladder))
+        d = with_every(d, row["every"])
     return d
 
 
@@ -202,7 +202,7 @@ def run_sweep(study, spec: dict, progress=None) -> dict:
         cols = spec.get("interval") or [study.intervals[mode]]
         grid, fitted = [], []
         for row in rows:
-            design = _design(study.designs[mode], row)
+            design = _design(study, mode, row)
             gp = []
             for t in cols:
                 gp.append(study.run(mode, interval_s=t, design=design).goodput)
@@ -223,7 +223,7 @@ def run_sweep(study, spec: dict, progress=None) -> dict:
 def _planner(study, mode: str, every: dict, rows: list, cols: list, grid: list, best: dict) -> dict:
     """The planner's ``every`` over the same grid (at the best cell's bandwidth), its cell's simulated
     goodput, and whether it is within one grid step of the best cell per tier."""
-    base = _design(study.designs[mode], {**best, "every": {}})
+    base = _design(study, mode, {**best, "every": {}})
     chosen, analytic = choose_every(base, mode, study.rates(), every, best["interval_s"])
     chosen = {n: chosen[n] for n in every}
     row = next(k for k, r in enumerate(rows)

@@ -100,11 +100,13 @@ class RankState:
             self.content.bind(self.tensors("live"))
 
     @classmethod
-    def from_config(cls, cfg, rank: int, device="cpu") -> "RankState":
-        """The state rank ``rank`` of a run of ``cfg`` trains and checkpoints, on ``device``."""
+    def of_run(cls, cfg, design, rank: int, device="cpu") -> "RankState":
+        """The state rank ``rank`` of a run trains and checkpoints, on ``device``: its layout, scale and
+        content from ``cfg``, re-keyed whole over the steps between checkpoints of the run's ``design``
+        (its design.json), so that consecutive checkpoints share no block."""
         budget = cfg.state.pinned_budget_gib
         return cls(cfg.model, cfg.parallelism, rank, cfg.run.scale, cfg.run.seed,
-                   update_slices=cfg.checkpoint.interval_steps, dedup_ratio=cfg.state.dedup_ratio,
+                   update_slices=design.interval_steps, dedup_ratio=cfg.state.dedup_ratio,
                    compress_ratio=cfg.state.compress_ratio, device=device,
                    pinned_budget=None if budget is None else int(budget * (1 << 30)))
 

@@ -32,8 +32,8 @@ def crc_file(path: Path) -> str:
 
 def state_from_lineage(cfg, rank: int, lineage):
     """The live state after the mutations of every step range in ``lineage``."""
-    from emulator.workload.state import RankState
-    st = RankState.from_config(cfg, rank)
+    from rundesign import rank_state
+    st = rank_state(cfg, rank)
     for first, last in lineage:
         for s in range(first, last + 1):
             st.mutate(s)
@@ -54,11 +54,11 @@ def _extends(old: list, new: list) -> bool:
 
 
 def _advanced_state(cfg, rank: int, lineage: list):
-    from emulator.workload.state import RankState
+    from rundesign import rank_state
     key = (json.dumps(cfg.to_dict(), sort_keys=True), rank)
     done, st = _WORK.get(key, ([], None))
     if st is None or not _extends(done, lineage):
-        done, st = [], RankState.from_config(cfg, rank)
+        done, st = [], rank_state(cfg, rank)
     for i, (first, last) in enumerate(lineage):
         start = first if i >= len(done) else done[i][1] + 1 if i == len(done) - 1 else last + 1
         for s in range(start, last + 1):

@@ -118,8 +118,8 @@ def run_yaml(cfg: dict, tmp: Path, timeout: int = 500) -> tuple[Path, dict]:
 
 def expected_state(cfg, rank: int, step: int, first_step: int = 1):
     """Replay what a rank's live state was when checkpoint ``step`` was staged."""
-    from emulator.workload.state import RankState
-    st = RankState.from_config(cfg, rank)
+    from rundesign import rank_state
+    st = rank_state(cfg, rank)
     for s in range(first_step, step + 1):
         st.mutate(s)
     return st

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from rundesign import rank_state
 
 from emulator.checkpoint.checkpointer import Checkpointer
 from emulator.checkpoint.layout import Manifest, manifest_key
@@ -15,7 +16,6 @@ from emulator.checkpoint.retry import RetryPolicy
 from emulator.cli import main
 from emulator.config import load_config
 from emulator.rank.comm import SoloComm
-from emulator.workload.state import RankState
 
 MIB = 1 << 20
 
@@ -37,7 +37,7 @@ class Run:
 
     def __init__(self, cfg, local, global_, **kw):
         self.cfg, self.local, self.global_ = cfg, local, global_
-        self.state = RankState.from_config(cfg, 0)
+        self.state = rank_state(cfg, 0)
         kw.setdefault("policy", RetryPolicy(retries=2, backoff_s=0.02))
         self.ckpt = Checkpointer(self.state, local, global_, SoloComm(), keep=2, meta=meta(cfg), **kw)
         self.step = 0

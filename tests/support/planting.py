@@ -51,6 +51,19 @@ def plant_fifo(path: Path) -> None:
     as_other_user(os.mkfifo, str(path))
 
 
+def grant_write(folder: Path, uid: int = OTHER_UID, *, default: bool = False) -> None:
+    """``setfacl -m u:UID:rwx folder`` (``-d``: its default ACL), written as the kernel stores it
+    (``tiers.acl``: no setfacl needed); the test is skipped where the filesystem has no ACLs."""
+    from tiers import acl
+    undefined = acl.UNDEFINED_ID
+    entries = [(acl.USER_OBJ, 0o7, undefined), (acl.USER, 0o7, uid), (acl.GROUP_OBJ, 0o5, undefined),
+               (acl.MASK, 0o7, undefined), (acl.OTHER, 0o5, undefined)]
+    try:
+        os.setxattr(folder, acl.DEFAULT if default else acl.ACCESS, acl.encode(entries))
+    except OSError as exc:
+        pytest.skip(f"no POSIX ACLs on this filesystem ({exc.strerror})")
+
+
 def snapshot(root: Path) -> dict:
     """Every name under ``root`` (links not followed) with its kind and content digest."""
     out = {}

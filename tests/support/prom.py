@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import tempfile
@@ -30,10 +31,16 @@ JOB = "ckpt-emu"
 
 
 def require(tool: str) -> str:
+    """The path of Prometheus' ``tool``. Where it is missing the test is skipped, with the reason,
+    after a plain ``pip install`` (the quick tier passes there); under CI (``CI`` set), whose
+    .ci/test installs it, it fails."""
     path = shutil.which(tool)
     if path is None:
-        pytest.fail(f"{tool} not found: install the Debian package prometheus "
-                    "(apt-get install -y --no-install-recommends prometheus; bash .ci/test does)")
+        why = (f"{tool} not found: install the Debian package prometheus "
+               "(apt-get install -y --no-install-recommends prometheus; bash .ci/test does)")
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
     return path
 
 

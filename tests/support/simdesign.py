@@ -8,7 +8,8 @@ from emulator.config import ParallelismConfig
 from emulator.design.failures import CLASSES, FailureClass, FailureModel
 from emulator.design.job import Job, NodeGroup
 from emulator.design.links import LinkLimits, NodeLinks, TierLinks
-from emulator.design.model import Design, Snapshot, Tier
+from emulator.design.ladder import Rung
+from emulator.design.model import Design, Snapshot
 
 __all__ = ["LinkLimits", "NodeGroup", "design"]
 
@@ -32,7 +33,7 @@ def design(groups, *, local_bps=None, drain=LinkLimits(node_bps=1.0), snapshot_s
         tiers["local"] = _tier(LinkLimits(node_bps=local_bps), read, duplex=duplex)
     tiers["global"] = _tier(drain, global_read)
     every = every or {}
-    ladder = tuple(Tier(n, every.get(n, 1), 2) for n in tiers)
+    ladder = tuple(Rung(n, every.get(n, 1), 2) for n in tiers)
     nodes = sum(g.nodes for g in groups)
     per_node = max(g.files for g in groups)
     job = Job(nodes, per_node, ParallelismConfig(tp=1, pp=1, dp=nodes * per_node), groups, (groups[0],), ())

@@ -14,6 +14,7 @@ from prom import Prometheus, finite, prometheus, shipped_config  # noqa: F401 - 
 from prometheus_client import CollectorRegistry, start_http_server
 
 from emulator import metrics as M
+from emulator.fullsize import DesignClock
 from emulator.metrics import Metrics
 
 EVERY = {"memory": 1, "peer": 2, "local": 4, "global": 8}  # which checkpoints reach each tier
@@ -39,7 +40,7 @@ class Feed:
         self.target = f"127.0.0.1:{self.server.port}"
         self._halt = threading.Event()
         self.m.set_tiers(local="dir", global_="s3")
-        self.m.set_time_factor(1.0)  # as a run does at start: the panels divide durations by it
+        self.m.set_clock(DesignClock())  # as a run does at start: the rules turn wall-clock ages into the design's
         self.m.set_interval("async", step)
         for tier, every in self.every.items():
             self.m.set_tier_interval(tier, every * step)

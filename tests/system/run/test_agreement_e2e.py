@@ -1,7 +1,8 @@
 """The agreement suite's third engine: each shipped design run for real (torchrun, real bytes, time
 dilation as the probe picks it; design-memory-peer-pfs as two agents of a whole node each), its full-size figures (the checkpoint's copies, and a restore from the
 nearest tier at the loads' own dilation) the closed forms within 10 % with no phase flagged as this host's, and ``simulate --as-run --calibrate`` (the run's dilation, its software's
-fixed costs) reproducing what the run measured within 15 %. Two checkpoints a design, two steps apart, sync
+fixed costs) reproducing what the run measured within 15 %. Two checkpoints a design (one where a drain
+at an S3 request floor makes each minutes long), two steps apart, sync
 (the stall holds every copy), no baseline. The snapshot too, at the documented 48 GiB/s per accelerator.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from s3server import TEST_ENV, aws_environment, make_bucket, start_moto_server
 from emulator.config import load_config
 from emulator.design import resolve
 from emulator.design.costs import copy_seconds, restore_seconds, snapshot_seconds
-from emulator.results.design_time import full_record
+from emulator.fullsize import full_record
 
 # no phase may be flagged as this host's: the parallel part's load, starting after the probe, overran one;
 # beside one other calm test the 70B design's restore read 10.8 % and 12.5 % over its closed form, its
@@ -24,10 +25,14 @@ from emulator.results.design_time import full_record
 pytestmark = [pytest.mark.timeout(900), pytest.mark.alone]
 
 #: the longest first (the S3 designs: x125, set by moto)
-SHIPPED = ("design-memory-nvme-s3", "design-nvme-s3", "design-llama70-128-nvme-s3", "default", "design-nvme-pfs",
+SHIPPED = ("design-memory-nvme-s3",
+           "design-nvme-s3", "design-llama70-128-nvme-s3", "default", "design-nvme-pfs",
            "design-direct-pfs", "design-llama405-2048-nvme-pfs")
 #: designs whose global tier is an S3 bucket: here a bucket on a moto server of the module's
 S3 = ("design-nvme-s3", "design-memory-nvme-s3")
+#: designs checked on one checkpoint: a drain at the job's S3 request floor (107 s at full size, x the
+#: time factor here, 2.5 under load) is the figure checked, and a second one would only double it
+ONE_CHECKPOINT = ("design-memory-nvme-s3",)
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +53,8 @@ def _overrides(tmp_path, shm, name: str, request) -> list:
     sets = [f"run.out={tmp_path / 'out'}", "training.step_seconds=1", "checkpoint.saves=2", "checkpoint.loads=1", "checkpoint.interval_steps=2",
             "checkpoint.baseline=false", "checkpoint.modes=[sync]"]
     cfg = load_config(name)
+    if name in ONE_CHECKPOINT:
+        sets[2] = "checkpoint.saves=1"
     if name in S3:
         url = request.getfixturevalue("moto")
         sets += [f"tiers.global.endpoint_url={url}", f"tiers.global.bucket={make_bucket(url)}"]
@@ -115,7 +122,9 @@ def test_the_peer_design_runs_at_its_closed_forms_on_two_whole_nodes(tmp_path, s
     load = res["load"]
     assert load["served_by"].keys() == {"memory"}
     paced_part = load["load_worst_full_size_s"] - load["load_software_s"]
-    assert paced_part == pytest.approx(restore_seconds(design, "memory"), rel=0.10), (paced_part, load)
+    # the emulated nodes' ranks hold what they wrote (other replicas' nodes also read global storage)
+    closed = restore_seconds(design, "memory", own_files_only=True)
+    assert paced_part == pytest.approx(closed, rel=0.10), (paced_part, closed, load)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -131,7 +140,10 @@ def test_a_shipped_design_runs_at_its_closed_forms_and_as_simulated(tmp_path, sh
     load = res["load"]  # a restore paced at the loads' own dilation; its software (listing, manifest,
     # the file's structure: per restore, not per byte) counted once and shown apart
     assert load["served_by"].keys() == {first} and res["dilation"]["loads"]["factor"] >= res["dilation"]["factor"]
-    paced_part, closed = load["load_worst_full_size_s"] - load["load_software_s"], restore_seconds(design, first)
+    # the emulated node is the first replica's: its ranks hold only what they wrote (the job's restore
+    # also waits for other replicas' nodes reading what they hold from global storage; not emulated here)
+    closed = restore_seconds(design, first, own_files_only=True)
+    paced_part = load["load_worst_full_size_s"] - load["load_software_s"]
     assert paced_part == pytest.approx(closed, rel=0.10), (paced_part, closed, load)
     # as run, with the run's own fixed costs (barriers, manifests: the software's) and dilation
     sim = json.loads(ckpt_emu("simulate", name, "--as-run", *flags, "--calibrate", where / "out" / "results.json",

@@ -16,11 +16,15 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def _design(tmp_path, shm, name: str, *, local: str, global_: str, dilation, scale: float, ranks: int = 2,
-            step_seconds: float = 300, snapshot: str | None = None) -> str:
+            step_seconds: float = 300, snapshot: str | None = None, sync_only: bool = False) -> str:
+    """``sync_only``: the sync mode and no load, for a test that reads the sync figures alone."""
+    checkpoint = {"interval_steps": 2, "saves": 2, "loads": 1, "baseline": False}
+    if sync_only:
+        checkpoint |= {"modes": ["sync"], "loads": 0}
     cfg = {"extends": "llama3-8b", "parallelism": {"ranks": ranks},
            "run": {"scale": scale, "out": str(tmp_path / name / "out"), "dilation": dilation},
            "training": {"step_seconds": step_seconds},
-           "checkpoint": {"interval_steps": 2, "saves": 2, "loads": 1, "baseline": False},
+           "checkpoint": checkpoint,
            "drain": {"verify": "size"},
            "tiers": {"local": {"backend": "dir", "path": f"{shm}/{name}/l"},  # in host memory, removed after
                      "global": {"backend": "dir", "path": f"{shm}/{name}/g"}},
@@ -47,10 +51,13 @@ def _figures(res: dict) -> dict:
 
 def test_the_same_design_at_three_dilations_gives_the_same_design_figures(tmp_path, shm):
     """A design this machine can pace as it is (a 1 GB/s device, a 0.25 GB/s store) at D = 1, 4 and 16:
-    the full-size figures agree within run-to-run spread, and with the closed forms. Steps of 300 s:
-    an interval of 600 s holds an async checkpoint's copies (112 s to the device, then 450 s to the
-    store), and every second of it takes 16 ms here at D = 16."""
-    runs = {d: _run(_design(tmp_path, shm, f"d{d}", local="1GB/s", global_="250MB/s", dilation=d, scale=0.001))
+    the full-size figures agree within run-to-run spread, and with the closed forms. The figures are
+    the sync mode's (112 s to the device, then 450 s to the store, the stall both), so the run is the
+    sync mode alone, without a load, and its steps are 30 s: the async mode, the load and steps of
+    300 s (an interval that held an async checkpoint's copies) took two fifths of its time (every
+    full-size second takes 16 ms here at D = 16)."""
+    runs = {d: _run(_design(tmp_path, shm, f"d{d}", local="1GB/s", global_="250MB/s", dilation=d, scale=0.001,
+                            step_seconds=30, sync_only=True))
             for d in (1, 4, 16)}
     for d, res in runs.items():
         assert res["dilation"]["factor"] == d and res["time_factor"] == pytest.approx(0.001 * d)
@@ -58,7 +65,8 @@ def test_the_same_design_at_three_dilations_gives_the_same_design_figures(tmp_pa
     for d in (4, 16):
         for key, value in _figures(runs[d]).items():
             assert value == pytest.approx(base[key], rel=0.10), (d, key, value, base[key])
-    design = resolve(load_config(_design(tmp_path, shm, "d1", local="1GB/s", global_="250MB/s", dilation=1, scale=0.001)))
+    design = resolve(load_config(_design(tmp_path, shm, "d1", local="1GB/s", global_="250MB/s", dilation=1, scale=0.001,
+                                         step_seconds=30, sync_only=True)))
     for d, res in runs.items():
         f = _figures(res)
         assert f["local_write"] == pytest.approx(copy_seconds(design, "local"), rel=0.10), (d, f)

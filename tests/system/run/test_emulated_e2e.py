@@ -13,13 +13,13 @@ import time
 import pytest
 from durations import assert_paced
 from emu import ckpt_emu, results
+from rundesign import rank_state
 
 from emulator.checkpoint.checkpointer import Checkpointer
 from emulator.config import load_config
 from emulator.design.job import job_of
 from emulator.design.links import tier_emulation
 from emulator.rank.comm import SoloComm
-from emulator.workload.state import RankState
 from tiers.directory import DirTier
 from tiers.base import TierWrapper
 from tiers.emulated import EmulatedTier
@@ -93,7 +93,7 @@ def test_async_hides_the_slow_drain_sync_pays_it(pfs_run):
 def test_retention_is_not_part_of_the_sync_stall(tmp_path):
     """In process: a global tier with 50 ms per request makes retention's requests visible."""
     cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
-    state = RankState.from_config(cfg, 0)
+    state = rank_state(cfg, 0)
     glob = _TimedDeletes(EmulatedTier(DirTier(tmp_path / "global"), latency_s=0.05))
     ckpt = Checkpointer(state, DirTier(tmp_path / "local"), glob, SoloComm(), keep=1)
     try:

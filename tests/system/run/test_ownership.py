@@ -151,3 +151,22 @@ def test_s3_lease_of_a_dead_process_on_this_host_is_taken_over_at_once(s3_endpoi
     stale = S3Lease(a, Holder(job="killed", pid=dead.pid, started=time.time() - 5), ttl_s=600).acquire()
     stale._stop.set()
     S3Lease(b, Holder(job="rerun"), ttl_s=60).acquire().release()
+
+
+def test_a_run_refused_for_a_leased_s3_prefix_writes_nothing_anywhere(s3_endpoint, s3_bucket, tmp_path):
+    """issue 54, 7: a second run refused because its S3 prefix is leased still made its results folder
+    and its local tier (only directory tiers were checked before anything was written)."""
+    a = _s3(s3_endpoint, s3_bucket, "busy-prefix")
+    claim = a.claim(Holder(job="first", host="another-host"))
+    try:
+        cfg = small_config(tmp_path, tiers={"global": {"backend": "s3", "bucket": s3_bucket, "prefix": "busy-prefix",
+                                                        "endpoint_url": s3_endpoint}})
+        before = sorted(p.name for p in tmp_path.iterdir())
+        proc = ckpt_emu("run", cfg, "--quiet", timeout=120)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert lines[0].startswith("ckpt-emu: error: tiers.global: s3 tier is in use by another run: pid ")
+        assert "(run first)" in lines[0] and "another-host" in lines[0]
+        assert sorted(p.name for p in tmp_path.iterdir()) == before  # no results folder, no local tier
+    finally:
+        claim.release()

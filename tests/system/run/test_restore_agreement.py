@@ -45,9 +45,9 @@ def _rank(rank: int, tmp: str, cfg_path: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=rank, world_size=RANKS)
     from emulator.checkpoint.restore import Restorer
     from emulator.rank.comm import DistComm
-    from emulator.workload.state import RankState
+    from rundesign import rank_state
     cfg = load_config(cfg_path)
-    state = RankState.from_config(cfg, rank)
+    state = rank_state(cfg, rank)
     state.mutate(999)  # a live state no checkpoint holds
     before = _digest(state)
     p = cfg.parallelism

@@ -9,6 +9,7 @@ import tempfile
 import pytest
 import torch
 from emu import assert_file_holds_state, ckpt_emu, results, small_config
+from rundesign import rank_state
 from s3server import s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from emulator.checkpoint import layout
@@ -78,7 +79,7 @@ def test_restore_from_s3_streams_into_staging_without_a_scratch_file(s3_proxy, s
     into the staging buffers. Nothing is downloaded to the host's disk, and the state is exact."""
     from tiers.s3 import MIB, S3Tier
     cfg = load_config("llama3-8b", ["run.scale=0.0005", "parallelism.ranks=1"])
-    state = RankState.from_config(cfg, 0)
+    state = rank_state(cfg, 0)
     glob = S3Tier(s3_bucket, prefix="g", endpoint_url=s3_proxy.url, part_size=5 * MIB)
     ckpt = Checkpointer(state, None, glob, SoloComm(), keep=1)  # straight to S3, no local tier
     try:

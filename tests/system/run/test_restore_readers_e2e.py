@@ -69,7 +69,7 @@ def _rank(rank: int, tmp: str, cfg_path: str, out: str, corrupt: bool) -> None:
     dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=rank, world_size=RANKS)
     from emulator.checkpoint import broadcast_restore as br
     from emulator.rank.comm import DistComm
-    from emulator.workload.state import RankState
+    from rundesign import rank_state, run_design
     from tiers.directory import DirTier
     if corrupt and rank == 0:  # the reader sends a flipped byte in its first chunk; its own copy is intact
         def flipped(chunk, first=[True]):
@@ -82,7 +82,7 @@ def _rank(rank: int, tmp: str, cfg_path: str, out: str, corrupt: bool) -> None:
         br._outgoing = flipped
     cfg = load_config(cfg_path)
     group = br.new_dp_group(cfg, rank)
-    state = br.restore_state(cfg, RankState.from_config(cfg, rank), rank, "cpu")
+    state = br.restore_state(cfg, run_design(cfg), rank_state(cfg, rank), rank, "cpu")
     before = _digest(state.tensors("live"))
     rec = br.make_restorer(cfg, state, [("global", DirTier(Path(tmp) / "global"))], DistComm(),
                            group=group).load()

@@ -103,9 +103,10 @@ def test_a_tier_folder_deleted_during_a_run_ends_it_with_one_line_and_is_never_m
 
 
 def test_a_second_users_links_at_the_names_a_run_makes_change_nothing_outside_its_own_files(machine, tmp_path):
-    """Every tier folder and the results folder are open to others (sticky, as /dev/shm): a second
-    user plants links at the step folders the run will make, at the memory tier's pool and at the
-    results folder's config.json. The run refuses or replaces each; nothing outside changes."""
+    """Every tier folder and the results folder were open to others (sticky, as /dev/shm) while a
+    second user planted links at the step folders the run will make, at the memory tier's pool and
+    at the results folder's config.json, and are the user's own again (a folder others can write is
+    refused outright now). The run refuses or replaces each; nothing outside changes."""
     shared, victims = machine
     folders = {}
     for name in ("results", "mem", "nvme", "pfs"):
@@ -122,6 +123,8 @@ def test_a_second_users_links_at_the_names_a_run_makes_change_nothing_outside_it
             plant_link(folders[tier] / f"step_{step:08d}", victims / "tree")
     plant_link(folders["mem"] / ".recycle", victims / "tree")
     plant_link(folders["results"] / "config.json", victims / "secret")
+    for folder in folders.values():
+        os.chmod(folder, 0o755)
     before = snapshot(victims)
     proc = ckpt_emu("run", cfg, "--quiet", timeout=400)
     assert snapshot(victims) == before, proc.stderr
@@ -139,7 +142,71 @@ def test_a_run_leaves_other_processes_page_cache_alone_by_default(tmp_path):
     bystander = _cached_file(tmp_path / "another-jobs-file", 32 << 20)
     cfg = small_config(tmp_path, checkpoint={"saves": 1, "loads": 2})
     ckpt_emu("run", cfg, "--quiet", check=True, timeout=300)
-    assert cached_fraction(bystander) > 0.9
+    # dropped with the host's (echo 3 > drop_caches) it reads 0; beside the parallel part's multi-GiB tests
+    # the kernel evicted an eighth of it once (0.875): left alone, most of it stays
+    assert cached_fraction(bystander) > 0.5
     res = results(tmp_path / "out")
     assert res["load"]["page_cache_dropped"] and res["load"]["page_cache_scope"] == "files"
     assert "the checkpoint files' cached pages dropped before each load" in (tmp_path / "out" / "report.txt").read_text()
+
+
+def _flip_as_other_user(parent: Path, victim: Path, seconds: float) -> int:
+    """A child that, as the second user, swaps ``parent/t`` between a folder of theirs and a link to
+    ``victim`` (whatever is at ``t`` moved aside first) for ``seconds``; returns its pid."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the second user's loop
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            t, spare, end, n = str(parent / "t"), str(parent / "t.spare"), time.monotonic() + seconds, 0
+            while time.monotonic() < end:
+                for make in (lambda: os.mkdir(spare, 0o777), lambda: os.symlink(str(victim), spare)):
+                    n += 1
+                    try:
+                        make()
+                        if os.path.lexists(t):
+                            os.rename(t, f"{t}.gone{n}")
+                        os.rename(spare, t)
+                    except OSError:
+                        pass
+        finally:
+            os._exit(0)
+    return pid
+
+
+@pytest.mark.parametrize("kind", ["acl", "sticky"])
+def test_a_run_beside_a_loop_that_swaps_its_folder_for_a_link_writes_nothing_outside(machine, tmp_path, kind):
+    """issue 54, 2: the tiers' folder ``t`` is in a folder the second user may write, through an ACL
+    (its mode reads drwxrwxr-x of root's group) or as a sticky shared folder (/dev/shm); for the whole
+    run they swap ``t`` between a folder of theirs and a link to a root-only folder. Before, a root
+    run passed the ACL'd folder and wrote a checkpoint into the root-only folder once in ~25,000
+    flips. Now the ACL'd folder is refused before anything is written, and in the sticky folder the
+    run either refuses their ``t`` or makes its own, which they cannot touch: nothing outside changes."""
+    from planting import grant_write
+    shared, victims = machine
+    parent = shared.parent / kind
+    parent.mkdir(mode=0o755)
+    if kind == "acl":
+        grant_write(parent)
+    else:
+        os.chmod(parent, 0o1777)
+    cfg = small_config(tmp_path, training={"step_seconds": 0.05}, checkpoint={"saves": 2, "loads": 1},
+                       tiers={"local": {"backend": "dir", "path": str(parent / "t" / "nvme" / "node{node}")},
+                              "global": {"backend": "dir", "path": str(parent / "t" / "pfs")}})
+    before = snapshot(victims)
+    flipper = _flip_as_other_user(parent, victims / "tree", 60.0)
+    try:
+        proc = ckpt_emu("run", cfg, "--quiet", timeout=300)
+    finally:
+        os.kill(flipper, 9)
+        os.waitpid(flipper, 0)
+    assert snapshot(victims) == before, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    if kind == "acl":
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert f"{parent} is writable by other users without the sticky bit (its ACL lets user 65534 write)" in lines[0]
+        assert not (tmp_path / "out").exists()  # refused before anything was written
+    else:
+        assert proc.returncode == 0 or len(lines) == 1, proc.stderr
+        assert proc.returncode in (0, 2, 3), proc.stderr

@@ -9,8 +9,9 @@ from itertools import zip_longest
 import pytest
 from emu import ckpt_emu, results, small_config
 
-#: CPU-bound steps slow each other and the copies: a test beside it would be measured too
-pytestmark = pytest.mark.alone
+#: the tests that compare a run's steps with its baseline's: CPU-bound steps slow each other and the
+#: copies, so another test's load beside them would be measured too
+ALONE = pytest.mark.alone
 
 SCALE = 0.0005
 
@@ -28,6 +29,7 @@ def sleep_run(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("sleep"))
 
 
+@ALONE
 def test_a_baseline_mode_runs_first_and_every_mode_is_measured_against_it(sleep_run):
     res, base = sleep_run, sleep_run["baseline"]
     assert base["steps"] == 32 and base["step_wall_s"] > 0
@@ -44,6 +46,7 @@ def test_a_baseline_mode_runs_first_and_every_mode_is_measured_against_it(sleep_
     assert sync["interference_ratio"] > -0.06 and asyn["interference_ratio"] > -0.06, (sync, asyn)
 
 
+@ALONE
 def test_overhead_agrees_with_the_timeline_events(sleep_run):
     """An independent measurement: the job's stall (each rank's n-th stall bar is checkpoint n;
     per checkpoint the longest bar, summed) over the longest span of a rank's compute bars."""
@@ -61,6 +64,7 @@ def test_overhead_agrees_with_the_timeline_events(sleep_run):
         assert m["overhead_ratio"] >= 0.85 * measured - 0.01, (mode, m["overhead_ratio"], measured)
 
 
+@ALONE
 def test_durability_lag_and_checkpoints_at_risk(sleep_run):
     for mode, m in sleep_run["modes"].items():
         assert m["lag_mean_s"] >= 0.9 * (m["local_write_mean_s"] + m["drain_mean_s"]), mode
@@ -71,6 +75,7 @@ def test_durability_lag_and_checkpoints_at_risk(sleep_run):
         assert rec["lag_s"] >= rec["local_write_s"] + rec["drain_s"] - 1e-6
 
 
+@ALONE
 def test_durations_are_also_given_at_full_size(sleep_run):
     """Each duration also at full size (the design's: its paced part over the time factor, the
     software's once; the rules: tests/unit/rank/test_dilation.py): never shorter than measured."""
@@ -84,6 +89,7 @@ def test_durations_are_also_given_at_full_size(sleep_run):
     assert "in brackets the full-size design's" in text and "durability lag mean" in text and "goodput" in text
 
 
+@ALONE
 def test_cpu_bound_steps_show_interference(tmp_path, sleep_run):
     """Compute that needs the CPU competes with the background write and drain: steps take
     longer than without checkpoints although the stall did not grow."""
@@ -106,8 +112,9 @@ def test_cpu_bound_steps_show_interference(tmp_path, sleep_run):
 
 def test_the_report_says_which_figures_are_the_hosts(tmp_path):
     """A 200 GiB/s NVMe undilated (run.dilation 1): this host cannot keep to it, and the report says
-    the local write's figure is in part this host's, in results.json and report.txt alike."""
-    res = _run(tmp_path, run={"dilation": 1}, checkpoint={"saves": 3},
+    the local write's figure is in part this host's, in results.json and report.txt alike. Not alone:
+    another test's load only slows this host further; one sync mode, no baseline (nothing compared)."""
+    res = _run(tmp_path, run={"dilation": 1}, checkpoint={"saves": 3, "baseline": False, "modes": ["sync"]},
                tiers={"local": {"emulate": {"write_gib_s": 200, "shared_by": "node"}}})
     notes = "\n".join(res["notes"])
     assert "local write (sync):" in notes and "this host's own" in notes, notes
@@ -115,7 +122,8 @@ def test_the_report_says_which_figures_are_the_hosts(tmp_path):
 
 
 def test_a_run_without_the_baseline_says_so(tmp_path):
-    res = _run(tmp_path, checkpoint={"baseline": False, "saves": 2})
+    """What a run without the baseline writes (not alone: nothing is timed; one sync mode)."""
+    res = _run(tmp_path, checkpoint={"baseline": False, "saves": 2, "modes": ["sync"]})
     assert res["baseline"] is None and "slowdown_ratio" not in res["modes"]["sync"]
     assert "baseline: not run" in open(f"{tmp_path}/out/report.txt").read()
     assert json.loads((tmp_path / "out" / "config.json").read_text())["checkpoint"]["baseline"] is False

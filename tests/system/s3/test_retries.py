@@ -62,14 +62,14 @@ def test_a_permanent_error_is_not_retried(proxy, s3_bucket, tmp_path):
 def test_a_direct_write_streamed_to_s3_costs_retries_plus_one_requests_per_part(proxy, s3_bucket, retries):
     """The streaming sink of a direct write sends each part once per attempt too; every attempt's
     upload is aborted and none is left."""
-    from emulator.checkpoint.checkpointer import save_rank_file
+    from emulator.checkpoint.rank_file import save_rank_file
     from emulator.checkpoint.retry import Abandoned, retrying
     from emulator.config import load_config
-    from emulator.workload.state import RankState
+    from rundesign import rank_state
 
     proxy.rules.append(Rule("PUT", "partNumber", 503, "ServiceUnavailable", "Service is unable to handle request."))
     tier = S3Tier(s3_bucket, endpoint_url=proxy.url, part_size=5 * MIB, max_concurrency=1)
-    state = RankState.from_config(load_config("llama3-8b", ["run.scale=0.0005", "parallelism.ranks=1"]), 0)
+    state = rank_state(load_config("llama3-8b", ["run.scale=0.0005", "parallelism.ranks=1"]), 0)
     state.snapshot()  # the staged payload: 7 MiB, two parts
     policy = RetryPolicy(retries=retries, backoff_s=0.01)
     with pytest.raises(Abandoned, match="ServiceUnavailable"):

@@ -153,10 +153,10 @@ def test_a_restore_of_64_ranks_lists_the_global_tier_once(proxy, s3_bucket, tmp_
     64 ranks' torch.load of 483 tensors each took most of the test's CPU."""
     import threading
 
-    from emulator.checkpoint.checkpointer import save_rank_file
+    from emulator.checkpoint.rank_file import save_rank_file
     from emulator.checkpoint.restore import Restorer
     from emulator.config import load_config
-    from emulator.workload.state import RankState
+    from rundesign import rank_state
 
     cfg = load_config("llama3-70b", ["run.scale=0.00005", "model.num_layers=2"])
     assert cfg.parallelism.world_size == RANKS
@@ -167,7 +167,7 @@ def test_a_restore_of_64_ranks_lists_the_global_tier_once(proxy, s3_bucket, tmp_
         s3 = S3Tier(s3_bucket, prefix="ckpt", endpoint_url=proxy.url, max_concurrency=2)
         return EmulatedTier.from_config(s3, limits, scope=scope)
 
-    states = [RankState.from_config(cfg, r) for r in range(RANKS)]
+    states = [rank_state(cfg, r) for r in range(RANKS)]
     writer, step, entries = global_tier(), 3, []
     for r, state in enumerate(states):
         state.snapshot()

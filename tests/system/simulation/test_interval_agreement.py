@@ -27,7 +27,6 @@ from emulator.design import Calibration, resolve
 from emulator.planner.inputs import DesignLevels
 from emulator.simulation.arrivals import Arrivals
 from emulator.simulation.model import RunSpec, simulate
-from emulator.simulation.planning import training_interval
 
 MTTF_HOURS = 2000
 DAYS = 40
@@ -41,7 +40,7 @@ def simulated_goodput(design, mode: str, base_interval_s: float, every: dict, se
                       days: float = DAYS) -> float:
     """The simulator's goodput of one cell (the same failures for every cell of a sweep)."""
     d = replace(design, ladder=tuple(replace(t, every=every.get(t.name, t.every)) for t in design.ladder))
-    spec = RunSpec(mode, training_interval(d, mode, base_interval_s, every), horizon_s=days * 86400)
+    spec = RunSpec(mode, base_interval_s, horizon_s=days * 86400)
     return simulate(d, spec, Arrivals(d.failures, seed=seed)).goodput
 
 

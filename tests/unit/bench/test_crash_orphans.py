@@ -36,3 +36,18 @@ def test_another_campaigns_processes_are_not_this_ones(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.quick
+def test_orphans_are_named_and_killed_before_the_tiers_are_checked(tmp_path):
+    """An orphan still checkpointing deletes a step (retention) between the check's reading of its
+    manifest and of its files: a torn checkpoint that is only the check racing a live run."""
+    proc = _start([sys.executable, "-c", "import time; time.sleep(30)"], crash.run_environment(tmp_path))
+    try:
+        orphans = crash._orphans(tmp_path)
+        assert crash._names(orphans).startswith("python")  # its name, as ps shows it
+        crash._kill(orphans)
+        assert crash._orphans(tmp_path) == []
+    finally:
+        proc.kill()
+        proc.wait()

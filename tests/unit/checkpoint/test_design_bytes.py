@@ -11,8 +11,9 @@ import io
 
 import pytest
 from fakeclock import FakeClock
+from rundesign import rank_state
 
-from emulator.checkpoint.checkpointer import design_bytes_weight, save_rank_file, serialized_size
+from emulator.checkpoint.rank_file import design_bytes_weight, save_rank_file, serialized_size
 from emulator.config import load_config
 from emulator.workload.state import RankState
 from tiers.base import TierScope
@@ -24,7 +25,7 @@ RATE = 100 * (1 << 20)
 
 def _state(scale: float) -> RankState:
     cfg = load_config("design-llama70-128-nvme-s3", [f"run.scale={scale}"])
-    return RankState.from_config(cfg, 0)
+    return rank_state(cfg, 0)
 
 
 def test_the_serialized_size_is_the_files():

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from crashcheck import partials, state_from_lineage, step_dirs, verify_dir_tier
+from rundesign import rank_state
 from s3server import aws_env  # noqa: F401 - a pytest fixture
 
 from emulator.checkpoint.checkpointer import CheckpointFailed
@@ -28,7 +29,6 @@ from emulator.checkpoint.retry import RetryPolicy
 from emulator.checkpoint.tally import Tally
 from emulator.config import DrainConfig, load_config
 from emulator.rank.comm import SoloComm
-from emulator.workload.state import RankState
 from tiers.base import TierWrapper
 from tiers.directory import DirTier
 from tiers.emulated import EmulatedTier
@@ -244,7 +244,7 @@ def test_restore_verifies_and_falls_back(cfg, pristine, tmp_path, name):
             _garble_manifest(root, tier, step)
         else:
             damage(tiers[tier], _key(pristine, tier, step), how)
-    state = RankState.from_config(cfg, 0)
+    state = rank_state(cfg, 0)
     before = {k: t.clone().view(-1).view(torch.uint8) for k, t in state.live["optimizer"].items()}
     tally = Tally()
     restorer = Restorer(state, list(tiers.items()), SoloComm(),
@@ -338,7 +338,7 @@ def test_local_path_is_a_file(tmp_path, capsys):
 
 
 def test_read_only_local_filesystem(tmp_path, capsys, tmpfs):
-    ro = tmpfs("ro", "1m", ",ro")
+    ro = tmpfs("ro", "1m", ",ro,mode=755")  # a tmpfs root is 1777 unless told: refused for that
     if ro is None:
         pytest.skip("mounting a tmpfs is not permitted here")
     _one_line_exit_2(capsys, ["run", "--quiet", "--out", str(tmp_path / "out"),

@@ -11,6 +11,7 @@ import pytest
 
 from emulator.checkpoint.schedule import Schedule
 from emulator.config import load_config
+from emulator.design.ladder import ladder_of
 from emu import refused
 from level_runs import _levels, shm  # noqa: F401 - helpers and fixtures shared with tests/system/
 
@@ -25,8 +26,8 @@ def test_schedule_takes_every_nth_checkpoint_nearest_tier_first():
     assert Schedule.first(("local", "global")) == "local" and Schedule.first(("global",)) == "global"
     cfg = load_config("llama3-8b-subset", ["checkpoint.interval_steps=4", "tiers.local.interval_steps=4",
                                            "tiers.global.interval_steps=16", "tiers.local.keep=3"])
-    assert Schedule.from_config(cfg).every == {"local": 1, "global": 4}
-    assert Schedule.from_config(cfg).keep == {"local": 3, "global": cfg.checkpoint.keep}
+    assert Schedule.of(ladder_of(cfg)).every == {"local": 1, "global": 4}
+    assert Schedule.of(ladder_of(cfg)).keep == {"local": 3, "global": cfg.checkpoint.keep}
 
 
 @pytest.mark.parametrize("override, message", [
@@ -88,12 +89,12 @@ def test_resume_drains_only_checkpoints_global_takes(tmp_path):
     from emulator.checkpoint.checkpointer import Checkpointer
     from emulator.checkpoint.layout import list_steps
     from emulator.rank.comm import SoloComm
-    from emulator.workload.state import RankState
+    from rundesign import rank_state
     from tiers.directory import DirTier
     cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
     local, glob = DirTier(tmp_path / "l"), DirTier(tmp_path / "g")
     schedule = Schedule({"local": 1, "global": 2}, {"local": 2, "global": 2})
-    ckpt = Checkpointer(RankState.from_config(cfg, 0), local, glob, SoloComm(), schedule=schedule)
+    ckpt = Checkpointer(rank_state(cfg, 0), local, glob, SoloComm(), schedule=schedule)
     try:
         assert ckpt.checkpoint(1, "sync").due == ["local"]
         assert ckpt.resume() == []  # a restart's resume: nothing global should take

@@ -8,11 +8,11 @@ import os
 
 import pytest
 from emu import refused
+from rundesign import rank_state
 
 from emulator.checkpoint.checkpointer import Checkpointer
 from emulator.config import load_config
 from emulator.rank.comm import SoloComm
-from emulator.workload.state import RankState
 from tiers.base import TierWrapper, unwrap
 from tiers.directory import DirTier
 from tiers.emulated import EmulatedTier
@@ -22,7 +22,7 @@ GIB = 1 << 30
 
 def _state():
     cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])  # 2.7 MiB
-    return RankState.from_config(cfg, 0)
+    return rank_state(cfg, 0)
 
 
 def _run(ckpt, steps):
@@ -109,10 +109,10 @@ def test_retentions_on_one_node_run_one_at_a_time(tmp_path):
             ckpt.checkpoint(step, "sync")
         ckpt.finish()
         local.hold = False
-        ckpt._node_steps["local"] = {1, 2}
+        ckpt.ctx.node_steps["local"] = {1, 2}
 
         async def retain_and_look():
-            await ckpt._retain_node_tiers()
+            await ckpt.retention.node_tiers()
             return "step_00000001" in os.listdir(tmp_path / "l")
 
         async def twice():

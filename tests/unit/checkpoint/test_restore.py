@@ -11,6 +11,7 @@ import shutil
 
 import pytest
 import torch
+from rundesign import rank_state
 from s3server import s3_bucket, s3_endpoint, s3_server  # noqa: F401 - pytest fixtures
 
 from emulator.checkpoint import layout
@@ -39,7 +40,7 @@ class Setup:
 
     def __init__(self, tmp):
         self.cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
-        self.state = RankState.from_config(self.cfg, 0)
+        self.state = rank_state(self.cfg, 0)
         self.local, self.glob = DirTier(tmp / "local"), DirTier(tmp / "global")
         self.ckpt = Checkpointer(self.state, self.local, self.glob, SoloComm(), keep=len(STEPS))
         self.saved = {}
@@ -196,7 +197,7 @@ def test_nothing_loadable_fails_and_leaves_state_alone(setup):
 
 def test_mutate_changes_the_state_every_step():
     cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
-    state = RankState.from_config(cfg, 0)
+    state = rank_state(cfg, 0)
     unchanged = []
     for step in range(1, 21):
         before = [t.view(-1).view(torch.uint8).clone() for t in state.tensors("live")]

@@ -6,6 +6,8 @@ launcher's reading of torchrun's log. tests/system/run/test_exit_status_e2e.py r
 from __future__ import annotations
 
 import json
+import os
+import types
 from pathlib import Path
 
 import pytest
@@ -71,12 +73,16 @@ def test_run_exits_1_only_when_the_design_missed_under_the_gate(tmp_path, capsys
 
 def test_tune_exits_1_when_its_confirmation_failed(monkeypatch, capsys):
     import emulator.cli.tune as tune
-    result = {"confirmation": {"drains_beat_next_checkpoint": False, "deadline_misses": 2, "incomplete": 0}}
+    result = {"confirmation": {"drains_beat_next_checkpoint": False, "deadline_misses": 2, "incomplete": 0,
+                               "stopped_early": False, "checkpoints": 3, "checks": 3}}
     monkeypatch.setattr(tune, "tune", lambda cfg, **_: result)
     assert main(["tune", "--accelerators", "1024", "--json", "--fail-on-miss"]) == errors.EXIT_MISSED
     assert "tune's confirmation run: 2 deadline miss(es)" in capsys.readouterr().err
     result["confirmation"]["drains_beat_next_checkpoint"] = True
     assert main(["tune", "--accelerators", "1024", "--json", "--fail-on-miss"]) == errors.EXIT_OK
+    # stopped early (Ctrl-C): nothing confirmed, whatever --fail-on-miss says
+    result["confirmation"].update(drains_beat_next_checkpoint=None, stopped_early=True, checkpoints=0)
+    assert main(["tune", "--accelerators", "1024", "--json"]) == errors.EXIT_INTERRUPTED
 
 
 ROOT_CAUSE = """ckpt-emu: error: rank 1: {line}
@@ -117,6 +123,29 @@ def test_torchrun_that_started_no_rank_is_bad_input(tmp_path):
     assert run_failure(log, 1).exit_code == errors.EXIT_BAD_INPUT
 
 
+AGENT_TRACEBACK = """\
+[rank0]: ckpt-emu: warning: something the user should know
+Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/torch/distributed/run.py", line 892, in main
+    run(args)
+  File "/venv/lib/python3.11/site-packages/multiprocessing/connection.py", line 505, in Client
+    raise ValueError('not the reason: a line of code')
+FileNotFoundError: [Errno 2] No such file or directory: '/tmp/pymp-1/listener-2'
+"""
+
+
+def test_an_agent_that_failed_by_itself_is_named_with_its_exception_not_as_a_rank(tmp_path):
+    """A run whose torchrun agent failed before any rank did said "a rank failed (exit status 1)",
+    and nothing else once its torchrun.log was gone (CI keeps the one line)."""
+    log = tmp_path / "torchrun.log"
+    log.write_text(AGENT_TRACEBACK)
+    assert str(run_failure(log, 1)).startswith(
+        "torchrun's agent failed: FileNotFoundError: [Errno 2] No such file or directory: '/tmp/pymp-1/listener-2' "
+        "(full log: ")
+    log.write_text("")
+    assert str(run_failure(log, 1)).startswith("torchrun's agent failed (exit status 1) and no rank said why")
+
+
 def test_an_internal_error_is_failed_to_run_with_its_traceback(monkeypatch, capsys):
     import emulator.cli.sizes as sizes
 
@@ -130,3 +159,74 @@ def test_an_internal_error_is_failed_to_run_with_its_traceback(monkeypatch, caps
     assert main(["sizes"]) == errors.EXIT_FAILED
     err = capsys.readouterr().err
     assert "RuntimeError: a bug" in err and err.strip().endswith("please report it")
+
+
+# torchrun's summary of a run whose rank 1 another process SIGKILLed (a real one: issue 54, 7)
+KILLED_RANK = """\
+E1207 00:33:17.709000 11654 site-packages/torch/distributed/elastic/multiprocessing/api.py:836] \
+torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+======================================================
+forked_main FAILED
+------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-07_00:33:26
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 11850)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 11850
+======================================================
+"""
+
+
+def test_a_rank_a_signal_killed_is_named_with_its_signal_and_is_no_bad_input(tmp_path):
+    """7: a SIGKILLed rank was "a rank failed (exit status 1)", torchrun's own status."""
+    log = tmp_path / "torchrun.log"
+    log.write_text(KILLED_RANK)
+    exc = run_failure(log, 1)
+    assert exc.exit_code == errors.EXIT_FAILED
+    assert str(exc).startswith("rank 1 killed by signal SIGKILL (9): not by the run itself"), str(exc)
+
+
+def test_an_agent_a_signal_killed_is_named_with_its_signal_and_is_no_bad_input(tmp_path):
+    """7: a SIGKILLed agent ended the run with exit status 2, the bad-input status."""
+    log = tmp_path / "torchrun.log"
+    log.write_text("I1207 00:33:10 agent started\n")
+    exc = run_failure(log, -9)
+    assert exc.exit_code == errors.EXIT_FAILED
+    assert str(exc).startswith("the ranks' launcher (torchrun's agent) was killed by signal SIGKILL (9)"), str(exc)
+
+
+FULL = types.SimpleNamespace(f_bfree=0, f_bavail=0, f_frsize=4096)  # os.statvfs of a full disk
+
+
+def test_a_results_disk_that_filled_during_the_run_is_named_and_is_no_bad_input(tmp_path, monkeypatch):
+    """7: a results disk filled mid-run left an empty torchrun.log and ended in exit status 2."""
+    from emulator.launch import failure
+    log = tmp_path / "torchrun.log"
+    log.write_text("")
+    statvfs = os.statvfs
+    monkeypatch.setattr(failure.os, "statvfs", lambda p: FULL
+                        if str(p) == str(tmp_path) else statvfs(p))
+    exc = run_failure(log, 1, folders=(("results folder", tmp_path), ("tiers.global", tmp_path.parent)))
+    assert exc.exit_code == errors.EXIT_FAILED
+    assert str(exc).startswith(f"results folder {tmp_path} is full (0 KiB free): the run could not write there"), exc
+
+
+def test_a_tier_disk_that_filled_is_named_when_the_log_says_nothing_better(tmp_path, monkeypatch):
+    from emulator.launch import failure
+    log = tmp_path / "torchrun.log"
+    log.write_text("")
+    statvfs = os.statvfs
+    monkeypatch.setattr(failure.os, "statvfs", lambda p: FULL
+                        if str(p).endswith("pfs") else statvfs(p))
+    (tmp_path / "pfs").mkdir()
+    exc = run_failure(log, 1, folders=(("results folder", tmp_path), ("tiers.global", tmp_path / "pfs")))
+    assert exc.exit_code == errors.EXIT_FAILED and str(exc).startswith(f"tiers.global {tmp_path / 'pfs'} is full")
+    log.write_text(KILLED_RANK)  # the log says why: that first
+    assert str(run_failure(log, 1, folders=(("tiers.global", tmp_path / "pfs"),))).startswith("rank 1 killed by signal")

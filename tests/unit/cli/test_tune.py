@@ -161,3 +161,83 @@ def test_tune_plans_with_interference_and_a_measured_restore(tmp_path, monkeypat
     assert free["measured"]["interference_s"] == 0
     assert r["plan_goodput"]["async"] < free["plan_goodput"]["async"]
     assert r["plan_goodput"]["sync"] == pytest.approx(free["plan_goodput"]["sync"])
+
+
+def test_a_compressed_confirmation_never_runs_checkpoints_closer_than_the_pipeline_commits_them(
+        tmp_path, monkeypatch):
+    """The confirmation shortens the recommended interval to fit its wall-time budget, but never below
+    the async commit (stall end to durable): closer checkpoints wait for the previous one, a regime the
+    recommendation never runs in (the embedded default on 8 nodes: 62.5 s against a 78.5 s commit,
+    predicted overhead 1.6 %, measured 16.8 %, two deadline misses)."""
+    cfg = _config(tmp_path, {**SLOW_REQUESTS, "training": {"step_seconds": 5.0}})
+    tune_mod, _runs = _faked_tune(monkeypatch)
+    r = tune_mod.tune(cfg, accelerators=16384, confirm_seconds=0.001)
+    c, m = r["confirmation"], r["measured"]
+    assert m["commit_s"] > cfg.training.step_seconds  # the budget alone would run one step apart
+    assert m["commit_s"] < c["interval_s"] <= m["commit_s"] * 1.1 + cfg.training.step_seconds
+    assert c["compression"] == pytest.approx(c["interval_s"] / r["recommended"]["interval_s"])
+
+
+def _stopped_in(monkeypatch, tune_mod, stage: str, checkpoints: int):
+    """Each run of ``stage`` (measuring, confirming) stopped early (Ctrl-C) after ``checkpoints``."""
+    run = tune_mod._run
+
+    def stopped(cfg, out, *, stage: str = "", **kw):
+        res = run(cfg, out, stage=stage, **kw)
+        if stage_name in stage:
+            res["stopped_early"] = True
+            for m in res["modes"].values():
+                m["checkpoints"] = checkpoints
+        return res
+    stage_name = stage
+    monkeypatch.setattr(tune_mod, "_run", stopped)
+
+
+def test_a_confirmation_stopped_early_confirms_nothing(tmp_path, monkeypatch):
+    """Stopped (Ctrl-C) before its checkpoints, the confirmation measured nothing: it must not read as
+    "drains finished before the next checkpoint: yes" with an overhead of 0 %."""
+    from emulator.cli.tune import format_tune
+    from emulator.results.verdict import tune_misses
+    cfg = _config(tmp_path, SLOW_REQUESTS)
+    tune_mod, _runs = _faked_tune(monkeypatch)
+    _stopped_in(monkeypatch, tune_mod, "confirming", 0)
+    r = tune_mod.tune(cfg, accelerators=16384)
+    c = r["confirmation"]
+    assert c["stopped_early"] and c["drains_beat_next_checkpoint"] is None
+    text = format_tune(r)
+    assert "yes" not in text.split("drains finished")[-1].splitlines()[0]
+    assert "not confirmed: the confirmation run was stopped after 0 of 3 checkpoints" in text
+    assert tune_misses(r) == ["tune's confirmation run was stopped after 0 of 3 checkpoints: nothing confirmed"]
+
+
+def test_a_measurement_stopped_early_plans_nothing(tmp_path, monkeypatch):
+    from emulator.errors import EXIT_INTERRUPTED, UserError
+    cfg = _config(tmp_path, SLOW_REQUESTS)
+    tune_mod, runs = _faked_tune(monkeypatch)
+    _stopped_in(monkeypatch, tune_mod, "measuring", 1)
+    with pytest.raises(UserError, match="stopped during its measurement run") as exc:
+        tune_mod.tune(cfg, accelerators=16384)
+    assert exc.value.exit_code == EXIT_INTERRUPTED and len(runs) == 1  # no confirmation run
+
+
+def test_the_confirmation_runs_at_the_scale_and_dilation_the_measurement_went_at(tmp_path, monkeypatch):
+    """run.wall_target: the measuring run may go at a smaller scale than run.scale, at that scale's
+    dilation; the confirmation runs at both (not at run.scale with another scale's factor)."""
+    import json
+
+    from tune_fakes import fake_results, faked_tune
+    measured = {"scale": 0.0002, "dilation": {"factor": 40.0, "auto": True}}
+    tune_mod, runs = faked_tune(monkeypatch, paced)
+    plain = tune_mod._run
+
+    def fitted_run(cfg, out, **kw):
+        res = plain(cfg, out, **kw)
+        if len(runs) == 1:  # the measuring run went at a fitted scale
+            res = {**fake_results(runs[0], **paced(runs[0])), **measured}
+            (out / "results.json").write_text(json.dumps(res))
+        return res
+    monkeypatch.setattr(tune_mod, "_run", fitted_run)
+    cfg = _config(tmp_path, {**L405_SUBSET, "run": {"scale": 0.004, "wall_target": "3m"}})
+    tune_mod.tune(cfg, accelerators=16384)
+    confirm = runs[1]
+    assert confirm.run.scale == 0.0002 and confirm.run.dilation.factor == 40

@@ -43,7 +43,8 @@ FIGURES = {
     "dlrover-size-distopt": lambda out: out["total_bytes"] / GIB,
     "dlrover-save": lambda out: out["modes"]["sync"]["stall_mean_s"],
     "dlrover-save-distopt": lambda out: out["modes"]["sync"]["stall_mean_s"],
-    "dlrover-blocking": lambda out: out["modes"]["async"]["stall_mean_s"],
+    **{name: (lambda out: out["modes"]["async"]["stall_mean_s"])
+       for name in ("dlrover-blocking", "dlrover-glm-blocking", "dcp-async-70b", "dcp-async-7b")},
 }
 
 

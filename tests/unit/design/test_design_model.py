@@ -179,10 +179,12 @@ def test_failure_rates_split_by_class(tmp_path):
 
 # --------------------------------------------------------------------------- the snapshot and one checkpoint
 
-def test_the_snapshot_is_bytes_over_the_copy_rate_plus_a_fixed_cost(tmp_path):
-    d = resolve(_global_only(tmp_path, node={"nic": "400Gb/s", "snapshot": {"rate": "10GB/s", "fixed_ms": 500}}))
+def test_the_snapshot_is_bytes_over_the_copy_rate_plus_a_fixed_cost_and_one_per_tensor(tmp_path):
+    d = resolve(_global_only(tmp_path, node={"nic": "400Gb/s", "snapshot": {"rate": "10GB/s", "fixed_ms": 500,
+                                                                            "per_tensor_us": 20}}))
     biggest = max(g.file_bytes for g in d.job.groups)
-    assert snapshot_seconds(d) == pytest.approx(0.5 + biggest / 10e9)
+    assert d.snapshot.tensors == 195 * 4  # Llama-3 8B: 6 tensors a layer and 3 more, each with its master, 2 moments
+    assert snapshot_seconds(d) == pytest.approx(0.5 + 195 * 4 * 20e-6 + biggest / 10e9)
     assert checkpoint_costs(d).async_stall_s == pytest.approx(snapshot_seconds(d))
 
 
@@ -248,7 +250,7 @@ def test_sizes_shows_the_job_and_that_the_emulated_node_is_one_of_its_nodes(caps
     assert job["emulated_node_bytes"] == [7647487744]
     assert main(["sizes", "llama3-70b-subset", "--set", "design.job.nodes=128"]) == 0
     out = capsys.readouterr().out
-    assert "the job: 128 node(s) x 8 accelerators (1,024 ranks)" in out and "8 ranks write 7.12 GiB" in out
+    assert "the job: 128 node(s) x 8 accelerators (1,024 ranks)" in out and "8 ranks write 7.65 GB" in out
 
 
 def test_a_run_that_is_the_whole_job_has_the_jobs_nodes(tmp_path):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from emulator.config import load_config
-from emulator.design import resolve, run_emulation, run_nic
+from emulator.design import resolve, run_emulation, run_peer_link
 from emulator.design.costs import copy_seconds, restore_seconds
 from emulator.design.job import job_of
 from emulator.design.links import node_fraction, paced_part, pacing
@@ -41,8 +41,8 @@ def test_two_agents_of_four_ranks_of_the_peer_design_each_get_half_a_node_and_ha
     cfg = load_config("design-memory-peer-pfs")  # 8 ranks, as documented on two agents of 4
     whole = load_config("design-memory-peer-pfs", ["parallelism.ranks=16"])
     assert [node_fraction(job_of(cfg, emulated_nodes=2), n) for n in (0, 1)] == [0.5, 0.5]
-    assert run_nic(cfg, run_node=1, run_nodes=2) == pytest.approx(cfg.design.nic_bps / 2)
-    assert run_nic(whole, run_node=1, run_nodes=2) == pytest.approx(cfg.design.nic_bps)
+    assert run_peer_link(cfg, run_node=1, run_nodes=2) == pytest.approx(cfg.design.nic_bps / 2)
+    assert run_peer_link(whole, run_node=1, run_nodes=2) == pytest.approx(cfg.design.nic_bps)
     assert _seconds(cfg, "memory", "write", run_nodes=2) == pytest.approx(
         _seconds(whole, "memory", "write", run_nodes=2), rel=1e-9)
     assert _seconds(cfg, "global", "write", run_nodes=2) == pytest.approx(

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rundesign import run_of
+
 from emulator.config import load_config
 from emulator.job.outdir import OutDir
 from emulator.job.rank_tiers import build_tiers, pace_tier
@@ -45,7 +47,8 @@ def _write(tier, key: str, nbytes: int) -> None:
 def _paced_global(cfg, tmp_path):
     """The global tier as a rank of node 0 builds it: bare, then paced to the design."""
     bare = build_tiers(cfg, _Node0(), tmp_path / "out")
-    return pace_tier(cfg, _Node0(), tmp_path / "out", "global", bare["global"])
+    design, clock = run_of(cfg, nodes=_Node0.nodes)
+    return pace_tier(design, clock, _Node0(), tmp_path / "out", "global", bare["global"])
 
 
 def test_the_drain_and_the_peer_sends_share_the_node_nic(tmp_path):
@@ -88,6 +91,19 @@ def test_without_a_peer_tier_the_drain_has_the_nic_to_itself(tmp_path):
     cfg = load_config(str(tmp_path / "design.yaml"))
     global_ = _paced_global(cfg, tmp_path)
     assert "NIC shared" not in global_.describe()
+
+
+def test_with_a_compute_fabric_the_peer_sends_leave_the_nic_to_the_drain(tmp_path):
+    """design.node.fabric: the peer copies go over the fabric (a bucket of their own), and the global
+    tier's writes no longer take their bytes out of a NIC bucket the peers share."""
+    cfg = _design(tmp_path, "200 Mb/s", "10 GB/s")
+    data = yaml.safe_load((tmp_path / "design.yaml").read_text())
+    data["design"]["node"]["fabric"] = "3.2 Tb/s"
+    (tmp_path / "design.yaml").write_text(yaml.safe_dump(data))
+    cfg = load_config(str(tmp_path / "design.yaml"))
+    assert "NIC shared" not in _paced_global(cfg, tmp_path).describe()
+    out = OutDir(tmp_path / "out")
+    assert out.fabric(0) != out.nic(0)
 
 
 def test_both_buckets_finish_when_the_slower_says_so():

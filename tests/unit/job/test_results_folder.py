@@ -51,7 +51,7 @@ def test_a_killed_runs_partial_outputs_are_removed_and_nothing_else(tmp_path):
         (out / name).write_text("{")
     (tmp_path / "target").write_text("kept")
     (out / f".{outdir.RESULTS}.ba9876543210.partial").symlink_to(tmp_path / "target")
-    prepare_out(out, _cfg(out).to_dict())
+    prepare_out(out, _cfg(out).to_dict(), {})
     left = {p.name for p in out.iterdir()}
     assert not left & set(ours), left
     assert set(theirs) | {f".{outdir.RESULTS}.ba9876543210.partial"} <= left, left
@@ -77,7 +77,7 @@ def test_an_mlperf_read_phase_keeps_its_write_phases_results(tmp_path):
     (out / outdir.REPORT).write_text("the write phase\n")
     read = _cfg(out, "checkpoint.protocol=mlperf", "checkpoint.phase=read")
     assert check_results_folder(read, force=False) is True
-    prepare_out(out, read.to_dict(), keep_write_phase=True)
+    prepare_out(out, read.to_dict(), {}, keep_write_phase=True)
     assert json.loads((out / "results-write.json").read_text())["phase"] == "write"
     assert (out / "report-write.txt").read_text() == "the write phase\n"
     assert not (out / outdir.RESULTS).exists()

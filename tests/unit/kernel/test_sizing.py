@@ -25,19 +25,31 @@ def test_published_totals(preset, total_gib, world, params_b):
     assert size.params / 1e9 == pytest.approx(params_b, rel=0.002)
 
 
+H, F, HEADS, KV, LAYERS, VOCAB = 4096, 14336, 32, 8, 32, 128256
+
+
+def _8b_by_hand() -> tuple[int, int]:
+    """Llama-3 8B's parameters per layer and in all, from its shape."""
+    dkv = (H // HEADS) * KV
+    per_layer = 2 * H + H * (H + 2 * dkv) + H * H + 3 * H * F
+    return per_layer, 2 * VOCAB * H + LAYERS * per_layer + H
+
+
+def _8b_rank_bytes() -> tuple[int, int]:
+    """(weights, optimizer) bytes one of 8 ZeRO-3 ranks writes (TP1 PP1): an eighth of the bf16
+    weights, and of the three fp32 optimizer states with their padding."""
+    _, n = _8b_by_hand()
+    return n // 8 * 2, 3 * (n // 8 + 5 * H) * 4
+
+
 def test_8b_by_hand():
     cfg = load_config("llama3-8b")
-    h, f, a, kv, layers, v = 4096, 14336, 32, 8, 32, 128256
-    dkv = (h // a) * kv
-    per_layer = 2 * h + h * (h + 2 * dkv) + h * h + 3 * h * f
-    n = 2 * v * h + layers * per_layer + h
+    per_layer, n = _8b_by_hand()
     assert sizing.layer_params(cfg.model) == per_layer == 218_112_000
     assert sizing.total_params(cfg.model) == n
-    optim = 3 * (n // 8 + 5 * h) * 4
     s0 = sizing.rank_size(cfg.model, cfg.parallelism, 0)
-    assert s0.optimizer_bytes == optim
     # ZeRO-3, TP1 PP1: stage 0 is also the last stage; the model is divided by DP
-    assert s0.model_bytes == (layers * per_layer + 2 * v * h + h) // 8 * 2
+    assert (s0.model_bytes, s0.optimizer_bytes) == _8b_rank_bytes()
 
 
 def test_rank_layout_follows_dlio():
@@ -81,8 +93,11 @@ def test_sizes_cli_json():
 
 
 def test_scaled_state_matches_sizing():
+    """A rank's live state: rank 3's bytes worked out by hand (not by the sizing the state calls),
+    and its tensors at 0.001 of them."""
     from emulator.workload.state import RankState
     cfg = load_config("llama3-8b")
     st = RankState(cfg.model, cfg.parallelism, rank=3, scale=0.001)
-    assert st.nbytes == pytest.approx(st.emulated_bytes * 0.001, rel=0.01)
-    assert st.emulated_bytes == sizing.rank_size(cfg.model, cfg.parallelism, 3).total_bytes
+    by_hand = sum(_8b_rank_bytes())
+    assert st.emulated_bytes == by_hand == 14_053_202_944
+    assert st.nbytes == pytest.approx(by_hand * 0.001, rel=0.01)

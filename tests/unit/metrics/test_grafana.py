@@ -47,7 +47,7 @@ def test_dashboard_sanity():
     # the panels the issue asks for
     titles = " | ".join(p["title"].lower() for p in d["panels"])
     for words in ("stall p50 / p99", "overhead: sync", "overhead: async", "drain overlap", "throughput per tier",
-                  "backlog and deadline misses", "age of newest durable checkpoint", "gib/s"):
+                  "backlog and deadline misses", "age of newest durable checkpoint", "throughput at full size"):
         assert words in titles, words
     overlap = next(p for p in d["panels"] if "overlap" in p["title"].lower())
     steps = overlap["fieldConfig"]["defaults"]["thresholds"]["steps"]
@@ -56,6 +56,31 @@ def test_dashboard_sanity():
     exprs = [t["expr"] for _, t in targets(d)]
     assert any("ckpt_emu:overhead:ratio" in e for e in exprs)
     assert any("histogram_quantile(0.99, sum by (le, mode)" in e and "stall_seconds_bucket" in e for e in exprs)
+
+
+#: Grafana's byte units, by family: what the dashboard may use (decimal, the family the shipped designs
+#: are written in) and what it may not (binary)
+DECIMAL_BYTE_UNITS = {"decbytes", "Bps", "decKBs", "MBs", "GBs"}
+BINARY_BYTE_UNITS = {"bytes", "binBps", "kbytes", "mbytes", "gbytes", "KiBs", "MiBs", "GiBs", "TiBs"}
+
+
+def test_every_byte_figure_is_decimal_and_every_duration_served_as_is():
+    """One unit family (decimal in, decimal out) and the design's figures as served: no panel divides a
+    byte figure by a binary unit or a duration by the time factor (the series are full size already);
+    only the wall clock's derivations (a rate, an age) meet the time factor."""
+    units = {}
+    for p in dashboard()["panels"]:
+        units[p["title"]] = p["fieldConfig"]["defaults"]["unit"]
+        for o in p["fieldConfig"].get("overrides", []):
+            units[p["title"] + " (override)"] = next(
+                (x["value"] for x in o["properties"] if x["id"] == "unit"), None)
+    assert not {u for u in units.values() if u in BINARY_BYTE_UNITS}, units
+    assert {u for u in units.values() if u in DECIMAL_BYTE_UNITS} >= {"decbytes", "Bps"}
+    for _, t in targets(dashboard()):
+        expr = t["expr"]
+        assert "1073741824" not in expr and "/ 1e9" not in expr, expr
+        if "time_factor" in expr:
+            assert "rate(" in expr or "timestamp(" in expr, expr
 
 
 def test_provisioning_files():

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from dashboards import ABSENT_UNTIL_MEASURED, queried_names
 from prom import ROOT, http_get, require
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -463,23 +464,6 @@ BASELINE_CHILD = textwrap.dedent("""
     sys.stdout.write(generate_latest(registry).decode())
     m.close()
 """)
-
-#: Families a panel or a rule queries that stay absent until there is something true to say,
-#: and why (a 0 there would be a false statement; docs/metrics-and-dashboards.md).
-ABSENT_UNTIL_MEASURED = {
-    "ckpt_emu_last_complete_checkpoint_timestamp_seconds": "0 is a checkpoint in 1970; the age rule counts from the start instead",
-    "ckpt_emu_throughput_bytes_per_second": "no save or load yet: 0 B/s would be a measurement that was not made",
-    "ckpt_emu_slowdown_ratio": "measured at a mode's checkpoints: 0 would claim checkpointing is free",
-    "ckpt_emu_last_lost_work_seconds": "set by a recovery: 0 would claim a failure that lost nothing",
-}
-
-
-def queried_names() -> set[str]:
-    """Every ckpt_emu_ series name a dashboard panel or a Prometheus rule reads."""
-    text = (ROOT / "grafana" / "dashboards" / "ckpt-emu.json").read_text()
-    text += "".join(p.read_text() for p in (ROOT / "grafana" / "rules").glob("*-rules.yml"))
-    return set(re.findall(r"\bckpt_emu_[a-z0-9_]+", text))
-
 
 def test_every_queried_family_is_exported_during_the_baseline(tmp_path):
     """A rank that has only trained baseline steps: every family the dashboard or the rules read

@@ -9,6 +9,7 @@ from prom import Prometheus, finite, prometheus, shipped_config  # noqa: F401 - 
 from prometheus_client import CollectorRegistry
 
 from emulator import metrics as M
+from emulator.design import ladder
 from emulator.metrics import Metrics
 
 
@@ -31,7 +32,7 @@ def val(reg, name, **labels):
 # --------------------------------------------------------------------------- values and series
 
 def test_the_closed_sets():
-    assert M.TIERS == ("memory", "peer", "local", "global")
+    assert M.TIERS == ("memory", "peer", "local", "global") == ladder.names()  # every rung kind, in its order
     assert M.FAILURE_CLASSES == ("process", "node", "group")
     assert {"replicate", "persist", "fetch"} <= set(M.PHASES)
     assert {"snapshot", "d2h", "local_write", "drain", "load"} <= set(M.PHASES)  # the old ones stay

@@ -132,3 +132,39 @@ def test_the_prometheus_quick_start_keeps_its_data_outside_the_checkout():
     starts = re.findall(r"^prometheus --config\.file=grafana/prometheus\.yml(.*)$", doc, flags=re.M)
     assert starts and all("--storage.tsdb.path=" in s and '"$HOME/' in s for s in starts), starts
     assert "docker compose -f grafana/compose.yaml up -d" in doc
+
+
+def test_grafana_has_no_default_password_and_lets_others_only_look():
+    """issue 54, 6: the stack kept Grafana's admin/admin on 127.0.0.1:3000, which every local user of a
+    shared machine reaches: its admin password is now the user's (compose refuses to start without
+    one: ``${VAR:?...}``, no default), and anyone else may only look."""
+    c = _compose()
+    graf, prom = c["services"]["grafana"], c["services"]["prometheus"]
+    env = graf["environment"]
+    password = env.get("GF_SECURITY_ADMIN_PASSWORD", "")
+    assert re.fullmatch(r"\$\{GRAFANA_ADMIN_PASSWORD:\?[^}]+\}", password), password
+    assert env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer" and env["GF_USERS_ALLOW_SIGN_UP"] == "false"
+    assert env.get("GF_USERS_VIEWERS_CAN_EDIT", "false") == "false"
+    assert env["GF_SERVER_HTTP_ADDR"] == "127.0.0.1" and _flag(prom, "web.listen-address").startswith("127.0.0.1:")
+    for service in c["services"].values():
+        assert "ports" not in service, "host networking: nothing is published beyond what listens on loopback"
+    assert "admin/admin" not in COMPOSE.read_text()
+
+
+def _docker_runs(text: str) -> list[str]:
+    """Every `docker run ...` command in ``text``, its continuation lines joined."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    return re.findall(r"docker run [^\n`]*", joined)
+
+
+def test_the_docs_commands_publish_on_loopback_and_set_a_password():
+    """6: docs/metrics-and-dashboards.md showed ``docker run -p 3000:3000``, which publishes Grafana on
+    every interface, with its default admin/admin."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    runs = [(p.name, cmd) for p in pages for cmd in _docker_runs(p.read_text()) if "grafana" in cmd]
+    assert runs, "the docs show how to run Grafana with Docker"
+    for page, cmd in runs:
+        published = re.findall(r"(?:-p|--publish)[ =](\S+)", cmd)
+        assert all(p.startswith("127.0.0.1:") for p in published), (page, cmd)
+        assert "GF_SECURITY_ADMIN_PASSWORD=" in cmd and "admin/admin" not in cmd, (page, cmd)
+    assert "GRAFANA_ADMIN_PASSWORD" in (ROOT / "docs" / "metrics-and-dashboards.md").read_text()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from emu import ckpt_emu
+from emu import ckpt_emu, refused
 from level_results import level_config as _config
 
 from emulator.config import load_config
@@ -47,15 +47,13 @@ def test_simulate_reports_every_tier_and_class_in_each_mode(tmp_path):
     (["--node-loss-fraction", "0.7", "--group-loss-fraction", "0.4"],
      "--node-loss-fraction + --group-loss-fraction: 1.1 is above 1"),
 ])
-def test_bad_level_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, message):
+def test_bad_level_input_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, args, message):
+    """In this process (``emu.refused``: docs/testing.md), not a process per case."""
     cfg = _config(tmp_path, peer=False)
     for cmd in (["simulate", cfg, "--out", tmp_path / "sim"], ["plan", cfg]):
         if cmd[0] == "plan" and args[0] == "--sweep":
             continue
-        proc = ckpt_emu(*cmd, *args)
-        assert proc.returncode == 2, proc.stderr
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and message in lines[0], proc.stderr
+        assert message in refused(capsys, *cmd, *args)
         assert not (tmp_path / "sim").exists()
 
 

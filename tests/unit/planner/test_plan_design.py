@@ -81,9 +81,9 @@ def test_a_classs_own_recovery_replaces_restart_plus_restore_in_the_model():
                       restart_s=600.0)
     b = breakdown(inp)
     process, group = b.classes
-    working = 1 - b.stall - b.wait
-    assert process.recovery == pytest.approx(working * 1e-4 * 30.0)         # its own
-    assert group.recovery == pytest.approx(working * 1e-5 * (600.0 + 50.0))  # restart + the level's restore
+    assert (process.recovery_s, group.recovery_s) == (30.0, 650.0)  # its own; restart + the level's restore
+    assert process.recovery == pytest.approx(1e-4 * 30.0, rel=0.01)  # lambda R of wall time, to first order
+    assert group.recovery == pytest.approx(1e-5 * 650.0, rel=0.05)  # less the recoveries another failure cut
 
 
 # --------------------------------------------------------------------------- plan CONFIG
@@ -141,7 +141,7 @@ def test_plan_calibrate_plans_the_design_the_run_measured(tmp_path, capsys):
     assert d["costs"]["copy_s"]["global"] == pytest.approx(copy_seconds(want, "global"))
     assert d["costs"]["copy_s"]["global"] > plain["costs"]["copy_s"]["global"]
     assert d["sources"]["global_write"] == "measured"
-    assert d["classes"]["process"]["restore_s"] == 2.0 and d["classes"]["group"]["restore_s"] == 30.0
+    assert (d["classes"]["process"]["restore_s"], d["classes"]["group"]["restore_s"]) == pytest.approx((2.0, 30.0))
     assert any("calibrated by" in n for n in d["notes"])
 
 
@@ -154,10 +154,13 @@ def test_the_s3_cost_of_the_recommended_global_interval(tmp_path, capsys):
                                   verify="checksum", keep=cfg.checkpoint.keep)
     cost = d["s3_cost"]
     assert cost["per_checkpoint_usd"] == pytest.approx(s3cost.requests_usd(ckpt, cfg.cost))
-    assert cost["interval_s"] == pytest.approx(d["recommended"]["every"]["global"]
-                                               * d["recommended"]["period_s"])
+    # the checkpoints a day the S3 cost counts are the global volume's (while the job runs), one figure
+    per_day = d["global_volume"]["checkpoints_per_day"]
+    assert cost["interval_s"] == pytest.approx(86400 / per_day)
     main(["plan", "design-nvme-s3", "--accelerators", "64"])
-    assert "S3 cost at the recommended interval: $" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "S3 cost at the recommended interval: $" in out
+    assert f"({per_day:,.1f} checkpoints," in out and f"({round(per_day)} checkpoints:" in out
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -188,8 +191,9 @@ def test_a_tier_without_a_rate_is_refused(capsys):
 
 def test_a_measured_interference_charges_each_async_copy_and_thins_the_far_tiers(tmp_path):
     """Async copies are not free once a run measured what they cost training: each tier's copy is charged
-    the interference share of its time. Uncharged, the planner sends every checkpoint everywhere; charged,
-    it thins the NVMe (it recovers no class) and the global copy (a group loss a day or so)."""
+    the interference share of its time. Uncharged, the planner sends every checkpoint to global storage
+    (the NVMe, which recovers no class here, only lengthens the pipeline); charged, it thins the global
+    copy too (a group loss a day or so) and checkpoints less often."""
     from emulator.design import Calibration
     cfg = load_config(_levels(tmp_path, checkpoint={"interval_steps": 5, "modes": ["async"]}))
     free = planner.plan(resolve(cfg, mttf_hours=20000))
@@ -198,7 +202,7 @@ def test_a_measured_interference_charges_each_async_copy_and_thins_the_far_tiers
     c = charged.costs
     assert lv["memory"].stall_s == pytest.approx(c.snapshot_s + 0.5 * c.copy_s["memory"])
     assert lv["local"].stall_s == pytest.approx(0.5 * c.copy_s["local"])
-    assert set(free.best.every.values()) <= {1, 2}
-    assert charged.best.every["local"] > free.best.every["local"]
+    assert free.best.every["global"] <= 2
+    assert charged.best.every["local"] >= free.best.every["local"]
     assert charged.best.every["global"] > free.best.every["global"]
     assert charged.best.base_interval_s > free.best.base_interval_s

@@ -71,3 +71,11 @@ def test_import_tiers_needs_no_test_tool():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "ckpt-emu[testing]" in proc.stdout, proc.stdout
+
+
+def test_every_declared_distribution_is_imported():
+    """The reverse: nothing declared that the product never imports (a dependency every user installs)."""
+    imported = {_name(dist) for module in _third_party_imports()
+                for dist in md.packages_distributions().get(module, [module])}
+    unused = {_name(r) for r in PYPROJECT["project"]["dependencies"]} - imported
+    assert not unused, f"declared in pyproject.toml but imported by no module of emulator or tiers: {unused}"

@@ -14,11 +14,11 @@ from paths import ROOT
 #: and tiers/ is below all of emulator/
 LAYERS = ["cli", "launch", "rank", "mlperf", "results", "checkpoint", "workload", "job", "simulation", "planner",
           "design", "config", "kernel"]
-KERNEL = {"errors", "units", "host", "sizing", "metrics"}
+KERNEL = {"errors", "units", "host", "sizing", "metrics", "fullsize"}
 
 #: where a project module may be imported inside a function: the CLI process keeps torch (and with
 #: it the rank's whole stack) out until a subcommand needs it (docs/architecture.md)
-LAZY_PROJECT_IMPORTS_ALLOWED = ("emulator/cli/", "emulator/launch/")
+LAZY_PROJECT_IMPORTS_ALLOWED = ("emulator/cli/", "emulator/launch/", "emulator/checkpoint/engines.py")
 
 
 def _module_name(path: Path) -> str:

@@ -10,13 +10,16 @@ from types import SimpleNamespace
 import pytest
 
 from emulator.cli import main
+from rundesign import run_design
+
 from emulator.checkpoint.layout import FileEntry
 from emulator.config import load_config
 from emulator.design import run_emulation
+from emulator.job.clock import Clock
 from emulator.errors import ConfigError
-from emulator.job.rank_tiers import paced
 from emulator.rank.dilation import PhaseProbe, Probe, choose, describe, nice
-from emulator.results.design_time import full, full_record, host_shares, tier_lag
+from emulator.fullsize import full, full_record, tier_lag
+from emulator.results.design_time import host_shares
 from tiers import paced as spans
 
 T0 = 1_795_000_000.0  # a wall-clock start
@@ -32,13 +35,15 @@ def test_auto_and_a_factor_are_read_back_as_written():
     assert load_config("default").to_dict()["run"]["dilation"] == "auto"
     cfg = load_config("default", ["run.dilation=8"])
     assert cfg.run.dilation.factor == 8 and cfg.to_dict()["run"]["dilation"] == 8
-    assert cfg.time_factor == pytest.approx(cfg.run.scale * 8)
-    assert cfg.wall_step_seconds == pytest.approx(cfg.training.step_seconds * cfg.run.scale * 8)
+    clock = Clock.of(cfg.run)
+    assert clock.time_factor == pytest.approx(cfg.run.scale * 8)
+    assert clock.wall(cfg.training.step_seconds) == pytest.approx(cfg.training.step_seconds * cfg.run.scale * 8)
 
 
 def test_a_factor_that_makes_the_run_too_long_is_refused_before_anything_is_written(tmp_path, capsys):
     out = tmp_path / "out"
-    rc = main(["run", "--out", str(out), "--set", "run.dilation=2000", "--set", f"tiers.global.path={tmp_path}/g",
+    rc = main(["run", "--out", str(out), "--set", "run.dilation=2000", "--set", "run.wall_target=null",
+               "--set", f"tiers.global.path={tmp_path}/g",
                "--set", f"tiers.local.path={tmp_path}/l"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
@@ -54,7 +59,7 @@ def test_mlperf_measures_the_storage_undilated():
 def test_a_tier_is_paced_at_its_rate_over_d_and_its_latency_at_the_time_factor():
     cfg = load_config("default", ["run.dilation=10"])
     design = run_emulation(cfg, "global")
-    got = paced(cfg, design)
+    got = Clock.of(cfg.run).paced(design)
     k = cfg.run.scale * 10
     assert got.write_gib_s == pytest.approx(design.write_gib_s / 10)
     assert got.read_gib_s == pytest.approx(design.read_gib_s / 10)
@@ -124,7 +129,7 @@ def test_a_phase_probe_is_its_nodes_bytes_over_its_slowest_rank_after_one_gather
     """Ranks that start together: the node's seconds are its slowest rank's."""
     cfg = load_config(None, [])
     comm = _NodeOfTwo()
-    probe = Probe(cfg, comm, state=None, tiers={}, loop=None)
+    probe = Probe(run_design(cfg), cfg.run.scale, comm, state=None, tiers={}, loop=None)
     probe._add("write", "local", 6e9, full=(0.35, 2010, T0), skeleton=(0.1, 10, T0))  # 0.25 s for 2000 bytes
     (phase,) = probe.phases
     assert comm.gathers == 1
@@ -139,7 +144,7 @@ def test_a_phase_probe_times_its_node_from_its_first_start_to_its_last_end():
     write one after the other, 0.35 s each: the node's bytes took 0.7 s, not 0.35."""
     cfg = load_config(None, [])
     comm = _NodeOfTwo(other=(0, (0.35, 2010, T0 + 0.35), (0.1, 10, T0 + 0.1)))
-    probe = Probe(cfg, comm, state=None, tiers={}, loop=None)
+    probe = Probe(run_design(cfg), cfg.run.scale, comm, state=None, tiers={}, loop=None)
     probe._add("write", "local", 6e9, full=(0.35, 2010, T0), skeleton=(0.1, 10, T0))
     (phase,) = probe.phases
     assert phase.fixed_s == pytest.approx(0.2)  # the skeletons too: 0.1 s each, one after the other
@@ -160,7 +165,7 @@ def test_the_peer_sends_are_probed_whole_then_skeleton_against_the_nodes_nic():
         sent.append(files[0].key)
         return SimpleNamespace(sent_bytes=files[0].size)
     peer = SimpleNamespace(layout="layout", store="held copies", transport=SimpleNamespace(send_replicas=send_replicas))
-    probe = Probe(cfg, comm, state=None, tiers={"memory": "memory tier"}, loop=None, peer=peer)
+    probe = Probe(run_design(cfg), cfg.run.scale, comm, state=None, tiers={"memory": "memory tier"}, loop=None, peer=peer)
     probe._replicate((FileEntry("skeleton", 0, 10, 0), FileEntry("whole", 0, 2010, 0)))
     (phase,) = probe.phases
     assert sent == ["whole", "skeleton"] and comm.gathers == 1
@@ -176,7 +181,7 @@ def test_a_devices_snapshot_is_probed_as_the_nodes_copy_rate():
 
     class State:
         nbytes, snapshot_copies = n, True
-    probe = Probe(cfg, comm, state=State(), tiers={}, loop=None)
+    probe = Probe(run_design(cfg), cfg.run.scale, comm, state=State(), tiers={}, loop=None)
     probe._snapshot()
     (phase,) = probe.phases
     assert (phase.phase, phase.design_bps, phase.fixed_s, phase.node_bytes) == ("snapshot", 2 * 48 * 2**30, 0.0, 2 * n)
@@ -200,7 +205,7 @@ def test_a_cpu_states_snapshot_is_probed_as_software_alone():
             pass
     comm = Comm()
     state = SimpleNamespace(nbytes=n, snapshot_copies=False, snapshot=lambda paced: swaps.append(paced))
-    probe = Probe(cfg, comm, state=state, tiers={}, loop=None)
+    probe = Probe(run_design(cfg), cfg.run.scale, comm, state=state, tiers={}, loop=None)
     probe._snapshot()
     (phase,) = probe.phases
     assert swaps == [True, True] and comm.gathers == 1  # swapped there and back: the state as it was

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -94,6 +96,9 @@ def _forked(outcome, stderr_path, session_path):
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
+    # the agent's hook (torchrun's agent starts no process group); this test process may have started
+    # several, each wrapping the hook with its "[rankN]:" prefix
+    sys.excepthook = sys.__excepthook__
     sys.stdout = open(os.devnull, "w")  # not pytest's capture: the files a rank has
     sys.stderr = open(stderr_path, "w")
     run.main = main
@@ -129,3 +134,75 @@ def test_an_uncaught_exception_is_printed_by_the_interpreters_hook(tmp_path):
     status, stderr, _ = _start(tmp_path, ValueError("no such tier"))
     assert status == 1
     assert stderr.startswith("Traceback") and stderr.rstrip().endswith("ValueError: no such tier"), stderr
+
+
+#: in a fresh interpreter: fork a fork server whose end (removing its socket) takes a while, and
+#: report its exit status, or 99 if it came back into this process's code instead of ending
+_ENDING_FORK_SERVER = """
+import os, sys, time
+from emulator.rank import agent
+ready, ending = sys.argv[1:]
+def slow_removal(address):
+    open(ending, "w").close()
+    time.sleep(1)
+agent._remove_socket = slow_removal
+me = os.getpid()
+try:
+    pid = agent.fork_running(sys.executable, ["-c", f"open({ready!r}, 'w').close()\\nimport time\\n"
+                                                   "while True: time.sleep(0.01)"], [])
+finally:
+    if os.getpid() != me:
+        os._exit(99)
+print(pid, flush=True)
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+def _wait_for(path: Path) -> None:
+    deadline = time.time() + 30
+    while not path.exists():
+        assert time.time() < deadline, f"{path.name} never came"
+        time.sleep(0.01)
+
+
+def test_a_second_sigterm_while_the_fork_server_ends_does_not_take_it_back_into_the_agents_code(tmp_path):
+    """A killed agent's threads exit one by one, and the kernel sends the fork server its death
+    signal at each (it is handed from thread to thread): a second SIGTERM that came while the fork
+    server ended took it back into the agent's code, which it then ran to the end of a normal exit,
+    seconds of torch's teardown, while the ranks it forked trained on as orphans."""
+    ready, ending = tmp_path / "ready", tmp_path / "ending"
+    proc = subprocess.Popen([sys.executable, "-c", _ENDING_FORK_SERVER, str(ready), str(ending)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        server = int(proc.stdout.readline())
+        _wait_for(ready)
+        os.kill(server, signal.SIGTERM)
+        _wait_for(ending)
+        os.kill(server, signal.SIGTERM)
+        assert int(proc.stdout.readline()) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_fork_servers_socket_fits_however_deep_tmpdir_is(tmp_path, monkeypatch):
+    """A deep $TMPDIR (a test's tmp_path, a job's scratch) made the fork server's socket address longer
+    than a socket holds: the agent failed with "AF_UNIX path too long". Its folder is then a private
+    one in /tmp, removed at exit; a short $TMPDIR is used as it is."""
+    from multiprocessing import connection, process
+    config = process.current_process()._config
+    deep = tmp_path / ("d" * 60) / ("e" * 40)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    monkeypatch.delitem(config, "tempdir", raising=False)
+    agent.socket_folder_that_fits()
+    folder = config["tempdir"]
+    try:
+        assert folder.startswith("/tmp/pymp-") and os.stat(folder).st_mode & 0o777 == 0o700
+        assert len(os.fsencode(connection.arbitrary_address("AF_UNIX"))) <= agent.SOCKET_PATH_MAX
+    finally:
+        shutil.rmtree(folder)
+        del config["tempdir"]
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
+    agent.socket_folder_that_fits()
+    assert "tempdir" not in config  # multiprocessing makes its own in $TMPDIR, as usual

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import pytest
 
+from rundesign import run_of
+
 from emulator.checkpoint.records import LoadRecord
 from emulator.config import load_config
+from emulator.fullsize import full_load
 from emulator.rank.comm import SoloComm
-from emulator.rank.dilation import load_factor, with_factor
-from emulator.results.design_time import at_run_factor, full_load
+from emulator.rank.dilation import load_clock
+from emulator.results.design_time import at_run_factor
 
 MB = 1_000_000
 
@@ -26,16 +29,16 @@ def _restore(seconds: float, nbytes: int, tier: str = "local"):
 def test_the_loads_factor_leaves_the_host_twice_its_whole_restore():
     """The default's NVMe reads 7 GB/s for the node; this host restored 100 MB in 0.2 s (0.5 GB/s):
     the loads need 2 x 7 / 0.5 = 28, rounded up to x30."""
-    cfg = with_factor(load_config("default"), 12.5)
-    factor, [probe] = load_factor(cfg, SoloComm(), _restore(0.2, 100 * MB), [[("local", None)]])
-    assert factor == 30 and (probe.phase, probe.tier) == ("restore", "local")
+    design, clock = run_of(load_config("default"))
+    loads, [probe] = load_clock(design, clock.at(12.5), SoloComm(), _restore(0.2, 100 * MB), [[("local", None)]])
+    assert loads.dilation == 30 and (probe.phase, probe.tier) == ("restore", "local")
     assert probe.host_bps == pytest.approx(0.5e9)
 
 
 def test_the_loads_are_never_less_dilated_than_the_run():
-    cfg = with_factor(load_config("default"), 50)
-    factor, _ = load_factor(cfg, SoloComm(), _restore(0.2, 100 * MB), [[("local", None)]])
-    assert factor == 50
+    design, clock = run_of(load_config("default"))
+    loads, _ = load_clock(design, clock.at(50), SoloComm(), _restore(0.2, 100 * MB), [[("local", None)]])
+    assert loads.dilation == 50
 
 
 def test_a_load_at_its_own_factor_is_scaled_by_it():

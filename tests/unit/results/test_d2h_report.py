@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from timeline_picture import colour_pixels, read_png, synthetic
 
+from rundesign import run_of
 from emulator.checkpoint.records import CkptRecord, LoadRecord, RankResult
 from emulator.config import load_config
 from emulator.results.report import format_table
@@ -38,7 +39,7 @@ def _rank(rank, *, d2h=(0.05, 0.08), gpu=True, sharing=2, bucketed=False, h2d=0.
 
 def _results(**kw):
     cfg = load_config(None, ["checkpoint.modes=[async]", "checkpoint.baseline=false", "parallelism.ranks=4"])
-    return build_results(cfg, [_rank(r, **kw) for r in range(4)])
+    return build_results(cfg, *run_of(cfg), [_rank(r, **kw) for r in range(4)])
 
 
 def test_d2h_figures_and_device_sharing_are_reported():
@@ -65,7 +66,7 @@ def test_one_rank_per_gpu_and_bucketed_staging_are_said():
 
 def test_uneven_sharing_is_said_as_a_range():
     cfg = load_config(None, ["checkpoint.modes=[async]", "checkpoint.baseline=false", "parallelism.ranks=3"])
-    text = format_table(build_results(cfg, [_rank(0, sharing=2), _rank(1, sharing=1), _rank(2, sharing=2)]))
+    text = format_table(build_results(cfg, *run_of(cfg), [_rank(0, sharing=2), _rank(1, sharing=1), _rank(2, sharing=2)]))
     assert "1-2 ranks share each GPU" in text
 
 

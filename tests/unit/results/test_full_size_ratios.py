@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pytest
 
+from rundesign import run_of
+from schemas import assert_valid
 from emulator.checkpoint.records import CkptRecord, RankResult
 from emulator.config import load_config
 from emulator.results.report import format_table
@@ -47,7 +49,11 @@ def _config():
 
 @pytest.fixture(scope="module")
 def results():
-    return build_results(_config(), [_rank(r) for r in (0, 1)])
+    return build_results(_config(), *run_of(_config()), [_rank(r) for r in (0, 1)])
+
+
+def test_results_json_holds_to_its_schema(results):
+    assert_valid("results", results)
 
 
 def test_the_ratios_at_full_size_weigh_the_hosts_time_once(results):
@@ -70,7 +76,7 @@ def test_a_hosts_time_past_each_paced_step_is_counted_once_not_over_k():
     a step is the design's 62.5 s and those 50 ms, not 67.5 s, so the stall's share is the design's
     (at x1.25 on this machine the loop's 10 ms a step once read goodput 87.7 % for 82.6 %)."""
     host = 0.05
-    m = build_results(_config(), [_rank(r, host) for r in (0, 1)])["modes"]["sync"]
+    m = build_results(_config(), *run_of(_config()), [_rank(r, host) for r in (0, 1)])["modes"]["sync"]
     stall = PACED / K + (STALL - PACED)
     step = STEP_S / K + host  # 62.55 s
     train = STEPS * step + 2 * stall
@@ -91,6 +97,6 @@ def test_the_report_shows_each_ratio_measured_then_at_full_size(results):
 def test_the_full_size_save_rate_counts_the_designs_bytes_not_the_files_structure(results):
     """A rank's file bytes paced at their weight (``bytes_weight``: emulator/checkpoint/checkpointer.py)
     take the design's time: the rate at full size is the design's bytes over it, not the file's."""
-    weighed = build_results(_config(), [{**_rank(r), "bytes_weight": 0.9} for r in (0, 1)])["modes"]["sync"]["full_size"]
+    weighed = build_results(_config(), *run_of(_config()), [{**_rank(r), "bytes_weight": 0.9} for r in (0, 1)])["modes"]["sync"]["full_size"]
     plain = results["modes"]["sync"]["full_size"]
     assert weighed["save_bytes_per_s"] == pytest.approx(0.9 * plain["save_bytes_per_s"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from rundesign import run_design
 from emulator.config import load_config
 from emulator.results.design_time import WAKE_UP_S, host_lags, host_shares
 from emulator.results.summary import host_notes
@@ -29,7 +30,7 @@ def _notes(recs, software: dict) -> list[str]:
     mode = {"checkpoints": 1, "host_share": host_shares(recs, K), "software_s": {},
             "host_lag": host_lags(recs, software)}
     results = {"modes": {"sync": mode}, "bytes": {"run_actual_state": 1 << 30}, "load": {}}
-    return host_notes(load_config(None, []), results)
+    return host_notes(run_design(load_config(None, [])), results)
 
 
 def test_a_write_six_times_its_paced_time_is_flagged_though_once_it_is_1_percent_at_full_size():

@@ -9,8 +9,11 @@ Synthetic rank results (no torchrun): rank 0 stalls 1.0 s then 0.1 s, rank 1 0.1
 from __future__ import annotations
 
 import pytest
+from rankresults import loop, rank_result
 
-from emulator.checkpoint.records import CkptRecord, RankResult
+from rundesign import run_of
+
+from emulator.checkpoint.records import CkptRecord
 from emulator.config import load_config
 from emulator.results.report import format_table
 from emulator.results.summary import build_results
@@ -26,20 +29,14 @@ def _rank(rank: int) -> dict:
     recs = [CkptRecord(step=5 * (i + 1), mode="sync", rank=rank, node=0, start=5.0 * (i + 1), stall_s=stall,
                        snapshot_s=0.01, local_write_s=stall / 2, file_bytes=GIB, global_complete=True).to_dict()
             for i, stall in enumerate(STALLS[rank])]
-    compute = [(float(s), s + STEP_S) for s in range(STEPS)]
-    loop = lambda wall: {"start": 0.0, "train_end": wall, "end": wall, "steps": STEPS,  # noqa: E731
-                         "flush_s": 0.0, "compute": compute, "at_risk": 0}
-    return RankResult(rank=rank, node=0, state_bytes=GIB, emulated_bytes=GIB, records=recs, loads=[],
-                      page_cache_dropped=True, modes={"none": loop(STEPS * STEP_S), "sync": loop(SYNC_WALL)},
-                      events=[], local="dir", global_="dir", stopped_early=False, failure=None, attempt=0,
-                      resume=[], recovery=None, fault_counts={}, content={}, content_audit=None,
-                      peak_rss_bytes=0).to_dict()
+    return rank_result(rank, recs, {"none": loop(STEPS * STEP_S, STEPS, STEP_S),
+                                    "sync": loop(SYNC_WALL, STEPS, STEP_S)})
 
 
 @pytest.fixture(scope="module")
 def results():
     cfg = load_config(None, ["checkpoint.modes=[sync]", "checkpoint.baseline=true", "parallelism.ranks=2"])
-    return build_results(cfg, [_rank(r) for r in STALLS])
+    return build_results(cfg, *run_of(cfg), [_rank(r) for r in STALLS])
 
 
 def test_the_jobs_total_stall_is_the_sum_of_each_checkpoints_worst_rank(results):

@@ -6,13 +6,14 @@ report says how much of a node each run node is, so a reader knows why its rates
 """
 from __future__ import annotations
 
+from rundesign import run_design
 from emulator.config import load_config
 from emulator.results.summary import host_notes
 
 
 def _notes(cfg, ranks: int, nodes: int) -> list[str]:
     results = {"modes": {}, "bytes": {"run_actual_state": 1 << 30}, "load": {}, "ranks": ranks, "nodes": nodes}
-    return [n for n in host_notes(cfg, results) if n.startswith("node:")]
+    return [n for n in host_notes(run_design(cfg), results) if n.startswith("node:")]
 
 
 def test_half_a_design_node_is_said_to_be_paced_at_half_of_it():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from rundesign import run_design
 from emulator.config import load_config
 from emulator.results.design_time import host_shares, software_seconds
 from emulator.results.summary import host_notes
@@ -43,7 +44,7 @@ def test_a_stream_the_host_fell_behind_in_is_still_flagged():
 def _notes(recs) -> list[str]:
     mode = {"checkpoints": 1, "host_share": host_shares(recs, K), "software_s": software_seconds(recs)}
     results = {"modes": {"async": mode}, "bytes": {"run_actual_state": 1 << 30}, "load": {}}
-    return host_notes(load_config("design-memory-peer-pfs"), results)
+    return host_notes(run_design(load_config("design-memory-peer-pfs")), results)
 
 
 def test_the_report_shows_the_software_apart_and_the_phase_as_the_designs():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from rundesign import run_design
 from emulator.config import load_config
 from emulator.results.summary import host_notes, summarize_loads
 
@@ -19,7 +20,7 @@ def _ranks(seconds: float, paced_s: float) -> list[dict]:
 
 def _restore_notes(load: dict) -> list[str]:
     results = {"modes": {}, "bytes": {"run_actual_state": 1 << 30}, "load": load}
-    return [n for n in host_notes(load_config("default"), results) if n.startswith("restore")]
+    return [n for n in host_notes(run_design(load_config("default")), results) if n.startswith("restore")]
 
 
 def test_an_unpaced_restore_is_all_this_hosts_and_said_so():
@@ -79,7 +80,7 @@ def test_a_stream_past_its_paced_time_is_flagged_though_under_a_tenth_of_the_who
     [note] = _restore_notes(summary)
     assert note.startswith("restore (local): this host ran 12% past its paced time here"), note
     results = {"modes": {}, "bytes": {"run_actual_state": 1 << 30}, "load": summary}
-    assert not any(n.startswith("every paced phase") for n in host_notes(load_config("default"), results))
+    assert not any(n.startswith("every paced phase") for n in host_notes(run_design(load_config("default")), results))
 
 
 def test_a_stream_a_little_past_its_paced_time_is_the_designs():
@@ -88,4 +89,4 @@ def test_a_stream_a_little_past_its_paced_time_is_the_designs():
     summary = summarize_loads([{"loads": [load], "page_cache_dropped": True}], 0.4, 0.005)
     assert _restore_notes(summary) == []
     results = {"modes": {}, "bytes": {"run_actual_state": 1 << 30}, "load": summary}
-    assert any(n.startswith("every paced phase (restore)") for n in host_notes(load_config("default"), results))
+    assert any(n.startswith("every paced phase (restore)") for n in host_notes(run_design(load_config("default")), results))

@@ -103,3 +103,32 @@ def test_as_run_steps_are_the_steps_between_checkpoints(tmp_path):
             del rec["start"]
     path.write_text(json.dumps(raw))
     assert step_seconds(read_results(str(path)), "async") == pytest.approx(0.05)
+
+
+def test_a_dcp_run_gives_the_design_its_planning_per_item_and_its_staging(tmp_path):
+    """A dcp run's measured planning becomes a cost per plan item that the full-size design's planning
+    uses (source: measured); its snapshot is its async stall (DCP's own staging), not the paced time."""
+    import json
+
+    from emulator import sizing
+    cfg_path = level_config(tmp_path, peer=False)
+    data = yaml.safe_load(cfg_path.read_text())
+    data["checkpoint"]["engine"] = "dcp"
+    cfg_path.write_text(yaml.safe_dump(data))
+    path = level_results(tmp_path, cfg_path)
+    raw = json.loads(path.read_text())
+    raw["engine"] = {"name": "dcp", "measured_s": {"sync": {"planning_s": 0.09, "staging_s": 0.0}}}
+    for pr in raw["per_rank"]:
+        for r in pr["records"]:
+            r["paced"] = {"snapshot": SNAPSHOT / 10}  # paced at a tenth of the stall DCP's staging took
+    path.write_text(json.dumps(raw))
+    cal = read_calibration(str(path), "async")
+    cfg = load_config(str(cfg_path))
+    par = cfg.parallelism
+    c = sizing.rank_coords(0, par.tp, par.pp, par.dp)
+    tensors = len(sizing.model_tensors(cfg.model, par, c)) + len(sizing.optimizer_tensors(cfg.model, par, c))
+    assert cal.plan_item_s == pytest.approx(0.09 / (tensors * (FILES + 1)))
+    assert cal.snapshot_bps == pytest.approx(NODE / FILES / SNAPSHOT)
+    d = resolve(cfg, calibration=cal)
+    assert d.sources["snapshot_plan_item_s"] == "measured"
+    assert d.snapshot.plan_s == pytest.approx(4 * 4 * 1e-3 + cal.plan_item_s * d.snapshot.tensors * 17)

@@ -9,7 +9,6 @@ from emulator.config import load_config
 from emulator.design import resolve
 from emulator.simulation.arrivals import Arrivals
 from emulator.simulation.model import JobModel, RunSpec, simulate
-from emulator.simulation.planning import training_interval
 
 
 def _flat(d: dict, prefix: str = ""):
@@ -43,7 +42,7 @@ def _stepped(monkeypatch) -> list:
     ("design-memory-peer-pfs", "async", "local_write")])
 def test_skipped_cycles_give_the_event_by_event_outcome(monkeypatch, name, mode, waits):
     d = _design(name, waits)
-    spec = RunSpec(mode, training_interval(d, mode, 120.0, {}), horizon_s=10 * 86400)
+    spec = RunSpec(mode, 120.0, horizon_s=10 * 86400)
     stepped = _stepped(monkeypatch)
     every = simulate(d, spec, Arrivals(d.failures, seed=7), skip_cycles=False)
     by_event, stepped[0] = stepped[0], 0

@@ -36,7 +36,7 @@ def _tiers(tmp_path, *names):
     return out
 
 
-def _ladder(tmp_path, *names, peer=False, **extra):
+def _ladder(tmp_path, *names, peer=False, flags=None, **extra):
     """Llama-3 405B (TP8 PP32) on 2,048 nodes of 8, ZeRO-1: five node groups of unequal bytes."""
     tiers = _tiers(tmp_path, *names)
     node = {"nic": "400Gb/s", "snapshot": {"rate": "40GB/s", "fixed_ms": 20}}
@@ -49,7 +49,7 @@ def _ladder(tmp_path, *names, peer=False, **extra):
     data = {"extends": "llama3-405b", "tiers": tiers, "drain": {"verify": "checksum", "concurrency": 3},
             "design": {"job": {"nodes": 2048}, "node": node,
                        "global": {"write": "400GB/s", "read": "800GB/s", "latency_ms": 5}}, **extra}
-    return resolve(_cfg(tmp_path, data))
+    return resolve(_cfg(tmp_path, data), **(flags or {}))
 
 
 def _alone(d, mode="sync"):
@@ -136,9 +136,8 @@ def test_a_failure_restores_the_newest_checkpoint_a_surviving_tier_holds(tmp_pat
 def test_the_design_is_what_the_simulator_reads(tmp_path):
     """The simulator takes rates only from the design's links: halving the global aggregate in the
     design (a flag or a sweep row) doubles every node's share of the drain."""
-    from emulator.design.model import overridden
     d = _ladder(tmp_path, "local")
-    slow = overridden(d, global_write_bps=200e9)
+    slow = _ladder(tmp_path, "local", flags={"global_write_bps": 200e9})
     moving = d.job.checkpoint_bytes
     assert _alone(slow).drain_mean_s > _alone(d).drain_mean_s
     assert copy_seconds(slow, "global") == pytest.approx(_alone(slow).drain_mean_s, rel=1e-6)

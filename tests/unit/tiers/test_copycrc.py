@@ -15,10 +15,10 @@ PATHS = {"two passes": copycrc._copy_then_crc}
 if copycrc.FUSED:
     PATHS["fused"] = copycrc._fused
 
-# the C loop copies up to 63 bytes to reach a whole line, then chunks of 384 bytes (three CRC
-# streams of 128), then words, then bytes
-LENGTHS = [0, 1, 7, 8, 9, 63, 64, 127, 383, 384, 385, 447, 448, 449, 768 + 64 + 13, 8192 * 3 + 5,
-           (1 << 20) + 3]
+# the C loop copies up to 63 bytes to reach a whole line, then, from 3 x 4 lines on, three thirds
+# of whole lines (one CRC stream each, joined at the end), then words, then bytes
+LENGTHS = [0, 1, 7, 8, 9, 63, 64, 127, 383, 384, 385, 767, 768, 769, 768 + 191, 768 + 192, 768 + 64 + 13,
+           8192 * 3 + 5, (1 << 20) + 3, (5 << 20) + 191]
 
 
 @pytest.mark.parametrize("path", PATHS)

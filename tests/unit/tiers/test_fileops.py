@@ -1,4 +1,5 @@
-"""Durability of folders: what a power cut would otherwise lose even after every file's fsync."""
+"""Durability of folders: what a power cut would otherwise lose even after every file's fsync; and
+writes that the kernel takes in parts."""
 from __future__ import annotations
 
 import asyncio
@@ -15,9 +16,9 @@ def fsynced_dirs(monkeypatch):
     calls = []
     real = fileops.fsync_dir
 
-    def record(path):
+    def record(path, **kw):
         calls.append(str(path))
-        real(path)
+        real(path, **kw)
     monkeypatch.setattr(fileops, "fsync_dir", record)
     return calls
 
@@ -67,3 +68,21 @@ def test_a_partial_names_the_file_it_was_written_for_and_no_other_name_does():
     assert fileops.partial_of(fileops.partial_path(Path("step_00000002") / "a.b.pt").name) == "a.b.pt"
     for name in ("progress.json", ".progress.json.partial", "progress.json.0123456789ab.partial"):
         assert fileops.partial_of(name) is None
+
+
+def test_a_write_the_kernel_takes_in_parts_is_written_whole(tmp_path, monkeypatch):
+    """One write() moves at most 2,147,479,552 bytes on Linux: ``write_all`` loops over short
+    writes (here 3 bytes at a time) until every byte is written, and raises when none is taken."""
+    import os
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real(fd, bytes(data[:3])))
+    path = tmp_path / "f"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        assert fileops.write_all(fd, memoryview(b"0123456789")) == 10
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"0123456789"
+    monkeypatch.setattr(os, "write", lambda fd, data: 0)
+    with pytest.raises(OSError, match="write stopped after 0 of 4 bytes"):
+        fileops.write_all(1, b"abcd")

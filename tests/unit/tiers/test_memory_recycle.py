@@ -368,3 +368,44 @@ def test_the_mapped_part_is_checksummed_in_its_copy_and_the_rest_as_written(tier
     asyncio.run(tier.delete("b"))
     with ChecksumSink(tier.open_write("c")) as sink:  # a write says it took all it was given
         assert sink.write(data) == len(data) and sink.bytes_written == len(data)
+
+
+@pytest.fixture
+def shm_tier():
+    """A recycling tier in host memory, as the memory tier is (on a disk's file system a mapped page
+    written back is write-protected again, so every rewrite faults it)."""
+    import shutil
+    import uuid
+    from pathlib import Path
+    root = Path("/dev/shm") / f"ckpt-emu-test-{uuid.uuid4().hex[:8]}"
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm here")
+    yield DirTier(root / "mem", recycle=True, pool_files=2)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_warm_save_copies_each_byte_once_into_pages_already_mapped(shm_tier, monkeypatch):
+    """The memory tier's save at its floor (issue 58): from the second reuse of a pooled file on,
+    every byte is copied once, with its CRC32C in the same pass (no checksum of its own, no
+    write()), into pages the process already has mapped: no page is faulted in or allocated."""
+    import resource
+
+    from emulator.checkpoint import integrity
+    from tiers import directory
+    tier = shm_tier
+    data = os.urandom(8 << 20)
+    cycle(tier, "a", data)  # allocates the file's pages
+    cycle(tier, "b", data)  # maps them (page tables filled once)
+    copied, checksummed = [], []
+    real_copy, real_crc = directory.copy_crc32c, integrity.crc32c.crc32c
+    monkeypatch.setattr(directory, "copy_crc32c", lambda *a: copied.append(len(a[2])) or real_copy(*a))
+    monkeypatch.setattr(integrity.crc32c, "crc32c", lambda b, c=0: checksummed.append(len(b)) or real_crc(b, c))
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    inner = tier.open_write("c")
+    with ChecksumSink(inner) as sink:
+        sink.write(data)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    assert sum(copied) == inner.bytes_mapped == len(data) and checksummed == []
+    assert faults < len(data) // os.sysconf("SC_PAGE_SIZE") // 64, faults  # 2048 pages: a few faults at most
+    monkeypatch.undo()
+    assert tier.local_path("c").read_bytes() == data and sink.hexdigest == format_crc(crc32c.crc32c(data))

@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from durations import assert_paced
 
 from tiers.base import Sink, TierScope
 from tiers.directory import DirTier
@@ -301,7 +302,9 @@ def test_real_transfer_takes_bytes_over_rate():
             for _ in range(n // len(chunk)):
                 sink.write(chunk)
         return time.perf_counter() - t0
-    assert statistics.median(once() for _ in range(3)) == pytest.approx(n / rate, rel=0.10)
+    # a lower bound the pacing guarantees (the bytes are not due before n / rate); how long a loaded host
+    # takes beyond it is the host's (CI read 0.140 s for 0.125 under load)
+    assert_paced(statistics.median(once() for _ in range(3)), n / rate, "64 MiB at 0.5 GiB/s")
 
 
 def _node_rank(shared_dir, barrier, results, nbytes):

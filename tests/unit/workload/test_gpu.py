@@ -74,9 +74,9 @@ def test_over_the_budget_buckets_through_pinned_slots_both_ways():
 
 def test_content_is_the_same_bytes_on_any_device():
     from emulator.config import load_config
-    from emulator.workload.state import RankState
+    from rundesign import rank_state
     cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
-    states = [RankState.from_config(cfg, 0, device) for device in ("cpu", "cuda")]
+    states = [rank_state(cfg, 0, device) for device in ("cpu", "cuda")]
     for state in states:
         for step in range(1, 4):
             state.mutate(step)
@@ -91,10 +91,10 @@ def test_restore_verifies_then_copies_host_to_device(tmp_path):
     from emulator.checkpoint.restore import Restorer
     from emulator.config import load_config
     from emulator.rank.comm import SoloComm
-    from emulator.workload.state import RankState
+    from rundesign import rank_state
     from tiers.directory import DirTier
     cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
-    state = RankState.from_config(cfg, 0, "cuda")
+    state = rank_state(cfg, 0, "cuda")
     local, glob = DirTier(tmp_path / "local"), DirTier(tmp_path / "global")
     ckpt = Checkpointer(state, local, glob, SoloComm(), keep=2)
     state.mutate(1)

@@ -3,9 +3,12 @@ a DMA the emulator paces; a memmove on this host's cores set the run's dilation 
 cores for the documented 48 GiB/s per accelerator), and every checkpoint's bytes stay fresh."""
 from __future__ import annotations
 
+import dataclasses
 import zlib
 
 import torch
+
+from rundesign import run_design
 
 from emulator.config import load_config
 from emulator.workload.content import BLOCK
@@ -74,3 +77,17 @@ def test_a_checkpoint_of_swapped_buffers_holds_its_steps_state():
             copied.mutate(step)
         swapped.snapshot(paced=True)
         assert _bytes(swapped, "staging") == _bytes(copied, "live")
+
+
+def test_a_runs_state_is_rekeyed_whole_over_the_designs_interval_not_the_configs():
+    """A run's state takes its interval from the run's design (design.json), not from the config:
+    over the design's interval every block is re-keyed, so its next checkpoint repeats none of the
+    last one's (re-keyed over the config's 8 steps, half of them would repeat)."""
+    cfg = load_config(None, ["run.scale=0.0002", "checkpoint.interval_steps=8"])
+    design = dataclasses.replace(run_design(cfg), interval_steps=INTERVAL)
+    state = RankState.of_run(cfg, design, 0)
+    before = _blocks(_bytes(state, "live"))
+    for step in range(1, INTERVAL + 1):
+        state.mutate(step)
+    repeated = len(_blocks(_bytes(state, "live")) & before)
+    assert repeated == 0, f"{repeated} of {len(before)} blocks of the last checkpoint repeat"

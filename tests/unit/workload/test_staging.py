@@ -269,6 +269,7 @@ def test_a_checkpoint_from_packed_staging_buffers_restores_bit_for_bit(tmp_path,
     from emulator.checkpoint.checkpointer import Checkpointer
     from emulator.checkpoint.restore import Restorer
     from emulator.config import load_config
+    from rundesign import rank_state
     from emulator.rank.comm import SoloComm
     from emulator.workload.staging import packed_by_dtype
     from tiers.directory import DirTier
@@ -279,7 +280,7 @@ def test_a_checkpoint_from_packed_staging_buffers_restores_bit_for_bit(tmp_path,
 
     monkeypatch.setattr(state_mod, "copier_for", lambda device: PackedCopier())
     cfg = load_config("llama3-8b", ["run.scale=0.0002", "parallelism.ranks=1"])
-    state = state_mod.RankState.from_config(cfg, 0)
+    state = rank_state(cfg, 0)
     assert len({t.untyped_storage().data_ptr() for t in state.tensors("staging")}) == 2  # bf16 and fp32
     local, glob = DirTier(tmp_path / "l"), DirTier(tmp_path / "g")
     ckpt = Checkpointer(state, local, glob, SoloComm(), keep=2)

@@ -1,0 +1,138 @@
+"""A ladder's settled schedule under Poisson failures: what a run phase keeps, what its recoveries take.
+
+For one failure class, the copies that survive it are the checkpoints durable on its surviving
+levels; ``m_k``, the earliest time any checkpoint from the k-th on is durable there, says which copy
+is the newest at any moment (emulator/planner/model.py has the formulas these terms enter). Per row
+of intervals (numpy), over the settled schedule of emulator/planner/cycle.py:
+
+- :func:`class_terms`: the progress a run phase keeps when a failure of the class ends it, and its
+  recoveries' mix (which copy, read where, at what cost: a nearer tier holds a copy for the other
+  nodes until its retention deletes it);
+- :func:`older_copies`: where the previous failure restored a copy that does not survive this
+  class (a crash restored host memory, then a node is lost before a new copy reaches global
+  storage), the job falls back to an older one.
+"""
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from emulator.planner.cycle import Steady
+
+
+def newest_times(cycle: tuple, s: Steady, alive: set) -> np.ndarray:
+    """m: per row, over three cycles of checkpoints, the earliest time any checkpoint from the k-th on is
+    durable on a level of ``alive`` (inf where none is)."""
+    n, L = s.start.shape
+    tau = np.full((n, L), np.inf)
+    for p, ck in enumerate(cycle):
+        durable = [d for lv, d in zip(ck.levels, ck.durable_s) if lv in alive]
+        if durable:
+            tau[:, p] = s.pipe[:, p] + min(durable)
+    P = s.period[:, None]
+    return np.minimum.accumulate(np.concatenate([tau, tau + P, tau + 2 * P], axis=1)[:, ::-1], axis=1)[:, ::-1]
+
+
+def _kept(m: np.ndarray, origin: np.ndarray, lam: float) -> np.ndarray:
+    """Per row and run phase starting at ``origin[:, phi]``: sum over the next cycle's k of
+    exp(-lam (m_k - origin_phi)), from reverse cumulative sums (each term against the cycle's first
+    origin; a term against its own is at most exp(lam P): capped where no checkpoint gets through)."""
+    L = origin.shape[1]
+    a0 = origin[:, :1]
+    x = np.exp(-lam * (m[:, 1:2 * L + 1] - a0))
+    after = np.concatenate([np.cumsum(x[:, ::-1], axis=1)[:, ::-1], np.zeros((x.shape[0], 1))], axis=1)
+    phi = np.arange(L)
+    return np.exp(np.minimum(lam * (origin - a0), 700.0)) * (after[:, phi] - after[:, phi + L])
+
+
+def deletions(cycle: tuple, s: Steady) -> dict:
+    """{level: (positions over three cycles that go to it, their durable times: rows x positions)}."""
+    L = len(cycle)
+    cols: dict = {}
+    for q in range(3):
+        for p, ck in enumerate(cycle):
+            for level, durable in zip(ck.levels, ck.durable_s):
+                cols.setdefault(level, []).append((q * L + p, p, q, durable))
+    out = {}
+    for level, rows in cols.items():
+        js, ps, qs, ds = (np.array(v) for v in zip(*rows))
+        out[level] = (list(js), s.pipe[:, ps] + s.period[:, None] * qs[None, :] + ds[None, :])
+    return out
+
+
+def _held_until(deletions: dict, level: int, keep: int, k: int, rows: int) -> np.ndarray:
+    """When checkpoint ``k`` (of the three cycles) leaves ``level``: ``keep`` newer copies durable there."""
+    js, ts = deletions[level]
+    i = bisect.bisect_right(js, k) + keep - 1
+    return ts[:, i] if i < len(js) else np.full(rows, np.inf)
+
+
+def class_terms(cycle: tuple, s: Steady, restores: tuple, m: np.ndarray, lam: float, gone_at: dict) -> list:
+    """[E[W] (the progress a run phase keeps, from where it started), the mean recovery's
+    (1 - e^-lam R) / lam, its e^-lam R, {level: share of restores from it}, the mean recovery's
+    seconds, m] of one class per row; ``restores`` per position as emulator/planner/model.py's
+    ``restores_of`` gives them, ``m`` the :func:`newest_times` of the levels that survive it, ``gone_at``
+    the schedule's :func:`deletions`."""
+    n, L = s.start.shape
+    P = s.period[:, None]
+    kept = _kept(m, s.stall_end, lam) / -np.expm1(-lam * s.period)[:, None]
+    w = np.diff(np.concatenate([s.start, P], axis=1), axis=1) / P
+    progress = s.intervals * (w * kept).sum(axis=1)
+    g, q, mean_s, mix = (np.zeros(n) for _ in range(4))
+    levels = {}
+    with np.errstate(invalid="ignore"):  # no copy ever survives the class: inf - inf
+        for p, (level, pieces) in enumerate(restores):
+            lo, hi = m[:, L + p], m[:, L + p + 1]  # while this position's copy is the newest surviving one
+            if level is None or not np.isfinite(lo).any():
+                continue
+            gone = lo
+            for nearer, keep, seconds in pieces:
+                end = hi if nearer is None else np.minimum(hi, _held_until(gone_at, nearer, keep, L + p, n))
+                share = np.where(np.isfinite(gone), np.maximum(0.0, end - gone), 0.0) / s.period
+                gone = np.maximum(gone, end)
+                g += share * -np.expm1(-lam * seconds) / lam
+                q += share * np.exp(-lam * seconds)
+                mean_s += share * seconds
+                mix += share
+                levels[level] = levels.get(level, 0.0) + share
+    total = np.where(mix > 0, mix, 1.0)
+    return [progress, g / total, np.where(mix > 0, q / total, 1.0), levels, mean_s / total, m]
+
+
+def _area(m: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per row, the integral from 0 to each ``y`` (rows x points) of the count of m_k <= x: sum_k (y - m_k)+,
+    that is c y - (m_1 + ... + m_c) with c the count of m_k <= y (``m`` rises along k; every row is
+    searched at once, each shifted past the one before)."""
+    n, K = m.shape
+    finite = np.isfinite(m)
+    top = float(np.max(np.where(finite, m, 0.0)).max(initial=0.0)) + float(np.max(y)) + 1.0
+    shift = np.arange(n)[:, None] * 2 * top
+    flat = (np.where(finite, m, top) + shift).ravel()
+    c = np.searchsorted(flat, (y + shift).ravel(), side="right").reshape(y.shape) - np.arange(n)[:, None] * K
+    prefix = np.concatenate([np.zeros((n, 1)), np.cumsum(np.where(finite, m, 0.0), axis=1)], axis=1)
+    return c * y - np.take_along_axis(prefix, c, axis=1)
+
+
+def older_copies(cycle: tuple, s: Steady, m_before: np.ndarray, m_both: np.ndarray, m_after: np.ndarray,
+                 lam: float) -> tuple:
+    """(checkpoints a run phase falls back by, the chance it falls back) on average, per row: the previous
+    failure (at a uniform time x of the cycle) restored the newest copy its class spared (``m_before``),
+    and wiped the copies it did not; if the next failure comes before a new copy that survives its own
+    class (``m_after``) is durable, the job restores the newest copy both classes spare (``m_both``),
+    older by the checkpoints between the two, from a level both spare."""
+    n, L = s.start.shape
+    P = s.period[:, None]
+    edges = np.concatenate([s.start, P], axis=1) + P  # the middle cycle's checkpoint starts: phi's span
+    behind = np.diff(_area(m_before, edges) - _area(m_both, edges), axis=1)  # rows x phi, in checkpoint-seconds
+    origin = s.stall_end + P
+    none = -np.expm1(-lam * np.maximum(0.0, m_after[:, L + 1:2 * L + 1] - origin))
+    return (behind * none).sum(axis=1) / P[:, 0], (np.diff(edges, axis=1) * none).sum(axis=1) / P[:, 0]
+
+
+def behind_on_average(s: Steady, m_newer: np.ndarray, m_older: np.ndarray) -> np.ndarray:
+    """Per row, the checkpoints between the newest copy ``m_newer``'s levels hold and the newest
+    ``m_older``'s hold, at a uniform time of the cycle: what falling back from one to the other loses."""
+    P = s.period[:, None]
+    span = np.concatenate([P, 2 * P], axis=1)
+    return np.diff(_area(m_newer, span) - _area(m_older, span), axis=1)[:, 0] / P[:, 0]
