@@ -30,6 +30,7 @@ from multiprocessing import forkserver, process, resource_tracker, util
 
 import torch.distributed as dist
 from torch.distributed import run as torchrun
+from torch.distributed.elastic.multiprocessing import api as elastic_api
 from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend
 
 from emulator.job.lifeline import FORK_SERVER_PROCESS_NAME, die_with_parent, name_process
@@ -186,7 +187,26 @@ def _close_fds_except(keep) -> None:
             low = fd + 1
 
 
+def every_failure(poll):
+    """torchrun's poll of forked ranks (``MultiprocessContext._poll``), but a failure lists every rank
+    that had ended with an error when it was seen, not the first its join found: a rank another process
+    SIGKILLed and the rank that then failed on its closed connection end together, and the run must
+    name the first (emulator/launch/failure.py reads torchrun's summary)."""
+    def polled(context):
+        ended = {rank: proc.exitcode for rank, proc in enumerate(getattr(context._pc, "processes", ()) or ())}
+        result = poll(context)
+        if result is not None and result.failures:
+            for rank, code in ended.items():
+                if code and rank not in result.failures:
+                    result.failures[rank] = elastic_api.ProcessFailure(
+                        local_rank=rank, pid=context._pc.processes[rank].pid, exitcode=code,
+                        error_file=context.error_files[rank])
+        return result
+    return polled
+
+
 def main(argv: list[str] | None = None) -> None:
+    elastic_api.MultiprocessContext._poll = every_failure(elastic_api.MultiprocessContext._poll)
     c10d_rendezvous_backend.TCPStore = BoundTCPStore  # the rendezvous store
     dist.TCPStore = BoundTCPStore  # the store the agent shares with its ranks (dynamic_rendezvous)
     torchrun.config_from_args = fork_ranks(torchrun.config_from_args)
