@@ -66,6 +66,7 @@ from emulator.mlperf.report import write_outputs as write_mlperf_outputs
 from emulator.rank import dilation
 from emulator.rank.comm import DistComm
 from emulator.rank.loads import Loads
+from emulator.rank.malloc import cap_arenas
 from emulator.rank.membership import Membership, join_process_group
 from emulator.rank.recovery import Recoveries
 from emulator.rank.soak import Soak
@@ -510,6 +511,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     watch_parent()  # the rank dies with its torchrun agent (and so with the CLI)
     name_rank_process(os.environ.get("RANK", ""))
+    cap_arenas()
     raw = json.loads(Path(args.config).read_text())
     cfg = from_mapping(raw)
     design = from_json(json.loads((Path(args.config).parent / outdir.DESIGN).read_text()))
