@@ -5,7 +5,8 @@ for real with ``ckpt-emu run`` (sync then async, two checkpoints each, one resto
 figure of every checkpoint (the stall, each tier's copy and lag, the restore from the nearest tier)
 within 10 % of ``plan --json``'s closed forms, with no paced phase flagged as this host's.
 
-The seed is printed, and is one per session (the same in every xdist worker). Replay it with
+The seed is printed, and is one per session (the same in every xdist worker; in CI the fixed
+``drawn_runs.CI_SEED``, so that CI judges the change, not the draw). Replay it with
 ``CKPT_EMU_DRAWN_SEED=N``, or one design with ``CKPT_EMU_DRAWN_SPEC='<the JSON printed>'``. A design
 that once disagreed is kept in ``CAUGHT`` and runs every time.
 """
@@ -82,7 +83,10 @@ def _run_and_plan(spec: dict, tmp_path, shm) -> tuple:
 
 def _agrees(spec: dict, tmp_path, shm, label: str) -> None:
     print(f"{label}: CKPT_EMU_DRAWN_SPEC='{json.dumps(spec)}'")
-    res, plan, design = _run_and_plan(spec, tmp_path, shm)
+    try:
+        res, plan, design = _run_and_plan(spec, tmp_path, shm)
+    except AssertionError as exc:  # the run failed or ran flagged twice: its replay first, on the summary line
+        raise AssertionError(f"{label}: {exc}") from exc
     figs = figures(res, plan, design)
     print(f"  scale {res['scale']:.3g}, dilation x{res['dilation']['factor']:g} (loads x{res['dilation']['loads']['factor']:g}), "
           + ", ".join(f"{m} {v['mode_wall_s']:.1f} s" for m, v in res["modes"].items()))
