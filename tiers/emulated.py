@@ -193,12 +193,16 @@ class _Pacer:
         if bucket is not None and n:
             due = bucket.reserve(n * self.weight, start)
             due_in = due - bucket.clock()
-            # the device's time for these bytes, even where this host read them after they were due
-            # (many small reads, each later than the device would have streamed them): that is the
-            # device's time too, and a read that waits adds the wait
-            busy = n * self.weight / bucket.rate
-            paced.record_due(_PHASE.get(), min(start_wall, time.time() + due_in - busy), due_in)
+            # many small reads, each later than the device would have streamed them: still its time
+            self.record(bucket, n, start_wall, due_in)
             self.tier._count(self.direction, bucket.wait_until(due))
+
+    def record(self, bucket: TokenBucket | None, n: int, start_wall: float, due_in: float) -> None:
+        """Log the paced span of ``n`` bytes begun at ``start_wall`` and due ``due_in`` seconds from now:
+        at least the device's time for them, even where this host began or ended them later than
+        the device, streaming from the phase's anchor, would have: that is the device's time too."""
+        busy = n * self.weight / bucket.rate if bucket is not None and n else 0.0
+        paced.record_due(_PHASE.get(), min(start_wall, time.time() + due_in - busy), due_in)
 
     def bytes_due(self, bucket: TokenBucket | None, n: int, start: float) -> float:
         """Book ``n`` bytes moved from ``start`` on; when the emulated device has them (no wait)."""
@@ -492,7 +496,7 @@ class EmulatedTier(TierWrapper):
         result = await op()
         n = nbytes(result) if callable(nbytes) else nbytes
         answered = self._answered(pacer.bytes_due(bucket, n, start), what)
-        paced.record_due(_PHASE.get(), wall, answered - self._now(bucket))
+        pacer.record(bucket, n, wall, answered - self._now(bucket))
         waited = await self._wait(bucket, answered)
         self._count(pacer.direction, waited)
         return result

@@ -45,3 +45,19 @@ def test_the_spans_of_ranks_sharing_a_device_are_counted_once():
     assert spans.covered(mine + other, t, t + 1) == pytest.approx(0.3)
     assert spans.covered(mine + other, t + 0.1, t + 0.35) == pytest.approx(0.15)
     spans.clear()
+
+
+@pytest.mark.parametrize("late_s", [0.05, 0.25])
+def test_a_whole_object_put_late_in_its_phase_is_still_the_devices_time(late_s):
+    """A drain's copy (a put) this host began ``late_s`` after its phase's anchor: the device, streaming
+    from the anchor, had its 1 MB at 10 MB/s 0.1 s after it, and those 0.1 s are the device's. Before,
+    the span began when the put did (0.05 s of 0.1; none where the put ended past its due time), and a
+    drain under load reported a full-size time below the design's (14.5 s against 16.5 s)."""
+    tier = EmulatedTier(MemoryTier(), write_bps=10 * MB, shared_by="rank")
+    spans.clear()
+    t0 = time.time()
+    with counted_as("drain"), anchored_at(t0):
+        time.sleep(late_s)  # the host's own work before the copy began
+        asyncio.run(tier.put("k", b"x" * MB))
+    assert spans.seconds("drain", t0, time.time()) == pytest.approx(0.1, abs=0.02)
+    spans.clear()
