@@ -66,17 +66,20 @@ def _open_gap(design) -> str | None:
 
 
 def _run_and_plan(spec: dict, tmp_path, shm) -> tuple:
-    """``spec``'s run (again once in fresh folders where it flagged a paced phase as this host's), and
+    """``spec``'s run (again once in fresh folders, at twice its dilation, where it flagged a paced phase
+    as this host's), and
     ``plan --json`` of the same config."""
     made = {}
 
-    def run_in(folder):
+    def run_in(folder, dilation=None):
         cfg = made[folder] = run_config(spec, shm / folder.name, folder / "out")
+        if dilation:
+            cfg["run"]["dilation"] = dilation
         folder.mkdir(parents=True)
         (folder / "design.yaml").write_text(yaml.safe_dump(cfg))
         ckpt_emu("run", folder / "design.yaml", "--quiet", timeout=500, check=True)
         return results(cfg["run"]["out"])
-    res, where = run_unflagged(run_in, tmp_path)
+    res, where = run_unflagged(run_in, tmp_path, more_room=True)
     plan = json.loads(ckpt_emu("plan", where / "design.yaml", "--json", check=True).stdout)
     return res, plan, resolve(load_mapping(made[where]))
 
