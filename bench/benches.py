@@ -187,7 +187,7 @@ def bench_drain_dir(params: Params, wd: Path) -> dict:
 def _drain_vs_cp(cfg, pairs, nbytes: int) -> dict:
     return result(
         **throughput_samples(pairs, nbytes),
-        unit="GiB/s", target=0.9, better=HIGHER,
+        unit="GiB/s", target=0.95, better=HIGHER,  # issue 58
         ratio_is="throughput ours/baseline (= cp+sync time / our time, same file)",
         ours_is=f"Drainer.drain (concurrency {cfg.drain.concurrency}, verify {cfg.drain.verify}) "
                 "DirTier -> DirTier: copy_file_range, fsync, rename, fsync dir",

@@ -205,7 +205,7 @@ def peer_send(params: Params, shm: Path, wd: Path) -> dict:
     got = json.loads(out.read_text())
     pairs = list(zip(got["ours"], got["tcp"]))
     return {"peer_send": result(
-        **throughput_samples(pairs, nbytes), unit="GiB/s", target=0.8, better=HIGHER,
+        **throughput_samples(pairs, nbytes), unit="GiB/s", target=0.9, better=HIGHER,  # issue 58
         ratio_is="throughput ours/TCP (= TCP time / our time, same file, same two processes)",
         ours_is=f"PeerTransport.send_replicas, 2 nodes x 1 rank, replicas 1: gloo isend/irecv on loopback in "
                 f"{CHUNK // MIB} MiB chunks, CRC32C on receipt, DirTier sink on /dev/shm (fsync, rename)",

@@ -17,7 +17,7 @@ key                           ratio                                       better
 local_write                   throughput ours / dd conv=fsync             higher  >= 0.9
 mlperf_write                  throughput MLPerf-mode save / dd conv=fsync higher  >= 0.9
 mlperf_read                   throughput MLPerf-mode load / DLIO's call  higher  >= 0.9
-drain_dir                     throughput ours (Drainer) / cp + sync -f    higher  >= 0.9
+drain_dir                     throughput ours (Drainer) / cp + sync -f    higher  >= 0.95
 drain_verify_cost             drain verify checksum / verify size         lower   (none)
 drain_s3                      throughput S3Tier.put_file / upload_file    higher  >= 0.9
 restore_s3                    throughput Restorer.load from S3 (moto) /   higher  >= 0.9
@@ -30,7 +30,7 @@ dcp_save                      throughput engine dcp's save / bare         higher
                               dcp.save, same state and folder
 memory_save                   time save_rank_file to /dev/shm / memcpy    lower   <= 1.2
                               (glibc's)
-peer_send                     throughput peer transport (gloo) / TCP      higher  >= 0.8
+peer_send                     throughput peer transport (gloo) / TCP      higher  >= 0.9
 memory_rss                    (rank peak RSS + memory tier's peak) /      lower   <= 1.1
                               (state + staging + tier copies), real run
 async_stall_vs_dcp_best       stall ours async / DCP reused stager staged lower   <= 1.0
