@@ -42,6 +42,7 @@ class Soak:
         deadline = time.time() + self.duration_s
         spans = []
         loop.after_checkpoint = self.sample
+        loop.progress_span = (deadline - self.duration_s, self.duration_s)  # the soak's, across its recoveries
         while True:
             step, span = loop.run("async", step, max(0.0, deadline - time.time()))
             spans.append(span)

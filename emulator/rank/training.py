@@ -83,6 +83,7 @@ class ModeLoop:
         self.trained_s = 0.0  # the mode's training time so far on the design's clock (the metrics')
         self.trained = TrainedMark(out.trained(comm.rank))
         self.after_checkpoint = None  # called with the checkpoints taken so far, after each (a soak's samples)
+        self.progress_span = None  # (start, seconds) the progress shown is of, where not the mode's (a soak's)
 
     def _should_stop(self, mode_start: float, budget: float | None, step_in_mode: int) -> bool:
         """Every rank's same decision, from one all-reduce (the per-step one of data-parallel training).
@@ -128,7 +129,7 @@ class ModeLoop:
                 self.after_checkpoint(len(self.ckpt.records))
             now = time.time()
             if self.comm.rank == 0 and (checkpointed or now - progress_at >= PROGRESS_EVERY_S):
-                self._write_progress(mode, n + 1, start, budget)
+                self._write_progress(mode, n + 1, *(self.progress_span or (start, budget)))
                 progress_at = now
             self._add_training(mode, now - last, 1, rec)
             if checkpointed:
