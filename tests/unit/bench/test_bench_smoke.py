@@ -40,6 +40,10 @@ def test_a_pair_alternates_and_its_figures_are_the_same_bytes_over_each_sides_ti
     assert (r["ours"], r["baseline"], r["ratio"], r["pairs"], r["met"]) == (2.0, 4.0, 0.5, 2, False)
 
 
+#: the issue's targets (issue 58: the verified drain at 0.95 of cp + sync); the rest 0.9
+TARGETS = {"drain_dir": 0.95}
+
+
 def check_throughput_result(key, r):
     assert "error" not in r, r.get("error")
     for k in KEYS:
@@ -49,7 +53,7 @@ def check_throughput_result(key, r):
     assert r["min"] <= r["ratio"] <= r["max"]
     # a throughput ratio on the same bytes: ours / baseline, consistent with both sides
     assert math.isclose(r["ratio"], r["ours"] / r["baseline"], rel_tol=1e-6)
-    assert r["target"] == 0.9 and isinstance(r["met"], bool)
+    assert r["target"] == TARGETS.get(key, 0.9) and isinstance(r["met"], bool)
     # the bytes asked for (a rank of rank_gib), and little more: a file's headers
     assert TINY["rank_gib"] * GIB <= r["bytes"] <= 1.05 * TINY["rank_gib"] * GIB, (key, r["bytes"])
     # each side's throughput is those bytes over its own time
