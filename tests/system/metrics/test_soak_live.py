@@ -16,6 +16,8 @@ from emu import ckpt_emu, free_port, results, small_config
 from prom import ROOT, finite, prometheus  # noqa: F401 - a fixture
 from schemas import assert_valid
 
+from emulator.launch.progress import run_fraction
+
 #: the live test's paced design (test_grafana_live.py): k = 0.01, a step of 25 s at full size 0.25 s here
 DESIGN = {"node": {"local": {"write": "7GB/s", "read": "7GB/s"}, "nic": "400Gb/s"},
           "global": {"write": "2GB/s", "read": "4GB/s"}}
@@ -73,7 +75,7 @@ def test_a_soak_survives_a_local_loss_every_few_checkpoints_and_serves_each_reco
 
 
 def _progress_while(proc, path) -> list[float]:
-    """The fraction of its budget the run's progress file says it has done, sampled while ``proc`` runs."""
+    """The fraction done the CLI shows from the run's progress file, sampled while ``proc`` runs."""
     shown = []
     while proc.poll() is None:
         try:
@@ -81,6 +83,6 @@ def _progress_while(proc, path) -> list[float]:
         except (OSError, ValueError):
             p = {}
         if p.get("budget_s"):
-            shown.append(p["mode_elapsed_s"] / p["budget_s"])
+            shown.append(run_fraction(p))
         time.sleep(0.2)
     return shown
