@@ -39,6 +39,9 @@ class Params:
     drop_cache: bool = True  # drop the page cache before load samples when permitted
     scaling_ranks: list = field(default_factory=lambda: [1, 2, 4, 8])
     scaling_rank_gib: float = 0.25
+    #: the footprint's rank: a real rank's size (a fixed ~0.2 GiB of Python and torch is half of a
+    #: 1 GiB rank's 10 % allowance, and a 13 GiB Llama-3 8B rank would not fit twice in 24 GiB)
+    footprint_rank_gib: float = 3.0
     quick: bool = False  # smoke test: skip expensive extras (TransferConfig search, DCP variants)
 
     def to_json(self) -> str:

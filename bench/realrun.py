@@ -11,7 +11,7 @@ phases.
   throughput (all ranks' bytes over the slowest rank's local write, MLPerf style)
   and the worst rank's write time, per checkpoint; after each run the same byte
   counts are written by N concurrent ``dd ... conv=fsync`` as the reference.
-- ``footprint``: one rank of ``--rank-gib`` in a sleep-compute run (sync, async,
+- ``footprint``: one rank of ``--footprint-rank-gib`` in a sleep-compute run (sync, async,
   loads): its peak RSS against state + staging bytes, and the CPU the rank
   process burns while the loop sleeps and no checkpoint is in flight (metrics,
   bookkeeping, the per-step all-reduce, idle threads) as a fraction of that wall
@@ -302,8 +302,13 @@ def _cpu_in(samples: list[tuple[float, float]], a: float, b: float) -> tuple[flo
     return inside[-1][1] - inside[0][1], inside[-1][0] - inside[0][0]
 
 
+def footprint_rank_gib(params: Params) -> float:
+    """The footprint's rank size: a real rank's, but the smoke test's tiny one when quick."""
+    return params.rank_gib if params.quick else params.footprint_rank_gib
+
+
 def bench_footprint(params: Params, wd: Path) -> dict:
-    scale = rank_scale(params.rank_gib)
+    scale = rank_scale(footprint_rank_gib(params))
     step_s, interval = 0.5, 6
     saves = 2 if params.quick else 3
     results, sampler = run_ckpt_emu(wd / "run", [

@@ -254,7 +254,8 @@ def machine_header(params: Params, workdir: Path) -> list[str]:
         f"python {platform.python_version()}, torch {_version('torch')}, load avg {os.getloadavg()[0]:.1f}",
         f"  workdir {workdir} ({fs[0].split()[1] if fs else '?'}); rank {params.rank_gib:g} GiB, "
         f"{params.pairs} pairs after {params.warmup} warm-up, S3 object {params.s3_mib} MiB, "
-        f"scaling {params.scaling_ranks} x {params.scaling_rank_gib:g} GiB, torch threads {params.threads}",
+        f"scaling {params.scaling_ranks} x {params.scaling_rank_gib:g} GiB, footprint "
+        f"{params.footprint_rank_gib:g} GiB, torch threads {params.threads}",
     ]
 
 
@@ -275,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="rank counts of the scaling benchmark (default 1 2 4 8)")
     ap.add_argument("--scaling-rank-gib", type=float, default=d.scaling_rank_gib,
                     help=f"state per rank in the scaling runs, GiB (default {d.scaling_rank_gib:g})")
+    ap.add_argument("--footprint-rank-gib", type=float, default=d.footprint_rank_gib,
+                    help=f"state of the footprint's rank, GiB (default {d.footprint_rank_gib:g})")
     ap.add_argument("--threads", type=int, default=d.threads,
                     help="torch threads in the in-process benchmarks (default 1, like run.threads_per_rank)")
     ap.add_argument("--no-drop-cache", action="store_true", help="never drop the page cache (load: warm vs warm)")
@@ -289,12 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     names = select(args.only)
-    if args.pairs < 1 or args.warmup < 0 or args.rank_gib <= 0 or args.s3_mib < 1:
-        raise SystemExit("bench: --pairs must be >= 1, --warmup >= 0, --rank-gib and --s3-mib > 0")
+    if args.pairs < 1 or args.warmup < 0 or args.rank_gib <= 0 or args.s3_mib < 1 \
+            or args.footprint_rank_gib <= 0:
+        raise SystemExit("bench: --pairs must be >= 1, --warmup >= 0, --rank-gib, --footprint-rank-gib and --s3-mib > 0")
     workdir, own_dir = work_folder(args.workdir, "ckpt-emu-bench-")
     params = Params(pairs=args.pairs, warmup=args.warmup, rank_gib=args.rank_gib, workdir=str(workdir),
                     s3_mib=args.s3_mib, threads=args.threads, drop_cache=not args.no_drop_cache,
-                    scaling_ranks=args.scaling_ranks, scaling_rank_gib=args.scaling_rank_gib, quick=args.quick)
+                    scaling_ranks=args.scaling_ranks, scaling_rank_gib=args.scaling_rank_gib,
+                    footprint_rank_gib=args.footprint_rank_gib, quick=args.quick)
     header = machine_header(params, workdir)
     log = sys.stderr
     if args.json:  # the table repeats the header otherwise
