@@ -91,11 +91,11 @@ def tune(cfg, *, accelerators: int, mttf_hours: float | None = None, confirm_sec
     design = resolve(cfg, calibration=read_calibration(str(measure / outdir.RESULTS)), mttf_hours=mttf_hours)
     p = planner.plan(design, overlap_target=overlap_target)
     # the confirmation runs at the dilation the measurement's probe chose, and at the scale it chose it
-    # for (run.wall_target may have lowered it): no second probe
+    # for (run.wall_target may have lowered it): no second probe, and no second fit of the scale
     cfg = cfg.with_overrides(f"run.dilation={(res.get('dilation') or {}).get('factor', 1.0)}",
-                             f"run.scale={res.get('scale', cfg.run.scale)}")
+                             f"run.scale={res.get('scale', cfg.run.scale)}", "run.wall_target=null")
     confirmation = _confirm(cfg, base / "tune-confirm", p, max(3, measure_checkpoints), confirm_seconds,
-                            force=force, quiet=quiet)
+                            measured=res, force=force, quiet=quiet)
     return {
         "accelerators": design.job.accelerators, "nodes": design.job.nodes,
         "cluster_mttf_s": design.failures.cluster_mttf_s, "checkpoint_bytes": design.job.checkpoint_bytes,
@@ -168,16 +168,16 @@ def _run_predictions(p: planner.Plan, interval_s: float) -> tuple[float, float]:
     return stall / interval_s, drain
 
 
-def _confirm(cfg, out: Path, p: planner.Plan, checks: int, confirm_seconds: float, *, force: bool = False,
-             quiet: bool = True) -> dict:
+def _confirm(cfg, out: Path, p: planner.Plan, checks: int, confirm_seconds: float, *, measured: dict,
+             force: bool = False, quiet: bool = True) -> dict:
     """Run at the recommended (full-size) intervals, time-compressed by c <= 1 when its wall time
     (checks x interval x the time factor) would exceed ``confirm_seconds``; compare with the
-    prediction at c*T."""
+    prediction at c*T; ``measured``: the measuring run's results, at the same scale and dilation."""
     mode, best = p.recommended, p.best
     wall_per_design_s = Clock.of(cfg.run).time_factor  # the run's clock, outside the design
     compression = min(1.0, confirm_seconds / (best.base_interval_s * wall_per_design_s * checks))
     step = cfg.training.step_seconds
-    steps = max(1, round(best.base_interval_s * compression / step), _fewest_steps(p, step))
+    steps = max(1, round(best.base_interval_s * compression / step), _fewest_steps(p, step, measured))
     run_interval = steps * step  # full size
     compression = min(1.0, run_interval / best.base_interval_s)
     extra = tuple(f"tiers.{n}.interval_steps={steps * e if e > 1 else 'null'}"  # each tier its every-N-th
@@ -198,12 +198,22 @@ def _confirm(cfg, out: Path, p: planner.Plan, checks: int, confirm_seconds: floa
     }
 
 
-def _fewest_steps(p: planner.Plan, step_s: float) -> int:
-    """The fewest steps between async checkpoints that the pipeline commits in, with a tenth to spare:
-    closer ones wait for the one before, a regime the recommended schedule never runs in."""
+#: the share the async commit may grow by between the measuring run and the confirmation (this host's
+#: own time in it varies from run to run)
+COMMIT_ROOM = 1.25
+
+
+def _fewest_steps(p: planner.Plan, step_s: float, measured: dict) -> int:
+    """The fewest steps between async checkpoints that the pipeline commits in, with room to spare:
+    closer ones wait for the one before, a regime the recommended schedule never runs in. The commit
+    is the design's, or the measuring run's own where longer: at a small scale this host's software
+    (counted once at full size) fills a step here that the design's bytes leave free."""
     if p.recommended != "async":
         return 1
-    return max(1, math.ceil(1.1 * max(p.costs.lag_s.values()) / step_s))
+    design_steps = max(p.costs.lag_s.values()) / step_s
+    here_step = (measured.get("step_seconds") or {}).get("here")
+    here_lag = measured["modes"].get("async", {}).get("lag_max_s", 0.0)
+    return max(1, math.ceil(COMMIT_ROOM * max(design_steps, here_lag / here_step if here_step else 0.0)))
 
 
 def _design_clock(mode: dict, key: str) -> float:

@@ -12,12 +12,14 @@ GIB = 1 << 30
 
 
 def fake_results(cfg, *, local_bps: float, global_bps: float, global_latency_s: float = 0.0,
-                 snapshot_bps: float = 48 * GIB, interference: float = 0.0, restores: dict | None = None) -> dict:
+                 snapshot_bps: float = 48 * GIB, interference: float = 0.0, restores: dict | None = None,
+                 host_lag_s: float = 0.0) -> dict:
     """Per node: ``local_bps`` into the local tier, ``global_bps`` of the drain and its read-back of the last
     file (``drain.verify: checksum``; both at the run's node),
     ``global_latency_s`` per request (two per file and wave of the drain); each rank's snapshot at
     ``snapshot_bps``; ``interference``: the async steps slowed beyond their stalls (a share of a step);
-    ``restores``: tier -> seconds (at the run's scale) a load from it took."""
+    ``restores``: tier -> seconds (at the run's scale) a load from it took; ``host_lag_s``: this host's own
+    seconds in each async commit here (its software, not in the design's figures)."""
     scale, ranks, saves = cfg.run.scale, cfg.parallelism.active_ranks, cfg.checkpoint.saves
     files = [int(rank_size(cfg.model, cfg.parallelism, r).total_bytes * scale) for r in range(ranks)]
     snapshot = max(files) / snapshot_bps
@@ -42,10 +44,12 @@ def fake_results(cfg, *, local_bps: float, global_bps: float, global_latency_s: 
         return {"checkpoints": saves, "steps": steps, "training_wall_s": wall,
                 "stall_total_s": saves * stall[m], "overhead_ratio": saves * stall[m] / wall,
                 "interference_ratio": slowed / steps / cfg.wall_step_seconds,
-                "drain_overlap_ratio": saves * drain / wall, "deadline_misses": 0, "incomplete": 0}
+                "drain_overlap_ratio": saves * drain / wall, "deadline_misses": 0, "incomplete": 0,
+                "lag_max_s": local + drain + host_lag_s if m == "async" else 0.0}
     modes = ("sync", "async")
     return {
-        "config": cfg.to_dict(), "nodes": 1, "ranks": ranks, "step_seconds": {"full_size": cfg.training.step_seconds},
+        "config": cfg.to_dict(), "nodes": 1, "ranks": ranks, "step_seconds": {"full_size": cfg.training.step_seconds,
+                                                                               "here": cfg.wall_step_seconds},
         "bytes": {"job_checkpoint_emulated": checkpoint_size(cfg.model, cfg.parallelism).total_bytes,
                   "run_emulated": round(sum(files) / scale), "run_actual_state": sum(files)},
         "baseline": {"steps": saves * cfg.checkpoint.interval_steps, "step_wall_s": cfg.wall_step_seconds},
