@@ -39,10 +39,11 @@ class Soak:
         run = self.run
         self.keep_warm = max(run.schedule.keep.values(), default=1) + 1  # and one more in flight
         self.warm = self.keep_warm
-        deadline = time.time() + self.duration_s
+        start = time.time()
+        deadline = start + self.duration_s
         spans = []
         loop.after_checkpoint = self.sample
-        loop.progress_span = (deadline - self.duration_s, self.duration_s)  # the soak's, across its recoveries
+        loop.progress_span = (start, self.duration_s)  # the soak's, across its recoveries
         while True:
             step, span = loop.run("async", step, max(0.0, deadline - time.time()))
             spans.append(span)
