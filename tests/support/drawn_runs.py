@@ -185,6 +185,15 @@ def figures(res: dict, plan: dict, design) -> list:
     return out
 
 
+def time_line(res: dict) -> str:
+    """The run's scale, dilation and each mode's wall time, on one line. The loads' own factor where
+    they had one: a run at a set ``run.dilation`` (a flagged run's second try) has none."""
+    loads = res["dilation"].get("loads")
+    own = f" (loads x{loads['factor']:g})" if loads else " (loads at the run's)"
+    return (f"scale {res['scale']:.3g}, dilation x{res['dilation']['factor']:g}{own}, "
+            + ", ".join(f"{m} {v['mode_wall_s']:.1f} s" for m, v in res["modes"].items()))
+
+
 def off(figs: list, close: float = CLOSE) -> list:
     """The figures further than ``close`` from their closed form."""
     return [(what, run, want, run / want if want else float("inf")) for what, run, want in figs

@@ -16,7 +16,7 @@ import json
 
 import pytest
 import yaml
-from drawn_runs import drawn_designs, figures, off, run_config, run_seed
+from drawn_runs import drawn_designs, figures, off, run_config, run_seed, time_line
 from emu import ckpt_emu, results, run_unflagged
 from level_runs import shm  # noqa: F401 - the tiers' folder in host memory, removed after
 
@@ -91,8 +91,7 @@ def _agrees(spec: dict, tmp_path, shm, label: str) -> None:
     except AssertionError as exc:  # the run failed or ran flagged twice: its replay first, on the summary line
         raise AssertionError(f"{label}: {exc}") from exc
     figs = figures(res, plan, design)
-    print(f"  scale {res['scale']:.3g}, dilation x{res['dilation']['factor']:g} (loads x{res['dilation']['loads']['factor']:g}), "
-          + ", ".join(f"{m} {v['mode_wall_s']:.1f} s" for m, v in res["modes"].items()))
+    print(f"  {time_line(res)}")
     for what, run, want in figs:
         print(f"  {what:24} run {run:12.4g} s  closed form {want:12.4g} s  ({run / want:.3f})")
     gap = _open_gap(design) if label.startswith("seed") else None
