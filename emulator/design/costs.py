@@ -164,12 +164,9 @@ def retention_seconds(design: Design, taking=None) -> float:
 # --------------------------------------------------------------------------- restores and recoveries
 
 def restore_loads(design: Design) -> list:
-    """(nodes, bytes) each node reads on a restore: with every rank reading, the state each node holds
-    (a replica's weights included: under ZeRO-0 every data-parallel replica reads its leader's files, a
-    storm of DP x the checkpoint); with one reader per data-parallel group, the files its ranks wrote."""
-    if design.restore_readers != "all":
-        return _loads(design)
-    return [(g.nodes, max(g.held_bytes, g.node_bytes)) for g in design.job.groups]
+    """(nodes, bytes) each node reads on a restore (emulator/design/job.py ``Job.restore_loads``: under
+    ZeRO-0 with every rank reading, a storm of DP x the checkpoint)."""
+    return design.job.restore_loads(design.restore_readers)
 
 
 def held_elsewhere(design: Design) -> list:

@@ -3,7 +3,8 @@
 The launcher resolves the design of a run once (emulator/design/model.py ``resolve`` with
 ``run_nodes``) and the ranks pace their tiers by this part of it: per node, each file tier's
 ``emulate`` (the node's share of its job node's devices and of shared links, emulator/design/links.py
-``tier_emulation``), the global tier as the node reads it alone (a lost node's restore) and the link
+``tier_emulation``), the global tier as the node reads it alone (a lost node's restore) and in a
+restore storm (every node reading the state it holds), and the link
 its peer copies leave through (the compute fabric, else the NIC), and the job's S3 requests each of
 its own stands for (emulator/design/requests.py ``run_weights``); per tier, what the whole job node gets (what the report states of
 the design); the snapshot each accelerator is paced at. All at the design's rates: the run's clock
@@ -24,13 +25,15 @@ class NodePacing:
     ``lone_global``: the global tier read by this node alone; ``peer_bps``: the link its peer sends go
     through (None: the design states none); ``peer_fabric``: that link is a compute fabric of its own,
     not the NIC the global tier's traffic goes through; ``requests``: the job's requests to the global
-    tier's store each of the node's stands for (None: itself)."""
+    tier's store each of the node's stands for (None: itself); ``restoring_global``: the global tier
+    as this node reads it while every node restores the state it holds at once (a storm)."""
 
     tiers: dict
     lone_global: object = None
     peer_bps: float | None = None
     peer_fabric: bool = False
     requests: object = None
+    restoring_global: object = None
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,11 @@ class Emulation:
     def node(self, node: int) -> NodePacing:
         return self.nodes[node]
 
-    def tier(self, name: str, node: int = 0):
-        """Tier ``name``'s ``emulate`` on node ``node`` (None: not paced)."""
+    def tier(self, name: str, node: int = 0, *, restoring: bool = False):
+        """Tier ``name``'s ``emulate`` on node ``node`` (None: not paced); ``restoring``: the global
+        tier's in a restore storm."""
+        if restoring and name == "global":
+            return self.nodes[node].restoring_global
         return self.nodes[node].tiers.get(name)
 
     def at_scale(self, factor: float, requests=None) -> "Emulation":
@@ -58,7 +64,7 @@ class Emulation:
         def capacity(e):
             return e if e is None or not e.capacity_gib else replace(e, capacity_gib=e.capacity_gib * factor)
         nodes = tuple(replace(n, tiers={name: capacity(e) for name, e in n.tiers.items()},
-                              lone_global=capacity(n.lone_global),
+                              lone_global=capacity(n.lone_global), restoring_global=capacity(n.restoring_global),
                               requests=n.requests if requests is None else requests) for n in self.nodes)
         return replace(self, nodes=nodes)
 
@@ -76,7 +82,7 @@ def emulation_of(cfg, job, snapshot) -> Emulation:
     nodes = tuple(NodePacing({n: tier_emulation(cfg, n, job, run_node=i) for n in names},
                              tier_emulation(cfg, "global", job, run_node=i, alone_read=True),
                              run_peer_bps(cfg, job, i), cfg.design is not None and cfg.design.fabric_bps is not None,
-                             weights)
+                             weights, tier_emulation(cfg, "global", job, run_node=i, restoring=True))
                   for i in range(len(job.emulated)))
     whole_job = job_of(cfg, emulated_nodes=1)  # the report's design: a job node whole, as one run node sees it
     whole = {n: tier_emulation(cfg, n, whole_job, whole_node=True) for n in names}

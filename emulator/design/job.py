@@ -41,6 +41,8 @@ class Job:
     #: per emulated node, the bytes of the job's node it is part of: it is paced at that node's share
     #: of a shared link (a run of 2 ranks is part of a node of 8)
     emulated_as: tuple = ()
+    #: per emulated node, the state the job's node it is part of holds (what it reads in a restore storm)
+    emulated_holds: tuple = ()
 
     @property
     def accelerators(self) -> int:
@@ -54,6 +56,21 @@ class Job:
     def heaviest(self) -> NodeGroup:
         """The group of the nodes with the most bytes: a checkpoint, or a restore, is over when they are."""
         return max(self.groups, key=lambda g: (g.node_bytes, g.file_bytes))
+
+    def restore_loads(self, readers: str) -> list:
+        """(nodes, bytes) each node reads when every node restores at once: with every rank reading
+        (``all``), the state it holds (a replica's weights included: under ZeRO-0 every data-parallel
+        replica reads its leader's files); with one reader per data-parallel group, the files its
+        ranks wrote."""
+        if readers != "all":
+            return [(g.nodes, g.node_bytes) for g in self.groups]
+        return [(g.nodes, max(g.held_bytes, g.node_bytes)) for g in self.groups]
+
+    def restore_bytes(self, run_node: int, readers: str) -> int:
+        """The bytes the job's node that run node ``run_node`` is part of reads in a restore storm
+        (:meth:`restore_loads`)."""
+        written = self.emulated_as[run_node]
+        return written if readers != "all" else max(written, self.emulated_holds[run_node])
 
     @property
     def moving_nodes(self) -> int:
@@ -122,8 +139,8 @@ def job_of(cfg, *, nodes: int | None = None, accelerators_per_node: int | None =
     world = layout.world_size
     groups = _groups([bytes_of(r) for r in range(n * per_node, min(world, (n + 1) * per_node))]
                      for n in range(nodes))
-    emulated, emulated_as = _emulated(layout, per_node, emulated_nodes, bytes_of)
-    return Job(nodes, per_node, layout, groups, emulated, emulated_as)
+    emulated, emulated_as, emulated_holds = _emulated(layout, per_node, emulated_nodes, bytes_of)
+    return Job(nodes, per_node, layout, groups, emulated, emulated_as, emulated_holds)
 
 
 def _emulated(layout, per_node: int, emulated_nodes: int, bytes_of) -> tuple:
@@ -136,9 +153,10 @@ def _emulated(layout, per_node: int, emulated_nodes: int, bytes_of) -> tuple:
                                sum(h for _, h in s)) for s in nodes)
     world = layout.world_size
 
-    def job_node_bytes(j: int) -> int:
-        return sum(bytes_of(r)[0] for r in range(j * per_node, min(world, (j + 1) * per_node)))
-    return emulated, tuple(job_node_bytes((n * per) // per_node) for n in range(emulated_nodes))
+    def job_node_bytes(j: int, which: int) -> int:  # which: 0 written, 1 held
+        return sum(bytes_of(r)[which] for r in range(j * per_node, min(world, (j + 1) * per_node)))
+    part_of = [(n * per) // per_node for n in range(emulated_nodes)]
+    return (emulated, tuple(job_node_bytes(j, 0) for j in part_of), tuple(job_node_bytes(j, 1) for j in part_of))
 
 
 def as_run_job(job: Job, scale: float) -> Job:

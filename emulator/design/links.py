@@ -249,14 +249,15 @@ def lone_drain_seconds(sizes: list, *, write_bps: float, source_read_bps: float 
 
 # --------------------------------------------------------------------------- what a run's node is paced at
 
-def _share(limits: LinkLimits, job, node_bytes: int, alone: bool = False) -> float:
+def _share(limits: LinkLimits, job, node_bytes: int, alone: bool = False, loads: list | None = None) -> float:
     """The rate a job node of ``node_bytes`` gets of a shared link: alone, min(NIC, aggregate); with
-    every node of the job moving its bytes at once, its bytes over its fair finish time (its mean rate)."""
+    every node of the job moving its bytes at once (``loads``: (nodes, bytes) each; default the bytes
+    each wrote), its bytes over its fair finish time (its mean rate)."""
     if alone or math.isinf(limits.aggregate_bps):
         return limits.node_rate(1)
     if node_bytes <= 0:
         return limits.node_rate(max(1, job.moving_nodes))
-    loads = [(g.nodes, g.node_bytes) for g in job.groups]
+    loads = loads if loads is not None else [(g.nodes, g.node_bytes) for g in job.groups]
     finish = fair_finish(limits, loads + [(0, node_bytes)])[-1]  # a probe of no nodes: its finish time
     return node_bytes / finish
 
@@ -286,10 +287,11 @@ def paced_part(cfg, name: str, job, run_node: int = 0) -> float:
 
 
 def tier_emulation(cfg, name: str, job, *, run_node: int = 0, alone_read: bool = False,
-                   whole_node: bool = False) -> EmulateConfig | None:
+                   whole_node: bool = False, restoring: bool = False) -> EmulateConfig | None:
     """Tier ``name``'s ``emulate`` for node ``run_node`` of a run of ``job``: its own devices at their
     rates, shared by its ranks; the global storage at its share when every node of the job moves its
-    bytes at once (or, ``alone_read``, its rate reading alone: a lost node's restore). A run node that
+    bytes at once (or, ``alone_read``, its rate reading alone: a lost node's restore; ``restoring``,
+    its reads at its share when every node restores the state it holds at once). A run node that
     is part of a design node gets that part of it (:func:`node_fraction`; ``whole_node``: the job
     node's own, as the report states the design). Knobs describe the run's own node: one other than
     ``shared_by: job`` is returned as written, a job's rate is the node's share of it. Capacity is in
@@ -303,7 +305,7 @@ def tier_emulation(cfg, name: str, job, *, run_node: int = 0, alone_read: bool =
             return e
         links = _from_knobs(e, nic_of(cfg)[0], files=job.emulated[run_node].files,
                             concurrency=cfg.drain.concurrency, is_global=name == "global")
-        return _paced(e, links, job, run_node, alone_read)
+        return _paced(e, links, job, run_node, alone_read, cfg.checkpoint.restore_readers if restoring else None)
     links = node_links(cfg, files=job.emulated[run_node].files).of(name)
     e = EmulateConfig(write_gib_s=part.write_bps / GIB, read_gib_s=part.read_bps / GIB,
                       latency_ms=getattr(part, "latency_s", 0.0) * 1000, shared_by="node",
@@ -312,16 +314,22 @@ def tier_emulation(cfg, name: str, job, *, run_node: int = 0, alone_read: bool =
                       if getattr(part, "capacity_bytes", None) else None)
     if name != "global":
         return _part(e, share)
-    e = _paced(e, links, job, run_node, alone_read)
+    e = _paced(e, links, job, run_node, alone_read, cfg.checkpoint.restore_readers if restoring else None)
     if cfg.design.nic_stated and cfg.tiers.peer is not None and cfg.design.fabric_bps is None:
         e = replace(e, nic_gib_s=cfg.design.nic_bps / GIB)  # the drain leaves through the NIC the peer copies use
     return _part(e, share)
 
 
-def _paced(e: EmulateConfig, links: TierLinks, job, run_node: int, alone_read: bool) -> EmulateConfig:
+def _paced(e: EmulateConfig, links: TierLinks, job, run_node: int, alone_read: bool,
+           restore_readers: str | None = None) -> EmulateConfig:
+    """``e`` at the node's share of the job's links: its reads of the bytes each node wrote (a drain's
+    read-back), or, with ``restore_readers``, of what each node reads in a restore storm."""
     node_bytes = job.emulated_as[run_node]
     write = _share(links.drain, job, node_bytes) if e.write_gib_s else None
-    read = _share(links.read, job, node_bytes, alone=alone_read) if links.read is not None else None
+    reads, loads = node_bytes, None
+    if restore_readers is not None:
+        reads, loads = job.restore_bytes(run_node, restore_readers), job.restore_loads(restore_readers)
+    read = _share(links.read, job, reads, alone=alone_read, loads=loads) if links.read is not None else None
     return replace(e, shared_by="node", write_gib_s=write / GIB if write else e.write_gib_s,
                    read_gib_s=read / GIB if read else e.read_gib_s)
 

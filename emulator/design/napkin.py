@@ -66,7 +66,8 @@ def _even_job(accelerators: int, checkpoint_bytes: int, accelerators_per_node: i
     file_bytes = -(-checkpoint_bytes // accelerators)
     groups = tuple(NodeGroup(k, n * file_bytes, file_bytes, n) for k, n in ((full, per_node), (1, rest)) if k and n)
     layout = ParallelismConfig(tp=1, pp=1, dp=accelerators, zero_stage=3)
-    return Job(full + (1 if rest else 0), per_node, layout, groups, groups[-1:], (groups[-1].node_bytes,))
+    return Job(full + (1 if rest else 0), per_node, layout, groups, groups[-1:], (groups[-1].node_bytes,),
+               (groups[-1].held_bytes,))
 
 
 def layout_job(cfg, accelerators: int, accelerators_per_node: int = 8) -> Job | None:

@@ -36,12 +36,13 @@ def build_tiers(cfg, comm, out) -> dict:
     return built
 
 
-def pace_tier(design, clock, comm, out, name: str, bare, *, bytes_weight: float = 1.0):
+def pace_tier(design, clock, comm, out, name: str, bare, *, bytes_weight: float = 1.0, restoring: bool = False):
     """Tier ``name`` (``bare``) paced as the run's ``design`` paces this node of it, on ``clock`` (None:
     at the design's rates and latencies as they are, MLPerf's protocol); each byte this rank moves
     booked at ``bytes_weight`` (emulator/checkpoint/rank_file.py ``design_bytes_weight``), each request
-    to an object store at the job's requests it stands for."""
-    emulate, node = design.emulation.tier(name, comm.node), design.emulation.node(comm.node)
+    to an object store at the job's requests it stands for. ``restoring``: global storage as the node
+    reads it in a restore storm, every node reading the state it holds."""
+    emulate, node = design.emulation.tier(name, comm.node, restoring=restoring), design.emulation.node(comm.node)
     return pace(bare, clock.paced(emulate) if clock is not None else emulate,
                 scope=tier_scope(comm, OutDir(out), name, bytes_weight, node.requests if name == "global" else None))
 

@@ -86,10 +86,11 @@ def nice(factor: float) -> float:
     return next((n * exp for n in _NICE if n * exp >= factor * (1 - 1e-9)), 10 * exp)
 
 
-def design_rate(design, comm, name: str, direction: str) -> float | None:
-    """Bytes/s the run's ``design`` gives this node for ``direction`` (write, read) on tier ``name``;
-    None where nothing paces it. A rate per rank or per stream counts once per rank of the node."""
-    e = design.emulation.tier(name, comm.node)
+def design_rate(design, comm, name: str, direction: str, *, restoring: bool = False) -> float | None:
+    """Bytes/s the run's ``design`` gives this node for ``direction`` (write, read) on tier ``name``
+    (``restoring``: a restore's read, every node reading what it holds); None where nothing paces it. A
+    rate per rank or per stream counts once per rank of the node."""
+    e = design.emulation.tier(name, comm.node, restoring=restoring)
     gib_s = getattr(e, f"{direction}_gib_s", None) if e is not None else None
     if not gib_s:
         return None
@@ -233,7 +234,7 @@ class Probe:
                     pass
         whole = self._timed(lambda: read(entries[1]))  # whole first, as the write
         skeleton = self._timed(lambda: read(entries[0]))
-        self._add("restore", name, design_rate(self.design, self.comm, name, "read"),
+        self._add("restore", name, design_rate(self.design, self.comm, name, "read", restoring=True),
                   (whole[0], entries[1].size, whole[1]), (skeleton[0], entries[0].size, skeleton[1]))
 
     def _clean(self, names: list[str]) -> None:
@@ -273,7 +274,7 @@ def restore_probe(design, comm, rec) -> PhaseProbe | None:
     design's read rate of the tier it came from; None where a rank could not load (collective)."""
     ok = comm.all_min(1.0 if rec.ok else 0.0) == 1.0
     nbytes, slowest = node_totals(comm, rec.seconds, rec.read_bytes)
-    rate = design_rate(design, comm, rec.tier, "read") if ok else None
+    rate = design_rate(design, comm, rec.tier, "read", restoring=True) if ok else None
     if not rate or not nbytes:
         return None
     return PhaseProbe("restore", rec.tier, rate, nbytes / slowest if slowest > 0 else math.inf, 0.0, nbytes)

@@ -22,7 +22,7 @@ class Loads:
         return restore_state(self.cfg, self.design, self.state, self.comm.rank, self.placement.device)
 
     def _restorer(self, tiers=None, **kwargs):
-        tiers = tiers or self.node_tiers + [("global", self.global_)]
+        tiers = tiers or self.node_tiers + [("global", self.restoring_global)]
         kwargs = {"metrics": self.metrics, "tally": self.tally, "dcp": getattr(self.engine, "saver", None), **kwargs}
         return make_restorer(self.cfg, self._restore_state, tiers, self.comm, group=self.dp_group,
                              loop=self.ckpt.loop, mode=self.cfg.checkpoint.modes[-1], meta=self.meta,
@@ -43,7 +43,7 @@ class Loads:
         self.load_clock, self.load_probe = dilation.load_clock(self.design, self.clock, self.comm, restore, sources)
         weight = self.bytes_weight
         self.load_tiers = {n: pace_tier(self.design, self.load_clock, self.comm, self.out.root, n, t,
-                                        bytes_weight=weight) for n, t in bare}
+                                        bytes_weight=weight, restoring=True) for n, t in bare}
 
     def _load_restorer(self, tiers=None):
         """The loads' restorer: on their own paced tiers where they have a factor of their own."""
@@ -57,7 +57,7 @@ class Loads:
         restore beside the NVMe and global restores of the same state."""
         if self.memory is None:
             return []
-        tiers = self.node_tiers + [("global", self.global_)]
+        tiers = self.node_tiers + [("global", self.restoring_global)]
         loads = []
         for pair in tiers:
             self._drop_page_cache()

@@ -71,7 +71,7 @@ class Recoveries:
     def _recovery_tiers(self, failure_class: str) -> list:
         """Where a recovery from ``failure_class`` reads, nearest first, as the design orders it
         (``Design.restore_order``): a tier read ``alone`` is this node's own lone reader of it."""
-        own = dict(self.node_tiers + [("global", self.global_)])
+        own = dict(self.node_tiers + [("global", self.restoring_global)])
         return [(name, self._lone_global() if alone else own[name])
                 for name, alone in self.design.restore_order(failure_class) if own.get(name) is not None]
 

@@ -256,6 +256,8 @@ class RankRun(Loads, Recoveries):
         paced = {name: pace_tier(self.design, self.clock, self.comm, self.out.root, name, bare,
                                  bytes_weight=self.bytes_weight) for name, bare in self.bare.items()}
         self.local, self.global_, self.memory = paced.get("local"), paced["global"], paced.get("memory")
+        self.restoring_global = pace_tier(self.design, self.clock, self.comm, self.out.root, "global",
+                                          self.bare["global"], bytes_weight=self.bytes_weight, restoring=True)
         self._set_tier_intervals()
         self.metrics.set_clock(DesignClock(self.clock.time_factor, self.clock.scale, self.bytes_weight,
                                            self._step_wall))
@@ -414,15 +416,18 @@ class RankRun(Loads, Recoveries):
                       if self.load_tiers else None})
 
     def _device_waits(self, name: str) -> dict | None:
-        """The waits on tier ``name``'s emulated device, the loads' own paced tier's added."""
-        run = device_waits(self.global_ if name == "global" else self.local)
-        loads = device_waits(self.load_tiers[name]) if name in (self.load_tiers or {}) else None
-        if run is None or loads is None:
-            return run or loads
-        for phase, by_dir in loads["waits"].items():
-            mine = run["waits"].setdefault(phase, {})
-            for direction, s in by_dir.items():
-                mine[direction] = mine.get(direction, 0.0) + s
+        """The waits on tier ``name``'s emulated device: the run's tier's, its restores' (global storage
+        in a restore storm) and the loads' own paced tier's added."""
+        pacers = [self.global_, self.restoring_global] if name == "global" else [self.local]
+        found = [w for w in map(device_waits, pacers + [(self.load_tiers or {}).get(name)]) if w is not None]
+        if not found:
+            return None
+        run = found[0]
+        for other in found[1:]:
+            for phase, by_dir in other["waits"].items():
+                mine = run["waits"].setdefault(phase, {})
+                for direction, s in by_dir.items():
+                    mine[direction] = mine.get(direction, 0.0) + s
         return run
 
     def _audit_content(self) -> dict | None:

@@ -63,3 +63,41 @@ def test_run_and_simulate_give_a_node_the_same_share_of_a_job_rate(tmp_path):
         d = resolve(cfg)
         simulated = d.link("global").drain.node_rate(d.job.nodes)
         assert simulated == pytest.approx(run_emulation(cfg, "global").write_gib_s * GIB)
+
+
+#: ZeRO-1, the first replica writing every replicated byte, 2 nodes restoring at once from a 0.5 GB/s
+#: global storage: node 1 holds the weights node 0 wrote, so both read the same bytes (drawn, kept in
+#: tests/system/run/test_agreement_drawn_e2e.py)
+STORM = {"model": "llama3-70b", "tp": 8, "pp": 1, "zero": 1, "nodes": 2, "shard_group": None,
+         "writers": "one_replica", "mode": "sync", "step_s": 1.0, "interval_steps": 1, "keep": 2,
+         "verify": "size", "nic": "416.5Gb/s", "ranks": 8,
+         "tiers": {"global": {"every": 1, "write": "1.314GB/s", "read": "0.5036GB/s", "latency_ms": 1}},
+         "failures": {"mttf_h": 50000, "node": 0.2, "group": 0.02, "restart_s": 150}}
+
+
+@pytest.mark.parametrize("readers", ["all", "one_per_dp_group"])
+def test_a_restore_storm_paces_each_node_by_the_state_it_reads(tmp_path, readers):
+    """Every node restoring at once reads the state it holds (a replica's weights included), not the
+    files it wrote: the run's node is paced at its share of that storm, the closed form's rate
+    (emulator/design/costs.py ``restore_seconds``), while its drains' read-backs keep the share of
+    the bytes each node wrote. With one reader per data-parallel group (ZeRO-0: whole replicas), a node
+    reads its own files."""
+    from drawn_runs import run_config
+
+    from emulator.config.loading import load_mapping
+    from emulator.design.costs import restore_seconds
+    cfg = run_config({**STORM, "zero": 1 if readers == "all" else 0}, tmp_path, tmp_path / "out")
+    cfg["checkpoint"]["restore_readers"] = readers
+    design = resolve(load_mapping(cfg), run=True)
+    node, mine = design.emulation.node(0), design.job.emulated[0]
+    reads = max(mine.held_bytes, mine.node_bytes) if readers == "all" else mine.node_bytes
+    rate = node.restoring_global.read_gib_s * GIB
+    latency = design.link("global").latency_s
+    broadcast = reads / design.links.peer_bps if readers != "all" else 0.0  # the readers' to their groups
+    assert reads / rate == pytest.approx(restore_seconds(design, "global", own_files_only=True) - 2 * latency
+                                         - broadcast)
+    storm = design.link("global").read.aggregate_bps / 2  # both nodes read alike: half the store each
+    if readers == "all":
+        assert rate == pytest.approx(storm) and node.tiers["global"].read_gib_s * GIB > 1.1 * storm
+    else:
+        assert rate == pytest.approx(node.tiers["global"].read_gib_s * GIB)
