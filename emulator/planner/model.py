@@ -58,7 +58,7 @@ import numpy as np
 
 from emulator.design import ladder
 from emulator.planner.cycle import Checkpoint, steady
-from emulator.planner.renewal import behind_on_average, class_terms, deletions, newest_times, older_copies
+from emulator.planner.renewal import Areas, behind_on_average, class_terms, deletions, newest_times, older_copies
 
 #: the standard ladder, lowest first (emulator/design/ladder.py): a class whose ``nearest`` level is
 #: absent from the inputs recovers from the next level of this ladder that is present
@@ -291,17 +291,18 @@ def breakdown_many(inputs: LevelInputs, intervals) -> list:
                                 for c, r, t in zip(inputs.classes, recovery_levels(inputs), terms)))
                 for i in range(len(f))]
     shares = [c.rate_per_s / lam for c in inputs.classes]
+    areas = Areas(s, times)
     for k, t in enumerate(terms):  # after another class's recovery, a run phase may fall back further
         for j, sh in enumerate(shares):
             both = alive[j] & alive[k]
             if sh <= 0 or not both:
                 continue
-            behind, chance = older_copies(cycle, s, terms[j][5], times(both), t[5], lam)
+            behind, chance = older_copies(s, areas, alive[j], both, t[5], lam)
             old = fallback_cost(inputs, k, min(both))  # the older copy, from the nearest level both spare
             t[0] = t[0] - sh * s.intervals * behind
             t[1] = t[1] + sh * chance * (-math.expm1(-lam * old) / lam - t[1])
             t[2] = t[2] + sh * chance * (math.exp(-lam * old) - t[2])
-    spent, thrown = recovery_chains(inputs, shares, terms, alive, lam, s, times)
+    spent, thrown = recovery_chains(inputs, shares, terms, alive, lam, s, areas)
     recovering = sum(spent)
     cycle_s = recovering + 1 / lam
     kept = sum(sh * t[0] for sh, t in zip(shares, terms)) - sum(thrown)
@@ -322,20 +323,20 @@ def breakdown_many(inputs: LevelInputs, intervals) -> list:
     return out
 
 
-def recovery_chains(inputs: LevelInputs, shares: list, terms: list, alive: list, lam: float, s, times) -> tuple:
+def recovery_chains(inputs: LevelInputs, shares: list, terms: list, alive: list, lam: float, s, areas) -> tuple:
     """(per class, the expected time a run phase's recoveries spend recovering from it; per class, the
     progress its failures during a recovery throw away), per row. A failure during a recovery starts
     another, of the class drawn, from an older copy: nothing was written since, and each failure wipes
     the levels its class does not spare, so it restores the newest copy every failure so far spared,
     from the nearest such level (:func:`fallback_cost`). The first recovery restores the run phase's mix.
-    ``times``: a set of levels -> its copies' newest times (emulator/planner/renewal.py)."""
+    ``areas``: each set of levels' copies' newest times, integrated (emulator/planner/renewal.py ``Areas``)."""
     spent = [0.0 * t[1] for t in terms]
     lost = [0.0 * t[1] for t in terms]
     behind: dict = {}
 
     def fell(left: frozenset, nxt: frozenset):
         if (left, nxt) not in behind:
-            behind[(left, nxt)] = s.intervals * behind_on_average(s, times(left), times(nxt))
+            behind[(left, nxt)] = s.intervals * behind_on_average(s, areas, left, nxt)
         return behind[(left, nxt)]
 
     def fall(mass: dict, k: int, left: frozenset, cut) -> None:

@@ -82,22 +82,51 @@ def class_terms(cycle: tuple, s: Steady, restores: tuple, m: np.ndarray, lam: fl
     g, q, mean_s, mix = (np.zeros(n) for _ in range(4))
     levels = {}
     with np.errstate(invalid="ignore"):  # no copy ever survives the class: inf - inf
-        for p, (level, pieces) in enumerate(restores):
-            lo, hi = m[:, L + p], m[:, L + p + 1]  # while this position's copy is the newest surviving one
-            if level is None or not np.isfinite(lo).any():
-                continue
-            gone = lo
-            for nearer, keep, seconds in pieces:
-                end = hi if nearer is None else np.minimum(hi, _held_until(gone_at, nearer, keep, L + p, n))
-                share = np.where(np.isfinite(gone), np.maximum(0.0, end - gone), 0.0) / s.period
-                gone = np.maximum(gone, end)
-                g += share * -np.expm1(-lam * seconds) / lam
-                q += share * np.exp(-lam * seconds)
-                mean_s += share * seconds
-                mix += share
-                levels[level] = levels.get(level, 0.0) + share
+        spans = _restore_spans(restores, m, L)
+        if spans is not None:
+            at, hi, gone = spans  # the positions whose copy is at times the newest surviving one, and when
+            period = s.period[:, None]
+            for j in range(max(len(restores[p][1]) for p in at)):  # each position's pieces, nearest first
+                has = np.array([len(restores[p][1]) > j for p in at])
+                seconds = np.array([restores[p][1][j][2] if len(restores[p][1]) > j else 0.0 for p in at])
+                end = _piece_ends(restores, at, j, hi, gone_at, L)
+                share = np.where(has & np.isfinite(gone), np.maximum(0.0, end - gone), 0.0) / period
+                gone = np.where(has, np.maximum(gone, end), gone)
+                g += (share * (-np.expm1(-lam * seconds) / lam)).sum(axis=1)
+                q += (share * np.exp(-lam * seconds)).sum(axis=1)
+                mean_s += (share * seconds).sum(axis=1)
+                mix += share.sum(axis=1)
+                for level in dict.fromkeys(restores[p][0] for p in at):
+                    mine = [i for i, p in enumerate(at) if restores[p][0] == level]
+                    levels[level] = levels.get(level, 0.0) + share[:, mine].sum(axis=1)
     total = np.where(mix > 0, mix, 1.0)
     return [progress, g / total, np.where(mix > 0, q / total, 1.0), levels, mean_s / total, m]
+
+
+def _restore_spans(restores: tuple, m: np.ndarray, L: int) -> tuple | None:
+    """(the positions whose copy is restored from a level and is ever the newest surviving one, the end
+    of each one's span (rows x positions), its start), or None where no position's is."""
+    at = [p for p, (level, _) in enumerate(restores) if level is not None]
+    if not at:
+        return None
+    cols = np.array(at) + L
+    lo = m[:, cols]  # while position p's copy is the newest surviving one: from m[L + p] to m[L + p + 1]
+    alive = np.isfinite(lo).any(axis=0)
+    if not alive.any():
+        return None
+    return [p for p, a in zip(at, alive) if a], m[:, cols[alive] + 1], lo[:, alive]
+
+
+def _piece_ends(restores: tuple, at: list, j: int, hi: np.ndarray, gone_at: dict, L: int) -> np.ndarray:
+    """Per row and position of ``at``, when its ``j``-th piece ends: the end of its span, or sooner where
+    the piece's nearer level deletes the copy first (:func:`_held_until`)."""
+    end = hi.copy()
+    for i, p in enumerate(at):
+        pieces = restores[p][1]
+        if len(pieces) > j and pieces[j][0] is not None:
+            nearer, keep, _ = pieces[j]
+            end[:, i] = np.minimum(hi[:, i], _held_until(gone_at, nearer, keep, L + p, hi.shape[0]))
+    return end
 
 
 def _area(m: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -114,25 +143,40 @@ def _area(m: np.ndarray, y: np.ndarray) -> np.ndarray:
     return c * y - np.take_along_axis(prefix, c, axis=1)
 
 
-def older_copies(cycle: tuple, s: Steady, m_before: np.ndarray, m_both: np.ndarray, m_after: np.ndarray,
+class Areas:
+    """:func:`_area` of each set of levels' newest times (``times``: a set -> its m) at the cycle's
+    ``edges`` (the middle cycle's checkpoint starts) or ``span`` (its start and end), once per set:
+    the classes and each pair of them share their sets."""
+
+    def __init__(self, s: Steady, times):
+        P = s.period[:, None]
+        self.times, self._cache = times, {}
+        self.points = {"edges": np.concatenate([s.start, P], axis=1) + P, "span": np.concatenate([P, 2 * P], axis=1)}
+
+    def __call__(self, levels: frozenset, which: str) -> np.ndarray:
+        if (levels, which) not in self._cache:
+            self._cache[(levels, which)] = _area(self.times(levels), self.points[which])
+        return self._cache[(levels, which)]
+
+
+def older_copies(s: Steady, areas: Areas, before: frozenset, both: frozenset, m_after: np.ndarray,
                  lam: float) -> tuple:
     """(checkpoints a run phase falls back by, the chance it falls back) on average, per row: the previous
-    failure (at a uniform time x of the cycle) restored the newest copy its class spared (``m_before``),
-    and wiped the copies it did not; if the next failure comes before a new copy that survives its own
-    class (``m_after``) is durable, the job restores the newest copy both classes spare (``m_both``),
-    older by the checkpoints between the two, from a level both spare."""
+    failure (at a uniform time x of the cycle) restored the newest copy its class spared (on the levels
+    ``before``), and wiped the copies it did not; if the next failure comes before a new copy that
+    survives its own class (``m_after``) is durable, the job restores the newest copy both classes spare
+    (on the levels ``both``), older by the checkpoints between the two, from a level both spare."""
     n, L = s.start.shape
     P = s.period[:, None]
-    edges = np.concatenate([s.start, P], axis=1) + P  # the middle cycle's checkpoint starts: phi's span
-    behind = np.diff(_area(m_before, edges) - _area(m_both, edges), axis=1)  # rows x phi, in checkpoint-seconds
+    edges = areas.points["edges"]  # phi's span
+    behind = np.diff(areas(before, "edges") - areas(both, "edges"), axis=1)  # rows x phi, in checkpoint-seconds
     origin = s.stall_end + P
     none = -np.expm1(-lam * np.maximum(0.0, m_after[:, L + 1:2 * L + 1] - origin))
     return (behind * none).sum(axis=1) / P[:, 0], (np.diff(edges, axis=1) * none).sum(axis=1) / P[:, 0]
 
 
-def behind_on_average(s: Steady, m_newer: np.ndarray, m_older: np.ndarray) -> np.ndarray:
-    """Per row, the checkpoints between the newest copy ``m_newer``'s levels hold and the newest
-    ``m_older``'s hold, at a uniform time of the cycle: what falling back from one to the other loses."""
-    P = s.period[:, None]
-    span = np.concatenate([P, 2 * P], axis=1)
-    return np.diff(_area(m_newer, span) - _area(m_older, span), axis=1)[:, 0] / P[:, 0]
+def behind_on_average(s: Steady, areas: Areas, newer: frozenset, older: frozenset) -> np.ndarray:
+    """Per row, the checkpoints between the newest copy the levels ``newer`` hold and the newest the
+    levels ``older`` hold, at a uniform time of the cycle: what falling back from one to the other loses."""
+    return np.diff(areas(newer, "span") - areas(older, "span"), axis=1)[:, 0] / s.period
+
