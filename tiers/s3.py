@@ -240,6 +240,10 @@ class S3Tier(Transfers, Tier):
         the server's (botocore's ``before-send``; tiers/s3_limits.py's emulated request limits)."""
         self._client.meta.events.register("before-send.s3", handler)
 
+    def off_request(self, handler) -> None:
+        """``handler`` no longer runs before each request (:meth:`on_request`)."""
+        self._client.meta.events.unregister("before-send.s3", handler)
+
     def _pool_get(self) -> cf.ThreadPoolExecutor:
         with self._pool_lock:
             if self._pool is None:

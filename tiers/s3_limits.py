@@ -331,7 +331,9 @@ def limit_requests(tier, limits: RequestLimits, scope: TierScope | None = None, 
                    on_wait=None) -> PrefixLimiter | None:
     """Apply ``limits`` to ``tier``'s requests if its backend makes any (``on_request``: the S3
     tier), weighed as ``scope.request_weights`` says (paced, not refused); the limiter, or None
-    where there is nothing to limit."""
+    where there is nothing to limit. One limiter a client: a second wrapper of the same tier with
+    the same limits shares the first's (each request is booked once), one with other limits (the
+    loads' own clock) replaces it."""
     inner = unwrap(tier)
     on_request = getattr(inner, "on_request", None)
     if on_request is None or limits.unlimited:
@@ -341,6 +343,13 @@ def limit_requests(tier, limits: RequestLimits, scope: TierScope | None = None, 
         store = hashlib.sha1(f"{inner.endpoint_url}|{inner.bucket}".encode()).hexdigest()[:16]
         folder = Path(scope.shared_dir) / f"requests-{store}"
     weights = scope.request_weights if scope is not None else None
+    key = (limits, folder, weights)
+    hooked = getattr(inner, "_request_limiter", None)
+    if hooked is not None and hooked[0] == key:
+        return hooked[1]
+    if hooked is not None and hasattr(inner, "off_request"):
+        inner.off_request(hooked[1].before_send)
     limiter = PrefixLimiter(inner.bucket, limits, folder, weights=weights, phase=phase, on_wait=on_wait)
     on_request(limiter.before_send)
+    inner._request_limiter = (key, limiter)
     return limiter

@@ -95,3 +95,22 @@ def test_the_tier_says_which_limits_it_emulates(tmp_path):
     opts = EmulateOptions(put_per_s_per_prefix=100, get_per_s_per_prefix=None, prefix_depth=2)
     assert "100/s PUT, no limit GET per 2-folder prefix" in EmulatedTier.from_config(s3, opts).describe()
     assert "per prefix" not in EmulatedTier.from_config(DirTier(tmp_path), EmulateOptions()).describe()
+
+
+def _limiters(s3: S3Tier) -> list:
+    """The request limiters hooked on ``s3``'s client (one botocore before-send run, no request sent)."""
+    from types import SimpleNamespace
+    request = SimpleNamespace(method="PUT", url="http://127.0.0.1:9/b/p/k", headers={})
+    return [h.__self__ for h, _ in s3._client.meta.events.emit("before-send.s3", request=request)
+            if isinstance(getattr(h, "__self__", None), PrefixLimiter)]
+
+
+def test_one_limiter_a_client_however_many_tiers_pace_it():
+    """A run paces one S3 tier twice (its drains, its restores in a storm): each request is booked once.
+    A limit of another clock (the loads' own dilation) replaces the one before."""
+    s3 = S3Tier("b", endpoint_url="http://127.0.0.1:9", region="us-east-1")
+    opts = EmulateOptions(put_per_s_per_prefix=100)
+    drains, restores = EmulatedTier.from_config(s3, opts), EmulatedTier.from_config(s3, opts)
+    assert restores.limiter is drains.limiter and _limiters(s3) == [drains.limiter]
+    loads = EmulatedTier.from_config(s3, EmulateOptions(put_per_s_per_prefix=50))
+    assert _limiters(s3) == [loads.limiter]
