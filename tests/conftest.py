@@ -89,6 +89,17 @@ def own_tiers_dir(monkeypatch):
         yield folder
 
 
+@pytest.fixture(autouse=True)
+def torch_save_config_restored():
+    """torch's process-wide ``serialization.config.save.compute_crc32`` as it was before the test: a
+    rank's or the bench's setup sets it (off by default), and a restore reads a file by its writer's
+    layout only with it off, so a test that set it must not decide how a later one restores."""
+    import torch.utils.serialization as ser
+    before = ser.config.save.compute_crc32
+    yield
+    ser.config.save.compute_crc32 = before
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     if item.get_closest_marker("quick"):
