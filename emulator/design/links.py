@@ -299,13 +299,14 @@ def tier_emulation(cfg, name: str, job, *, run_node: int = 0, alone_read: bool =
     tier = cfg.tiers.entry(name)
     part, text = _design_part(cfg.design, name)
     share = 1.0 if whole_node else paced_part(cfg, name, job, run_node)
+    readers = cfg.checkpoint.restore_readers if restoring else None  # a storm's reads, else the writes'
     if part is None:
         e = tier.emulate if tier is not None else None
         if e is None or (e.shared_by != "job" and not alone_read):
             return e
         links = _from_knobs(e, nic_of(cfg)[0], files=job.emulated[run_node].files,
                             concurrency=cfg.drain.concurrency, is_global=name == "global")
-        return _paced(e, links, job, run_node, alone_read, cfg.checkpoint.restore_readers if restoring else None)
+        return _paced(e, links, job, run_node, alone_read, readers)
     links = node_links(cfg, files=job.emulated[run_node].files).of(name)
     e = EmulateConfig(write_gib_s=part.write_bps / GIB, read_gib_s=part.read_bps / GIB,
                       latency_ms=getattr(part, "latency_s", 0.0) * 1000, shared_by="node",
@@ -314,7 +315,7 @@ def tier_emulation(cfg, name: str, job, *, run_node: int = 0, alone_read: bool =
                       if getattr(part, "capacity_bytes", None) else None)
     if name != "global":
         return _part(e, share)
-    e = _paced(e, links, job, run_node, alone_read, cfg.checkpoint.restore_readers if restoring else None)
+    e = _paced(e, links, job, run_node, alone_read, readers)
     if cfg.design.nic_stated and cfg.tiers.peer is not None and cfg.design.fabric_bps is None:
         e = replace(e, nic_gib_s=cfg.design.nic_bps / GIB)  # the drain leaves through the NIC the peer copies use
     return _part(e, share)

@@ -86,6 +86,9 @@ def class_terms(cycle: tuple, s: Steady, restores: tuple, m: np.ndarray, lam: fl
         if spans is not None:
             at, hi, gone = spans  # the positions whose copy is at times the newest surviving one, and when
             period = s.period[:, None]
+            by_level: dict = {}  # level -> the positions of ``at`` restored from it, in order of first use
+            for i, p in enumerate(at):
+                by_level.setdefault(restores[p][0], []).append(i)
             for j in range(max(len(restores[p][1]) for p in at)):  # each position's pieces, nearest first
                 has = np.array([len(restores[p][1]) > j for p in at])
                 seconds = np.array([restores[p][1][j][2] if len(restores[p][1]) > j else 0.0 for p in at])
@@ -96,8 +99,7 @@ def class_terms(cycle: tuple, s: Steady, restores: tuple, m: np.ndarray, lam: fl
                 q += (share * np.exp(-lam * seconds)).sum(axis=1)
                 mean_s += (share * seconds).sum(axis=1)
                 mix += share.sum(axis=1)
-                for level in dict.fromkeys(restores[p][0] for p in at):
-                    mine = [i for i, p in enumerate(at) if restores[p][0] == level]
+                for level, mine in by_level.items():
                     levels[level] = levels.get(level, 0.0) + share[:, mine].sum(axis=1)
     total = np.where(mix > 0, mix, 1.0)
     return [progress, g / total, np.where(mix > 0, q / total, 1.0), levels, mean_s / total, m]
