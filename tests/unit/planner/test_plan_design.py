@@ -33,6 +33,19 @@ def _write(tmp_path, data: dict, name: str = "design.yaml") -> str:
     return str(path)
 
 
+def _planned_once(monkeypatch) -> None:
+    """``planner.plan`` searches each design once in this test: the text and the ``--json`` of one plan
+    (a 4-tier design's search is 5 s of the quick tier)."""
+    real, done = planner.plan, {}
+
+    def once(design, **options):
+        key = repr((design, sorted(options.items())))
+        if key not in done:
+            done[key] = real(design, **options)
+        return done[key]
+    monkeypatch.setattr(planner, "plan", once)
+
+
 def _plan_json(capsys, *argv) -> dict:
     rc = main(["plan", *map(str, argv), "--json"])
     out, err = capsys.readouterr()
@@ -88,7 +101,8 @@ def test_a_classs_own_recovery_replaces_restart_plus_restore_in_the_model():
 
 # --------------------------------------------------------------------------- plan CONFIG
 
-def test_plan_config_prints_every_tier_class_and_mode(tmp_path, capsys):
+def test_plan_config_prints_every_tier_class_and_mode(tmp_path, capsys, monkeypatch):
+    _planned_once(monkeypatch)
     cfg = _levels(tmp_path)
     assert main(["plan", cfg, "--mttf-hours", "20000"]) == 0
     out = capsys.readouterr().out
