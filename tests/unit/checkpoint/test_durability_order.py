@@ -12,6 +12,7 @@ this test only an 8-rank run under strace saw a skipped fsync (tests/system/run/
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from pathlib import Path
@@ -125,3 +126,24 @@ def test_retention_unlinks_the_manifest_before_any_file_of_its_step(checkpoints)
                     and not is_partial(os.path.basename(c[1]))]
             assert gone and os.path.basename(gone[0][1]) == MANIFEST, (root, step, gone)
             assert not (root / step).exists()
+
+
+@pytest.mark.parametrize("door", ["put_file", "get_file"])
+def test_a_copy_without_a_read_back_is_fsynced_before_its_rename(tmp_path, monkeypatch, door):
+    """A drain that verifies reads its copy back and fsyncs it on the way (the checkpoints above); the
+    doors that copy without a read-back (a drain with verification off, a restore's fetch from a dir
+    tier) fsync in ``publish`` itself: a copy renamed into place unsynced there was caught by no quick test."""
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(1 << 20))
+    tier = DirTier(tmp_path / "tier")
+    if door == "get_file":
+        asyncio.run(tier.put_file("step/rank.pt", src))
+    log = CallLog(monkeypatch)
+    if door == "put_file":
+        asyncio.run(tier.put_file("step/rank.pt", src))
+        root = tmp_path / "tier"
+    else:
+        asyncio.run(tier.get_file("step/rank.pt", tmp_path / "fetched" / "rank.pt"))
+        root = tmp_path / "fetched"
+    monkeypatch.undo()
+    assert check_durability_rule(log, root) == 0
