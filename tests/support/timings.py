@@ -1,8 +1,8 @@
 """Per-test durations as data: ``pytest --durations-json FILE`` writes every test's seconds (setup,
 call and teardown summed), outcome, markers, the xdist worker that ran it and when it ended (seconds
-into the session: a part's tail, one worker busy, shows as the others' last ends) to FILE when the session ends; .ci/test keeps one
-file per part of the suite in ckpt-emu-data/ci/ (docs/testing.md). With xdist the controller
-writes it, from the reports its workers send.
+into the session: a part's tail, one worker busy, shows as the others' last ends) to FILE when the
+session ends; .ci/test keeps one file per part of the suite in ckpt-emu-data/ci/ (docs/testing.md).
+With xdist the controller writes it, from the reports its workers send.
 
     python3 tests/support/timings.py ckpt-emu-data/ci/*.json [--top 20]
 
