@@ -49,8 +49,8 @@ def test_each_test_has_its_seconds_its_worker_and_when_it_ended(tmp_path):
     assert set(tests) == {f"test_some.py::test_{n}" for n in ("short", "long", "third")}
     assert list(tests)[0] == "test_some.py::test_long" and tests["test_some.py::test_long"]["seconds"] >= 0.3
     assert {t["worker"] for t in tests.values()} <= {"gw0", "gw1"}
-    long_ended = tests["test_some.py::test_long"]["ended_s"]
-    assert long_ended >= 0.3 and all(0 < t["ended_s"] <= long_ended + 60 for t in tests.values())
+    # a test ends no sooner than its own seconds into the session
+    assert all(t["ended_s"] >= t["seconds"] > 0 for t in tests.values()), tests
 
 
 def test_the_tail_is_each_workers_last_end(tmp_path, capsys):
