@@ -25,14 +25,17 @@ checkpointing system" (SC10, SCR) and Daly's exact restart model (2006):
 
       E[W_c] = T * sum_phi w_phi * sum_{k > phi} exp(-lambda (m_k - a_phi))
 
-  (w_phi: the share of time the job's count stands at phi; the sum is a geometric series over
-  cycles). A recovery of class c costs R_c: detection, restart or replacement, and the restore of
-  the copy it restores, read where the other nodes read that step (its mix over the cycle: a nearer
-  tier holds it until its retention deletes it). A failure during a recovery starts another, from
-  an older copy where the new class spares less (nothing was written since): the chain's time and
-  the progress it throws away (:func:`recovery_chains`). A run phase after a class that wiped a
-  level, ended by a class that needs that level, falls back to an older copy unless it made a new one
-  (emulator/planner/renewal.py ``older_copies``). With a run phase's recoveries taking ``recovery``::
+  (w_phi: the chance a run phase starts at phi, stationary over the chain of phases: the count goes on
+  after a restart, so the next phase starts where the failure struck, emulator/planner/phases.py; the
+  sum is a geometric series over cycles). A recovery of class c costs R_c: detection, restart or
+  replacement, and the restore of the copy it restores, read where the other nodes read that step (its
+  mix over the cycle: a nearer tier holds it until its retention deletes it). A failure during a
+  recovery starts another, from an older copy where the new class spares less (nothing was written
+  since): the chain's time and the progress it throws away (:func:`recovery_chains`). A run phase ended
+  by a class that spares less than the one before it falls back to an older copy unless it made a new
+  one, and by the deficit the earlier phases carried: each restore of a lighter class is ahead of the
+  newest copy a heavier class spares, by more after every phase that made none (:func:`deficit_chains`).
+  With a run phase's recoveries taking ``recovery``::
 
       G = (sum_c (lambda_c / lambda) E[W_c] - thrown) / (recovery + 1 / lambda)
 
@@ -41,9 +44,8 @@ checkpointing system" (SC10, SCR) and Daly's exact restart model (2006):
   :func:`emulator.planner.reference.goodput`.
 
 Assumptions: failures of each class are Poisson and independent; a run phase after a recovery
-follows the settled schedule from where the count stood; the copies a run phase falls back to are
-those a failure-free cycle would hold (where failures keep a copy from finishing cycle after cycle,
-the newest one is older than that: an open counterexample of the agreement tests).
+follows the settled schedule from where the count stood; the deficit a phase starts with is
+independent of how it ends (its expectation, not its distribution, is carried).
 """
 from __future__ import annotations
 
@@ -57,8 +59,9 @@ import numpy as np
 
 
 from emulator.design import ladder
+from emulator.planner import phases
 from emulator.planner.cycle import Checkpoint, steady
-from emulator.planner.renewal import Areas, behind_on_average, class_terms, deletions, newest_times, older_copies
+from emulator.planner.renewal import Areas, behind_on_average, class_terms, deletions, newest_times
 
 #: the standard ladder, lowest first (emulator/design/ladder.py): a class whose ``nearest`` level is
 #: absent from the inputs recovers from the next level of this ladder that is present
@@ -281,7 +284,9 @@ def breakdown_many(inputs: LevelInputs, intervals) -> list:
             newest[levels] = newest_times(cycle, s, levels)
         return newest[levels]
     gone_at = deletions(cycle, s)
-    terms = [class_terms(cycle, s, restores_of(inputs, k, cycle), times(alive[k]), lam or 1e-300, gone_at)
+    ph = phases.Phases(cycle, s, lam) if lam > 0 else None
+    starts = ph.starts if ph is not None else phases.time_shares(s)
+    terms = [class_terms(cycle, s, restores_of(inputs, k, cycle), times(alive[k]), lam or 1e-300, gone_at, starts)
              for k in range(len(inputs.classes))]
     if lam <= 0:  # no failures: each class's restores said all the same
         return [Breakdown(float(f[i]), float((s.stall[i] + s.interference[i]) / s.period[i]),
@@ -291,22 +296,18 @@ def breakdown_many(inputs: LevelInputs, intervals) -> list:
                                 for c, r, t in zip(inputs.classes, recovery_levels(inputs), terms)))
                 for i in range(len(f))]
     shares = [c.rate_per_s / lam for c in inputs.classes]
-    areas = Areas(s, times)
-    for k, t in enumerate(terms):  # after another class's recovery, a run phase may fall back further
-        for j, sh in enumerate(shares):
-            both = alive[j] & alive[k]
-            if sh <= 0 or not both:
-                continue
-            behind, chance = older_copies(s, areas, alive[j], both, t[5], lam)
-            old = fallback_cost(inputs, k, min(both))  # the older copy, from the nearest level both spare
-            t[0] = t[0] - sh * s.intervals * behind
-            t[1] = t[1] + sh * chance * (-math.expm1(-lam * old) / lam - t[1])
-            t[2] = t[2] + sh * chance * (math.exp(-lam * old) - t[2])
-    spent, thrown = recovery_chains(inputs, shares, terms, alive, lam, s, areas)
+    chains = deficit_chains(ph, alive, shares, [1.0 - t[2] for t in terms])
+    for k, t in enumerate(terms):
+        _fall_back(inputs, k, t, chains[alive[k]], alive, lam, s.intervals)
+    after = {(alive[j], alive[j] & target): s.intervals * v for target, c in chains.items() for j, v in c.after.items()}
+    spent, thrown = recovery_chains(inputs, shares, terms, alive, lam, s, Areas(s, times), after)
     recovering = sum(spent)
     cycle_s = recovering + 1 / lam
     kept = sum(sh * t[0] for sh, t in zip(shares, terms)) - sum(thrown)
     run = (1 / lam) / cycle_s
+    made = ph.made()  # a run phase's progress; the rest of its time stalls or waits
+    blocked = s.stall + s.interference + s.wait
+    idle = run * (1 - lam * made) / np.where(blocked > 0, blocked, 1.0)
     out, nearest = [], recovery_levels(inputs)
     for i in range(len(f)):
         classes = []
@@ -314,29 +315,60 @@ def breakdown_many(inputs: LevelInputs, intervals) -> list:
                                                                                   nearest)):
             level = max(levels, key=lambda j: levels[j][i]) if levels else r
             classes.append(ClassCost(c.name, names[level], float(spent[k][i] / cycle_s[i]),
-                                     float(max(0.0, sh * (f[i] / lam - progress[i]) + thrown[k][i]) / cycle_s[i]),
+                                     float(max(0.0, sh * (made[i] - progress[i]) + thrown[k][i]) / cycle_s[i]),
                                      float(mean_s[i])))
         out.append(Breakdown(float(max(0.0, kept[i]) / cycle_s[i]),
-                             float(run[i] * (s.stall[i] + s.interference[i]) / s.period[i]),
-                             float(run[i] * s.wait[i] / s.period[i]), float(s.period[i] / L), tuple(classes),
+                             float(idle[i] * (s.stall[i] + s.interference[i])),
+                             float(idle[i] * s.wait[i]), float(s.period[i] / L), tuple(classes),
                              float(run[i])))
     return out
 
 
-def recovery_chains(inputs: LevelInputs, shares: list, terms: list, alive: list, lam: float, s, areas) -> tuple:
+def _fall_back(inputs: LevelInputs, k: int, t: list, chain: phases.Deficit, alive: list, lam: float,
+               intervals) -> None:
+    """Class ``k``'s terms ``t`` after a lighter class's recovery: it keeps less by the deficit carried, and
+    restores the older copy, where it does, from a level both classes spare."""
+    t[0] = t[0] - intervals * chain.lost
+    for j, chance in chain.fallbacks.items():
+        old = fallback_cost(inputs, k, min(alive[j] & alive[k]))
+        t[1] = t[1] + chance * (-math.expm1(-lam * old) / lam - t[1])
+        t[2] = t[2] + chance * (math.exp(-lam * old) - t[2])
+
+
+def deficit_chains(ph: phases.Phases, alive: list, shares: list, struck: list) -> dict:
+    """{levels a class spares: its phases.Deficit}, each class's deficit kept through its recovery
+    unless a class that resets it strikes then (``struck``: per class, the chance a failure comes during
+    its recovery; a lighter class striking starts another recovery, which may be struck in turn)."""
+    out = {}
+    for target in set(alive):
+        resets = sum(sh for sh, a in zip(shares, alive) if a <= target or not a & target)
+        carrying = [k for k, a in enumerate(alive) if not (a <= target or not a & target)]
+        # k's deficit is reset with x_k = q_k (resets + sum over carrying c of share_c x_c) = q_k resets / (1 - Q)
+        lighter = sum(shares[c] * struck[c] for c in carrying)
+        stays = [1.0 - struck[k] * resets / (1.0 - lighter) if k in carrying else np.ones_like(struck[k])
+                 for k in range(len(alive))]
+        out[target] = ph.deficit(target, alive, shares, stays)
+    return out
+
+
+def recovery_chains(inputs: LevelInputs, shares: list, terms: list, alive: list, lam: float, s, areas,
+                    after: dict) -> tuple:
     """(per class, the expected time a run phase's recoveries spend recovering from it; per class, the
     progress its failures during a recovery throw away), per row. A failure during a recovery starts
     another, of the class drawn, from an older copy: nothing was written since, and each failure wipes
     the levels its class does not spare, so it restores the newest copy every failure so far spared,
     from the nearest such level (:func:`fallback_cost`). The first recovery restores the run phase's mix.
-    ``areas``: each set of levels' copies' newest times, integrated (emulator/planner/renewal.py ``Areas``)."""
+    ``areas``: each set of levels' copies' newest times, integrated (emulator/planner/renewal.py ``Areas``);
+    ``after``: {(levels restored from, levels a failure spares): the progress between their newest copies
+    right after such a recovery, carried over run phases} (:func:`deficit_chains`), the cycle's mean else."""
     spent = [0.0 * t[1] for t in terms]
     lost = [0.0 * t[1] for t in terms]
     behind: dict = {}
 
     def fell(left: frozenset, nxt: frozenset):
         if (left, nxt) not in behind:
-            behind[(left, nxt)] = s.intervals * behind_on_average(s, areas, left, nxt)
+            behind[(left, nxt)] = after[(left, nxt)] if (left, nxt) in after else (
+                s.intervals * behind_on_average(s, areas, left, nxt))
         return behind[(left, nxt)]
 
     def fall(mass: dict, k: int, left: frozenset, cut) -> None:

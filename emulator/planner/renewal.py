@@ -8,9 +8,8 @@ of intervals (numpy), over the settled schedule of emulator/planner/cycle.py:
 - :func:`class_terms`: the progress a run phase keeps when a failure of the class ends it, and its
   recoveries' mix (which copy, read where, at what cost: a nearer tier holds a copy for the other
   nodes until its retention deletes it);
-- :func:`older_copies`: where the previous failure restored a copy that does not survive this
-  class (a crash restored host memory, then a node is lost before a new copy reaches global
-  storage), the job falls back to an older one.
+- :func:`behind_on_average`: how far the newest copy one set of levels holds is behind another's
+  (emulator/planner/phases.py carries that deficit from run phase to run phase).
 """
 from __future__ import annotations
 
@@ -21,9 +20,9 @@ import numpy as np
 from emulator.planner.cycle import Steady
 
 
-def newest_times(cycle: tuple, s: Steady, alive: set) -> np.ndarray:
-    """m: per row, over three cycles of checkpoints, the earliest time any checkpoint from the k-th on is
-    durable on a level of ``alive`` (inf where none is)."""
+def newest_times(cycle: tuple, s: Steady, alive: set, cycles: int = 3) -> np.ndarray:
+    """m: per row, over ``cycles`` cycles of checkpoints, the earliest time any checkpoint from the k-th on
+    is durable on a level of ``alive`` (inf where none is)."""
     n, L = s.start.shape
     tau = np.full((n, L), np.inf)
     for p, ck in enumerate(cycle):
@@ -31,7 +30,8 @@ def newest_times(cycle: tuple, s: Steady, alive: set) -> np.ndarray:
         if durable:
             tau[:, p] = s.pipe[:, p] + min(durable)
     P = s.period[:, None]
-    return np.minimum.accumulate(np.concatenate([tau, tau + P, tau + 2 * P], axis=1)[:, ::-1], axis=1)[:, ::-1]
+    t = np.concatenate([tau + q * P for q in range(cycles)], axis=1)
+    return np.minimum.accumulate(t[:, ::-1], axis=1)[:, ::-1]
 
 
 def _kept(m: np.ndarray, origin: np.ndarray, lam: float) -> np.ndarray:
@@ -68,17 +68,16 @@ def _held_until(deletions: dict, level: int, keep: int, k: int, rows: int) -> np
     return ts[:, i] if i < len(js) else np.full(rows, np.inf)
 
 
-def class_terms(cycle: tuple, s: Steady, restores: tuple, m: np.ndarray, lam: float, gone_at: dict) -> list:
+def class_terms(cycle: tuple, s: Steady, restores: tuple, m: np.ndarray, lam: float, gone_at: dict,
+                starts: np.ndarray) -> list:
     """[E[W] (the progress a run phase keeps, from where it started), the mean recovery's
     (1 - e^-lam R) / lam, its e^-lam R, {level: share of restores from it}, the mean recovery's
     seconds, m] of one class per row; ``restores`` per position as emulator/planner/model.py's
     ``restores_of`` gives them, ``m`` the :func:`newest_times` of the levels that survive it, ``gone_at``
-    the schedule's :func:`deletions`."""
+    the schedule's :func:`deletions`, ``starts`` where run phases start (emulator/planner/phases.py)."""
     n, L = s.start.shape
-    P = s.period[:, None]
     kept = _kept(m, s.stall_end, lam) / -np.expm1(-lam * s.period)[:, None]
-    w = np.diff(np.concatenate([s.start, P], axis=1), axis=1) / P
-    progress = s.intervals * (w * kept).sum(axis=1)
+    progress = s.intervals * (starts * kept).sum(axis=1)
     g, q, mean_s, mix = (np.zeros(n) for _ in range(4))
     levels = {}
     with np.errstate(invalid="ignore"):  # no copy ever survives the class: inf - inf
@@ -159,22 +158,6 @@ class Areas:
         if (levels, which) not in self._cache:
             self._cache[(levels, which)] = _area(self.times(levels), self.points[which])
         return self._cache[(levels, which)]
-
-
-def older_copies(s: Steady, areas: Areas, before: frozenset, both: frozenset, m_after: np.ndarray,
-                 lam: float) -> tuple:
-    """(checkpoints a run phase falls back by, the chance it falls back) on average, per row: the previous
-    failure (at a uniform time x of the cycle) restored the newest copy its class spared (on the levels
-    ``before``), and wiped the copies it did not; if the next failure comes before a new copy that
-    survives its own class (``m_after``) is durable, the job restores the newest copy both classes spare
-    (on the levels ``both``), older by the checkpoints between the two, from a level both spare."""
-    n, L = s.start.shape
-    P = s.period[:, None]
-    edges = areas.points["edges"]  # phi's span
-    behind = np.diff(areas(before, "edges") - areas(both, "edges"), axis=1)  # rows x phi, in checkpoint-seconds
-    origin = s.stall_end + P
-    none = -np.expm1(-lam * np.maximum(0.0, m_after[:, L + 1:2 * L + 1] - origin))
-    return (behind * none).sum(axis=1) / P[:, 0], (np.diff(edges, axis=1) * none).sum(axis=1) / P[:, 0]
 
 
 def behind_on_average(s: Steady, areas: Areas, newer: frozenset, older: frozenset) -> np.ndarray:

@@ -1,5 +1,5 @@
 """Agreement on any design, the long version (issue 53): plan against simulate on many drawn designs, each
-over a simulated year, and the counterexamples the model does not meet yet (tests/support/generated_designs.py;
+over a simulated year, and the counterexamples the model once did not meet (tests/support/generated_designs.py;
 the quick tier's few and the named counterexamples it meets: tests/unit/simulation/test_agreement_generated.py)."""
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import pytest
 from generated_designs import check, designs
 from hypothesis import HealthCheck, given, settings
 
-#: counterexamples the model does not meet yet, kept so that the day it does, they say so (strict)
-OPEN = {
+#: counterexamples the model once did not meet (each failed before the fix named beside it)
+MET = {
     # a 1 GB/s store behind 2,484 nodes: every 16th checkpoint stalls 17 min to copy to it, longer than the
-    # cluster's MTTF (25 min), so most such copies never finish; the model takes the newest global copy a
-    # failure-free cycle would hold, where the simulator's is often several cycles older (5.6 points)
+    # cluster's MTTF (25 min), so most such copies never finish; the model took the newest global copy a
+    # failure-free cycle would hold, where the simulator's is often several cycles older (6.3 points),
+    # and phases starting at a uniform moment of the cycle (emulator/planner/phases.py carries both).
+    # Its losses are rare and long (a node loss falls back by 13 checkpoints on average): 4 spans of 30
+    # days, where 7.5 days' spans differ by twice the margin
     "a_copy_to_the_only_spared_tier_rarely_finishes": {
         "model": "llama3-70b", "tp": 8, "pp": 4, "zero": 1, "nodes": 2484, "shard_group": None,
         "writers": "one_replica", "mode": "sync", "step_s": 20.0, "interval_steps": 7, "keep": 3,
@@ -22,11 +25,9 @@ OPEN = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(OPEN))
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="the model keeps no memory of failed copies across run phases")
-def test_a_design_the_model_does_not_meet_yet(name):
-    check(OPEN[name], days=30, most_checkpoints=2e4)
+@pytest.mark.parametrize("name", sorted(MET))
+def test_a_design_the_model_once_did_not_meet(name):
+    check(MET[name], days=120, most_checkpoints=1e5)
 
 
 @settings(max_examples=30, derandomize=True, database=None, deadline=None,

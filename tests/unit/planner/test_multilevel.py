@@ -35,7 +35,9 @@ def test_two_levels_by_hand():
     # the exact model is within the second-order terms, (lambda R)^2 ~ 1e-4
     f = 500 / 515
     assert b.goodput == pytest.approx(f * (1 - 1e-4 * (70 + 51.5) - 1e-5 * (160 + 307.5)), abs=3e-4)
-    assert b.stall == pytest.approx(b.running * 15 / 515)
+    # the settled cycle's stall share, to first order: a run phase starts with training after its restart,
+    # not at a uniform moment of the cycle (emulator/planner/phases.py), which moves it by lambda P
+    assert b.stall == pytest.approx(b.running * 15 / 515, rel=1.1e-4 * 515)
     process, node = b.classes
     assert (process.level, node.level) == ("memory", "global")
     assert (process.recovery_s, node.recovery_s) == (70.0, 160.0)
@@ -49,7 +51,8 @@ def test_a_slow_level_makes_its_checkpoints_wait():
     inp = two_levels(levels=(Level("memory", 1, 2.0, 0.0, 10.0), Level("global", 2, 5.0, 300.0, 100.0)))
     b = breakdown(inp)
     assert b.period_s == pytest.approx(409 / 2)
-    assert (b.stall, b.wait) == pytest.approx((b.running * 9 / 409, b.running * 200 / 409))
+    assert (b.stall, b.wait) == pytest.approx((b.running * 9 / 409, b.running * 200 / 409), rel=1.1e-4 * 409)
+    assert b.goodput + b.stall + b.wait + sum(c.recovery + c.lost for c in b.classes) == pytest.approx(1)
     p = 409 / 2
     assert b.goodput == pytest.approx(200 / 409 * (1 - 1e-4 * (70 + p / 2) - 1e-5 * (160 + p + 300)), abs=3e-3)
 

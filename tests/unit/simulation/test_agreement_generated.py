@@ -1,7 +1,7 @@
 """Agreement on any design (issue 53): plan against simulate on designs Hypothesis draws, and on every
 design it caught disagreeing, kept by name (tests/support/generated_designs.py has the designs and
 the checks). The quick tier draws a few, seeded; tests/system/simulation/test_agreement_generated_many.py many,
-and holds the counterexamples the model does not meet yet."""
+and holds the counterexamples that need a longer simulation than the quick tier's."""
 from __future__ import annotations
 
 import pytest
