@@ -345,8 +345,9 @@ def deficit_chains(ph: phases.Phases, alive: list, shares: list, struck: list) -
         carrying = [k for k, a in enumerate(alive) if not (a <= target or not a & target)]
         # k's deficit is reset with x_k = q_k (resets + sum over carrying c of share_c x_c) = q_k resets / (1 - Q)
         lighter = sum(shares[c] * struck[c] for c in carrying)
-        stays = [1.0 - struck[k] * resets / (1.0 - lighter) if k in carrying else np.ones_like(struck[k])
-                 for k in range(len(alive))]
+        free = 1.0 - lighter  # >= resets: 0 only where no class resets and every recovery is struck
+        stays = [1.0 - np.divide(struck[k] * resets, free, out=np.zeros_like(free), where=free > 0)
+                 if k in carrying else np.ones_like(struck[k]) for k in range(len(alive))]
         out[target] = ph.deficit(target, alive, shares, stays)
     return out
 

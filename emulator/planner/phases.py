@@ -33,7 +33,8 @@ class Deficit:
     such a class falls back beyond its own start (the deficit it began with, where it made no copy on
     those levels); ``after[j]``, the mean deficit right after a phase ended by class ``j``, which carries
     one (what a failure that resets it during j's recovery throws away); ``fallbacks[j]``, the chance a
-    phase ended by such a class restores an older copy than its own start, after j's."""
+    phase ended by such a class restores from a level both spare, not its own nearest: after a lighter
+    j an older copy, after a heavier j (which wiped the nearer levels) its own start from further."""
 
     lost: np.ndarray
     after: dict
@@ -57,7 +58,8 @@ class Phases:
         #: [edges[q L + p], edges[q L + p + 1])
         self.edges = np.concatenate([starts[:, :-1] + q * P for q in range(WRAPS)] + [WRAPS * P], axis=1)
         self.origin = s.stall_end  # a phase after a failure in position phi's span starts at its stall end
-        self.tail = 1.0 / np.expm1(lam * s.period)  # r / (1 - r), r = e^-lam P: every wrap after the last
+        self.tail = np.exp(-lam * s.period) / -np.expm1(-lam * s.period)  # r / (1 - r), r = e^-lam P: every
+        # wrap after the last
         #: e^-lam t and e^lam o neither under- nor overflow: G(t) = e^-lam t e^lam o past the start
         self.fast = lam * float(np.max(self.edges)) < 600
         self.G = self.survival(self.edges)
@@ -145,10 +147,16 @@ class Phases:
         class j spares; ``stays[j]``: per row, the chance its deficit outlives its recovery."""
         n, L = self.origin.shape
         chaining = [j for j, a in enumerate(alive) if shares[j] > 0 and not a <= target and a & target]
-        if not chaining:
+        heavier = [j for j, a in enumerate(alive) if shares[j] > 0 and a and a < target]
+        if not chaining and not heavier:
             return Deficit(np.zeros(n), {}, {})
         first = self.newest(target)[:, 1:L + 1]  # a phase from phi: its first copy on target
         none = -np.expm1(-self.lam * np.maximum(0.0, first - self.origin))
+        unmade = (self.starts * none).sum(axis=1)
+        # after a heavier class wiped the nearer levels, a phase that made no copy restores a farther one
+        fallbacks = {j: shares[j] * unmade for j in heavier}
+        if not chaining:
+            return Deficit(np.zeros(n), {}, fallbacks)
         Gf = np.exp(-self.lam * np.maximum(0.0, first - self.origin))[:, :, None]
         capped = np.maximum(self.G, Gf)  # G(min(t, first)): no copy on target yet at t
         N = self.by_position(capped[:, :, :-1] - capped[:, :, 1:])
@@ -160,6 +168,5 @@ class Phases:
         M = np.eye(L)[None] - carry[:, None, None] * N
         mu = np.linalg.solve(np.swapaxes(M, 1, 2), gains[:, :, None])[:, :, 0]  # mu (I - carry N) = gains
         carried = np.einsum("rp,rpq->rq", mu, N)
-        unmade = (pi * none).sum(axis=1)
-        return Deficit((mu * none).sum(axis=1), {j: (K[j] + carried).sum(axis=1) for j in chaining},
-                       {j: shares[j] * stays[j] * unmade for j in chaining})
+        fallbacks.update({j: shares[j] * stays[j] * unmade for j in chaining})
+        return Deficit((mu * none).sum(axis=1), {j: (K[j] + carried).sum(axis=1) for j in chaining}, fallbacks)

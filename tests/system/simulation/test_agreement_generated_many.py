@@ -1,6 +1,7 @@
 """Agreement on any design, the long version (issue 53): plan against simulate on many drawn designs, each
-over a simulated year, and the counterexamples the model once did not meet (tests/support/generated_designs.py;
-the quick tier's few and the named counterexamples it meets: tests/unit/simulation/test_agreement_generated.py)."""
+over a simulated year, the counterexamples the model once did not meet and those it does not yet
+(tests/support/generated_designs.py; the quick tier's few and the named counterexamples it meets:
+tests/unit/simulation/test_agreement_generated.py)."""
 from __future__ import annotations
 
 import pytest
@@ -28,6 +29,29 @@ MET = {
 @pytest.mark.parametrize("name", sorted(MET))
 def test_a_design_the_model_once_did_not_meet(name):
     check(MET[name], days=120, most_checkpoints=1e5)
+
+
+#: counterexamples the model does not meet yet, kept so that the day it does, they say so (strict)
+OPEN = {
+    # found by a wider draw on 8 Dec 2026 (it failed before emulator/planner/phases.py too, by 1.0 points):
+    # 48 nodes whose 1 GB/s NVMe keeps async checkpoints waiting (80 % of the time), a node loss
+    # restoring global storage for 10 hours; the plan's goodput 3.4 %, the simulator's 4.4 %: the plan
+    # has crashes recovering 8.3 % of the time, the simulator 5.9 % (a crash after a node loss, before
+    # the NVMe holds a new copy, restores global storage in both)
+    "a_node_loss_restores_for_ten_hours_behind_waiting_checkpoints": {
+        "model": "llama3-70b", "tp": 8, "pp": 1, "zero": 0, "nodes": 48, "shard_group": None,
+        "writers": "every_replica", "mode": "async", "step_s": 20.0, "interval_steps": 26, "keep": 1,
+        "verify": "size", "nic": "25Gb/s",
+        "tiers": {"local": {"every": 1, "write": "1GB/s", "read": "9.281GB/s", "duplex": True, "capacity": None},
+                  "global": {"every": 1, "write": "4.831GB/s", "read": "1.143GB/s", "latency_ms": 0}},
+        "failures": {"mttf_h": 5165, "node": 0.134, "group": 0.0, "restart_s": 150}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPEN))
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="crashes after a long node-loss recovery")
+def test_a_design_the_model_does_not_meet_yet(name):
+    check(OPEN[name], days=365, most_checkpoints=1e5)
 
 
 @settings(max_examples=30, derandomize=True, database=None, deadline=None,

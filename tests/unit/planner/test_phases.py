@@ -126,3 +126,13 @@ def test_the_prefix_sums_over_starts_are_each_starts_own_sums(mttf_scale):
     for levels in set(alive):
         assert np.allclose(fast.kept(levels), exact.kept(levels), rtol=1e-9, atol=1e-12), levels
     assert math.isclose(float(fast.starts.sum()), 1.0)
+
+
+def test_a_deficit_no_class_resets_survives_recoveries_that_are_always_struck():
+    """Crashes only (no class that resets the deficit), each recovery certain to be struck again: the
+    chance a deficit is reset is 0/0 there, and it is 0 (a draw of 8 Dec 2026 planned NaN)."""
+    cycle, s, lam, _, alive = _schedule()
+    ph = phases.Phases(cycle, s, lam)
+    chains = model.deficit_chains(ph, alive, [1.0, 0.0, 0.0], [np.ones(1)] * len(alive))
+    assert all(np.isfinite(c.lost).all() for c in chains.values())
+    assert chains[alive[1]].lost[0] > 0
