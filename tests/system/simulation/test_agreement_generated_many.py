@@ -45,11 +45,23 @@ OPEN = {
         "tiers": {"local": {"every": 1, "write": "1GB/s", "read": "9.281GB/s", "duplex": True, "capacity": None},
                   "global": {"every": 1, "write": "4.831GB/s", "read": "1.143GB/s", "latency_ms": 0}},
         "failures": {"mttf_h": 5165, "node": 0.134, "group": 0.0, "restart_s": 150}},
+    # found by a wider draw on 8 Dec 2026: 794 nodes whose 1 GB/s NVMe takes days over each async
+    # checkpoint, failing every 6.3 hours (lambda P about 400): the simulator keeps 0.69 % of the time;
+    # this model plans 0 % at every span's rates (its crashes' losses 5.5 % of the time, the simulator's
+    # 7.1 %; what a phase keeps, less the deficits carried, comes out below zero and is clamped); the
+    # settled model it replaced planned 0 to 0.53 % and passed by 0.05 points
+    "checkpoints_that_take_days_against_failures_every_six_hours": {
+        "model": "llama3-405b", "tp": 1, "pp": 4, "zero": 0, "nodes": 794, "shard_group": None,
+        "writers": "every_replica", "mode": "async", "step_s": 60.0, "interval_steps": 26, "keep": 2,
+        "verify": "size", "nic": "656.9Gb/s",
+        "tiers": {"local": {"every": 1, "write": "1GB/s", "read": "1GB/s", "duplex": False, "capacity": None},
+                  "global": {"every": 16, "write": "1GB/s", "read": "427.9GB/s", "latency_ms": 0}},
+        "failures": {"mttf_h": 39957, "node": 0.0, "group": 0.04, "restart_s": 30}},
 }
 
 
 @pytest.mark.parametrize("name", sorted(OPEN))
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="crashes after a long node-loss recovery")
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="recoveries after long recoveries; phases far shorter than a checkpoint")
 def test_a_design_the_model_does_not_meet_yet(name):
     check(OPEN[name], days=365, most_checkpoints=1e5)
 
