@@ -44,8 +44,9 @@ checkpointing system" (SC10, SCR) and Daly's exact restart model (2006):
   :func:`emulator.planner.reference.goodput`.
 
 Assumptions: failures of each class are Poisson and independent; a run phase after a recovery
-follows the settled schedule from where the count stood; the deficit a phase starts with is
-independent of how it ends (its expectation, not its distribution, is carried).
+follows the settled schedule from where the count stood, its backlog included (a restart empties
+the pipeline: where checkpoints wait most of the time, an open counterexample of the agreement
+tests); the deficit a phase starts with is independent of how it ends (its expectation is carried).
 """
 from __future__ import annotations
 

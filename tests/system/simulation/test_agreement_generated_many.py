@@ -37,7 +37,7 @@ OPEN = {
     # 48 nodes whose 1 GB/s NVMe keeps async checkpoints waiting (80 % of the time), a node loss
     # restoring global storage for 10 hours; the plan's goodput 3.4 %, the simulator's 4.4 %: the plan
     # has crashes recovering 8.3 % of the time, the simulator 5.9 % (a crash after a node loss, before
-    # the NVMe holds a new copy, restores global storage in both)
+    # the NVMe holds a new copy, restores global storage in both); likely the backlog below too
     "a_node_loss_restores_for_ten_hours_behind_waiting_checkpoints": {
         "model": "llama3-70b", "tp": 8, "pp": 1, "zero": 0, "nodes": 48, "shard_group": None,
         "writers": "every_replica", "mode": "async", "step_s": 20.0, "interval_steps": 26, "keep": 1,
@@ -49,7 +49,11 @@ OPEN = {
     # checkpoint, failing every 6.3 hours (lambda P about 400): the simulator keeps 0.69 % of the time;
     # this model plans 0 % at every span's rates (its crashes' losses 5.5 % of the time, the simulator's
     # 7.1 %; what a phase keeps, less the deficits carried, comes out below zero and is clamped); the
-    # settled model it replaced planned 0 to 0.53 % and passed by 0.05 points
+    # settled model it replaced planned 0 to 0.53 % and passed by 0.05 points. A Monte Carlo of the
+    # model's own chain of phases on the settled schedule keeps 1.2e-6 of the time: the model is right
+    # about its assumption, which is what fails here: each phase inherits the settled schedule's
+    # backlog (checkpoints waiting days on the NVMe), where the simulator's restart starts its
+    # pipeline empty and its first checkpoints go through
     "checkpoints_that_take_days_against_failures_every_six_hours": {
         "model": "llama3-405b", "tp": 1, "pp": 4, "zero": 0, "nodes": 794, "shard_group": None,
         "writers": "every_replica", "mode": "async", "step_s": 60.0, "interval_steps": 26, "keep": 2,
@@ -61,7 +65,7 @@ OPEN = {
 
 
 @pytest.mark.parametrize("name", sorted(OPEN))
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="recoveries after long recoveries; phases far shorter than a checkpoint")
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a phase inherits the settled backlog, which a restart empties")
 def test_a_design_the_model_does_not_meet_yet(name):
     check(OPEN[name], days=365, most_checkpoints=1e5)
 
