@@ -5,7 +5,7 @@ tests/unit/simulation/test_agreement_generated.py)."""
 from __future__ import annotations
 
 import pytest
-from generated_designs import check, designs
+from generated_designs import RARELY_FINISHES, check, designs
 from hypothesis import HealthCheck, given, settings
 
 #: counterexamples the model once did not meet (each failed before the fix named beside it)
@@ -16,13 +16,7 @@ MET = {
     # and phases starting at a uniform moment of the cycle (emulator/planner/phases.py carries both).
     # Its losses are rare and long (a node loss falls back by 13 checkpoints on average): 4 spans of 30
     # days, where 7.5 days' spans differ by twice the margin
-    "a_copy_to_the_only_spared_tier_rarely_finishes": {
-        "model": "llama3-70b", "tp": 8, "pp": 4, "zero": 1, "nodes": 2484, "shard_group": None,
-        "writers": "one_replica", "mode": "sync", "step_s": 20.0, "interval_steps": 7, "keep": 3,
-        "verify": "checksum", "nic": "56.01Gb/s",
-        "tiers": {"local": {"every": 1, "write": "8.496GB/s", "read": "1GB/s", "duplex": True, "capacity": None},
-                  "global": {"every": 16, "write": "1GB/s", "read": "1271GB/s", "latency_ms": 1}},
-        "failures": {"mttf_h": 8214, "node": 0.061, "group": 0.022, "restart_s": 30}},
+    "a_copy_to_the_only_spared_tier_rarely_finishes": RARELY_FINISHES,
 }
 
 

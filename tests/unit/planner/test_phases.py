@@ -1,8 +1,8 @@
 """Run phases as a Markov chain (emulator/planner/phases.py), held to a Monte Carlo of the same chain on the
 same schedule: phases end at Exp(lambda), the next starts at the stall end of the position whose span the
-failure struck, a crash restores host memory and a node loss global storage. The design is the one the
+failure struck, a crash restores the NVMe and a node loss global storage. The design is the one the
 generated agreement tests caught: a copy to global storage every 16th checkpoint that stalls 17 minutes
-with the cluster failing every 25 (tests/system/simulation/test_agreement_generated_many.py)."""
+with the cluster failing every 25 (generated_designs.RARELY_FINISHES)."""
 from __future__ import annotations
 
 import bisect
@@ -11,19 +11,11 @@ import math
 
 import numpy as np
 import pytest
-from generated_designs import design_of
+from generated_designs import RARELY_FINISHES, design_of
 
 from emulator.planner import model, phases
 from emulator.planner.cycle import steady
 from emulator.planner.inputs import DesignLevels
-
-RARELY_FINISHES = {
-    "model": "llama3-70b", "tp": 8, "pp": 4, "zero": 1, "nodes": 2484, "shard_group": None,
-    "writers": "one_replica", "mode": "sync", "step_s": 20.0, "interval_steps": 7, "keep": 3,
-    "verify": "checksum", "nic": "56.01Gb/s",
-    "tiers": {"local": {"every": 1, "write": "8.496GB/s", "read": "1GB/s", "duplex": True, "capacity": None},
-              "global": {"every": 16, "write": "1GB/s", "read": "1271GB/s", "latency_ms": 1}},
-    "failures": {"mttf_h": 8214, "node": 0.061, "group": 0.022, "restart_s": 30}}
 
 
 def _schedule(global_write: str = "1GB/s"):
