@@ -4,9 +4,11 @@ over a simulated year, the counterexamples the model once did not meet and those
 tests/unit/simulation/test_agreement_generated.py)."""
 from __future__ import annotations
 
+import os
+
 import pytest
 from generated_designs import RARELY_FINISHES, check, designs
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 
 #: counterexamples the model once did not meet (each failed before the fix named beside it)
 MET = {
@@ -64,8 +66,13 @@ def test_a_design_the_model_does_not_meet_yet(name):
     check(OPEN[name], days=365, most_checkpoints=1e5)
 
 
-@settings(max_examples=30, derandomize=True, database=None, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+#: a developer's wider draw: CKPT_EMU_AGREEMENT_SEED=7 CKPT_EMU_AGREEMENT_EXAMPLES=60 (the suite's own is fixed)
+EXPLORE_SEED = os.environ.get("CKPT_EMU_AGREEMENT_SEED")
+
+
+@seed(int(EXPLORE_SEED or 0))
+@settings(max_examples=int(os.environ.get("CKPT_EMU_AGREEMENT_EXAMPLES", "30")), derandomize=EXPLORE_SEED is None,
+          database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(designs())
 def test_plan_and_simulate_agree_on_many_drawn_designs(spec):
     check(spec, days=365, most_checkpoints=1e5)
