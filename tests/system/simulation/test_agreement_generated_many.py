@@ -70,9 +70,14 @@ def test_a_design_the_model_does_not_meet_yet(name):
 EXPLORE_SEED = os.environ.get("CKPT_EMU_AGREEMENT_SEED")
 
 
-@seed(int(EXPLORE_SEED or 0))
-@settings(max_examples=int(os.environ.get("CKPT_EMU_AGREEMENT_EXAMPLES", "30")), derandomize=EXPLORE_SEED is None,
-          database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(designs())
+def _drawn(test):
+    """``test`` over drawn designs: the suite's fixed draw, or a developer's seeded one."""
+    test = settings(max_examples=int(os.environ.get("CKPT_EMU_AGREEMENT_EXAMPLES", "30")),
+                    derandomize=EXPLORE_SEED is None, database=None, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])(given(designs())(test))
+    return seed(int(EXPLORE_SEED))(test) if EXPLORE_SEED else test
+
+
+@_drawn
 def test_plan_and_simulate_agree_on_many_drawn_designs(spec):
     check(spec, days=365, most_checkpoints=1e5)
