@@ -64,6 +64,7 @@ class Phases:
         self.fast = lam * float(np.max(self.edges)) < 600
         self.G = self.survival(self.edges)
         self._kept: dict = {}
+        self._newest: dict = {}
         self.starts = self._stationary() if self.L > 1 else time_shares(s)
 
     def survival(self, t: np.ndarray) -> np.ndarray:
@@ -102,7 +103,9 @@ class Phases:
 
     def newest(self, levels: frozenset, cycles: int = WRAPS + 2) -> np.ndarray:
         """m over ``cycles`` cycles (renewal.newest_times): non-decreasing along k."""
-        return newest_times(self.cycle, self.s, levels, cycles)
+        if (levels, cycles) not in self._newest:
+            self._newest[(levels, cycles)] = newest_times(self.cycle, self.s, levels, cycles)
+        return self._newest[(levels, cycles)]
 
     def kept(self, levels: frozenset) -> np.ndarray:
         """E[copies on ``levels`` a phase made by its failure; the failure in a span], the phase's start

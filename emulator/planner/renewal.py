@@ -23,12 +23,9 @@ from emulator.planner.cycle import Steady
 def newest_times(cycle: tuple, s: Steady, alive: set, cycles: int = 3) -> np.ndarray:
     """m: per row, over ``cycles`` cycles of checkpoints, the earliest time any checkpoint from the k-th on
     is durable on a level of ``alive`` (inf where none is)."""
-    n, L = s.start.shape
-    tau = np.full((n, L), np.inf)
-    for p, ck in enumerate(cycle):
-        durable = [d for lv, d in zip(ck.levels, ck.durable_s) if lv in alive]
-        if durable:
-            tau[:, p] = s.pipe[:, p] + min(durable)
+    after = np.array([min((d for lv, d in zip(ck.levels, ck.durable_s) if lv in alive), default=np.inf)
+                      for ck in cycle])  # each position's earliest durable time there, after its pipeline's start
+    tau = s.pipe + after[None, :]
     P = s.period[:, None]
     t = np.concatenate([tau + q * P for q in range(cycles)], axis=1)
     return np.minimum.accumulate(t[:, ::-1], axis=1)[:, ::-1]
