@@ -342,8 +342,8 @@ def deficit_chains(ph: phases.Phases, alive: list, shares: list, struck: list) -
     its recovery; a lighter class striking starts another recovery, which may be struck in turn)."""
     out = {}
     for target in set(alive):
-        resets = sum(sh for sh, a in zip(shares, alive) if a <= target or not a & target)
-        carrying = [k for k, a in enumerate(alive) if not (a <= target or not a & target)]
+        resets = sum(sh for sh, a in zip(shares, alive) if not phases.carries(a, target))
+        carrying = [k for k, a in enumerate(alive) if phases.carries(a, target)]
         # k's deficit is reset with x_k = q_k (resets + sum over carrying c of share_c x_c) = q_k resets / (1 - Q)
         lighter = sum(shares[c] * struck[c] for c in carrying)
         free = 1.0 - lighter  # >= resets: 0 only where no class resets and every recovery is struck

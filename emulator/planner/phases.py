@@ -41,6 +41,12 @@ class Deficit:
     fallbacks: dict
 
 
+def carries(spared: frozenset, target: frozenset) -> bool:
+    """Whether a class sparing the levels ``spared`` carries a deficit against ``target``: it spares levels
+    outside it (its restore may be newer than the newest copy there), and some in it."""
+    return not spared <= target and bool(spared & target)
+
+
 def time_shares(s) -> np.ndarray:
     """Per row, each position's share of the cycle's time (rows x L): where a uniform moment falls."""
     return np.diff(np.concatenate([s.start, s.period[:, None]], axis=1), axis=1) / s.period[:, None]
@@ -149,19 +155,19 @@ class Phases:
         where the phase made none on ``target``, the deficit it began with. ``alive[j]``: the levels
         class j spares; ``stays[j]``: per row, the chance its deficit outlives its recovery."""
         n, L = self.origin.shape
-        chaining = [j for j, a in enumerate(alive) if shares[j] > 0 and not a <= target and a & target]
+        chaining = [j for j, a in enumerate(alive) if shares[j] > 0 and carries(a, target)]
         heavier = [j for j, a in enumerate(alive) if shares[j] > 0 and a and a < target]
         if not chaining and not heavier:
             return Deficit(np.zeros(n), {}, {})
         first = self.newest(target)[:, 1:L + 1]  # a phase from phi: its first copy on target
-        none = -np.expm1(-self.lam * np.maximum(0.0, first - self.origin))
+        until = -self.lam * np.maximum(0.0, first - self.origin)
+        none = -np.expm1(until)
         unmade = (self.starts * none).sum(axis=1)
         # after a heavier class wiped the nearer levels, a phase that made no copy restores a farther one
         fallbacks = {j: shares[j] * unmade for j in heavier}
         if not chaining:
             return Deficit(np.zeros(n), {}, fallbacks)
-        Gf = np.exp(-self.lam * np.maximum(0.0, first - self.origin))[:, :, None]
-        capped = np.maximum(self.G, Gf)  # G(min(t, first)): no copy on target yet at t
+        capped = np.maximum(self.G, np.exp(until)[:, :, None])  # G(min(t, first)): no copy on target yet at t
         N = self.by_position(capped[:, :, :-1] - capped[:, :, 1:])
         pi, gains, carry, K = self.starts, np.zeros((n, L)), np.zeros(n), {}
         for j in chaining:
